@@ -1,0 +1,1 @@
+//! Attribute macros of `kapsel-sdk`.

@@ -1,0 +1,1 @@
+//! The Kapsel guest SDK.

@@ -1,0 +1,1 @@
+//! The Kapsel host.

@@ -1,0 +1,2 @@
+//! The `kapsel` command.
+fn main() {}
