@@ -1,4 +1,304 @@
 //! An in-memory Kubernetes API server, served over HTTP on loopback.
+//!
+//! It answers kube-apiserver's REST API closely enough for kubectl, kube-rs and Kapsel's
+//! host: discovery, built-in resources, CRDs, CRUD with every patch type, finalizers,
+//! owner-reference garbage collection, status subresources, selectors, and watches with
+//! bookmarks and 410 Gone. Tests can inject faults through [`Faults`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kapsel_apiserver::Error> {
+//! let server = kapsel_apiserver::ApiServer::start(kapsel_apiserver::Config::default()).await?;
+//! println!("{}", server.kubeconfig());
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
 
+mod builtins;
+mod crd;
+mod defaults;
+mod discovery;
+mod faults;
+mod gc;
+mod kubeconfig;
+mod list;
+mod objects;
 mod openapi;
+mod patch;
+mod persist;
+mod protobuf;
 mod registry;
+mod requests;
+mod scale;
+mod schema;
+mod selectors;
+mod server;
+mod status;
+mod store;
+mod table;
+mod validate;
+mod watch;
+
+pub use faults::{Fault, Faults, RequestMatcher};
+
+use serde_json::json;
+use server::Shared;
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How often the state file is saved while changes happen.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// TCP port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Where to load objects from at start and save them to (JSON); None keeps all in memory.
+    pub state_file: Option<PathBuf>,
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK event.
+    pub bookmark_interval: Duration,
+    /// How many events the watch history keeps; watches from older versions get 410 Gone.
+    pub history_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 0,
+            state_file: None,
+            bookmark_interval: Duration::from_secs(5),
+            history_limit: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Sets the port (0 = any free port).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Sets the state file.
+    #[must_use]
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    /// Sets the bookmark interval.
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+
+    /// Sets the watch history length.
+    #[must_use]
+    pub fn history_limit(mut self, n: usize) -> Self {
+        self.history_limit = n;
+        self
+    }
+}
+
+/// What can go wrong starting or stopping the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The port could not be bound.
+    #[error("cannot listen on 127.0.0.1:{port}")]
+    Bind {
+        /// The port asked for.
+        port: u16,
+        /// Why binding failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state file exists but cannot be read or understood; it is left untouched.
+    #[error("cannot load the state file {}: {message}", path.display())]
+    State {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The state file could not be written.
+    #[error("cannot save the state file {}", path.display())]
+    Save {
+        /// The state file.
+        path: PathBuf,
+        /// Why writing failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running server. Dropping it stops serving; [`ApiServer::shutdown`] also waits and saves.
+#[derive(Debug)]
+pub struct ApiServer {
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    serving: Option<JoinHandle<()>>,
+    persister: Option<JoinHandle<()>>,
+    state_file: Option<PathBuf>,
+}
+
+/// Creates the namespaces every cluster starts with.
+fn seed(store: &mut store::Store) {
+    let Some(rt) = store.registry.find("", "v1", "namespaces").cloned() else {
+        return;
+    };
+    let scope = objects::Scope { rt, ns: None };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let ns = json!({"metadata": {"name": name}});
+        if let Err(e) = objects::create(store, &scope, ns, false) {
+            tracing::warn!(namespace = name, error = ?e, "could not create a built-in namespace");
+        }
+    }
+}
+
+impl ApiServer {
+    /// Binds 127.0.0.1:`port`, loads the state file if there is one, and starts serving.
+    pub async fn start(config: Config) -> Result<ApiServer, Error> {
+        let mut store = store::Store::new(config.history_limit);
+        let loaded = match &config.state_file {
+            Some(path) => persist::load(path, &mut store)?,
+            None => false,
+        };
+        if !loaded {
+            seed(&mut store);
+        }
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, config.port))
+            .await
+            .map_err(|source| Error::Bind {
+                port: config.port,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            port: config.port,
+            source,
+        })?;
+        let shared = Arc::new(Shared::new(store, config.bookmark_interval, addr));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = server::router(shared.clone());
+        let serving = tokio::spawn(async move {
+            let graceful = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = graceful.await {
+                tracing::error!(error = %e, "the API server stopped serving");
+            }
+        });
+        let persister = config.state_file.clone().map(|path| {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut saved = shared.lock().changes;
+                loop {
+                    tokio::time::sleep(SAVE_EVERY).await;
+                    let snap = {
+                        let store = shared.lock();
+                        if store.changes == saved {
+                            continue;
+                        }
+                        saved = store.changes;
+                        persist::snapshot(&store)
+                    };
+                    if let Err(e) = persist::save(&path, &snap) {
+                        tracing::warn!(error = %e, "could not save the API server's state");
+                    }
+                }
+            })
+        });
+        tracing::info!(%addr, "embedded API server listening");
+        Ok(ApiServer {
+            shared,
+            stop: Some(stop),
+            serving: Some(serving),
+            persister,
+            state_file: config.state_file,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig::kubeconfig(&self.url())
+    }
+
+    /// The fault-injection handle.
+    pub fn faults(&self) -> Faults {
+        Faults {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Stops serving, closes every watch, and saves the state file if one is configured.
+    pub async fn shutdown(mut self) -> Result<(), Error> {
+        self.stop_serving();
+        if let Some(serving) = self.serving.take() {
+            // Open keep-alive connections get a moment to finish; then they are cut.
+            let abort = serving.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), serving)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        if let Some(p) = self.persister.take() {
+            p.abort();
+        }
+        match &self.state_file {
+            Some(path) => {
+                let snap = persist::snapshot(&self.shared.lock());
+                persist::save(path, &snap)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn stop_serving(&mut self) {
+        self.shared.closer.send_modify(|n| *n += 1);
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop_serving();
+        if let Some(p) = self.persister.take() {
+            p.abort();
+        }
+    }
+}
+
+/// Serves until `shutdown` completes, then shuts down cleanly (for `kapsel dev-cluster`).
+/// `on_start` receives the running server first, e.g. to write its kubeconfig.
+pub async fn serve_until(
+    config: Config,
+    on_start: impl FnOnce(&ApiServer),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let server = ApiServer::start(config).await?;
+    on_start(&server);
+    shutdown.await;
+    server.shutdown().await
+}

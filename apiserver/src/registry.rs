@@ -40,3 +40,123 @@ impl ResourceType {
         }
     }
 }
+
+/// The verbs of an ordinary resource, in kube's order.
+pub(crate) const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// Every served resource type; rebuilt whenever a CRD changes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Registry {
+    types: Vec<ResourceType>,
+}
+
+impl Registry {
+    pub(crate) fn new(types: Vec<ResourceType>) -> Self {
+        Registry { types }
+    }
+
+    pub(crate) fn all(&self) -> &[ResourceType] {
+        &self.types
+    }
+
+    /// The type served at `group/version/plural`.
+    pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    /// The preferred version's type of a stored resource (group + plural).
+    pub(crate) fn preferred(&self, group: &str, plural: &str) -> Option<&ResourceType> {
+        let mut candidates = self
+            .types
+            .iter()
+            .filter(|t| t.group == group && t.plural == plural);
+        let first = candidates.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(candidates)
+                .find(|t| t.preferred)
+                .unwrap_or(first),
+        )
+    }
+
+    /// Group names in discovery order: core-ish built-in groups first, then the rest as added.
+    pub(crate) fn groups(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in &self.types {
+            if !t.group.is_empty() && !out.contains(&t.group) {
+                out.push(t.group.clone());
+            }
+        }
+        out
+    }
+
+    /// The served versions of a group, highest priority first (kube-aware order).
+    pub(crate) fn versions(&self, group: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self.types.iter().filter(|t| t.group == group) {
+            if !out.contains(&t.version) {
+                out.push(t.version.clone());
+            }
+        }
+        out.sort_by(|a, b| {
+            version_priority(b)
+                .cmp(&version_priority(a))
+                .then_with(|| a.cmp(b))
+        });
+        out
+    }
+}
+
+/// Kube's version priority: GA > beta > alpha, higher major then higher minor first;
+/// versions that do not look like `vN[alpha|betaM]` sort last (alphabetically, by the caller).
+pub(crate) fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    for (pre, level) in [("beta", 2), ("alpha", 1)] {
+        if let Some(n) = tail.strip_prefix(pre)
+            && let Ok(minor) = n.parse::<u64>()
+        {
+            return (level, major, minor);
+        }
+    }
+    (0, 0, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_aware_version_order() {
+        let mut v = vec!["v1beta1", "foo", "v2", "v1", "v1alpha1", "v1beta2", "v10"];
+        v.sort_by(|a, b| {
+            version_priority(b)
+                .cmp(&version_priority(a))
+                .then_with(|| a.cmp(b))
+        });
+        assert_eq!(
+            v,
+            ["v10", "v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+        );
+    }
+}

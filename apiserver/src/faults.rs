@@ -1,0 +1,150 @@
+//! Fault injection for tests: never active unless a test asks for it.
+
+use crate::server::Shared;
+use crate::status::ApiError;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// A failure to answer matching requests with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// 410 Gone with reason `Expired` (as for a compacted resourceVersion).
+    Gone,
+    /// 429 with a `Retry-After` header and `details.retryAfterSeconds`.
+    TooManyRequests {
+        /// Seconds the client is asked to wait.
+        retry_after_secs: u32,
+    },
+    /// 500 InternalError.
+    InternalError,
+}
+
+impl Fault {
+    fn error(&self) -> ApiError {
+        match self {
+            Fault::Gone => ApiError::gone("injected fault: the resource version is too old"),
+            Fault::TooManyRequests { retry_after_secs } => {
+                ApiError::too_many_requests(*retry_after_secs)
+            }
+            Fault::InternalError => ApiError::internal("injected fault: internal error"),
+        }
+    }
+}
+
+/// Which requests a fault applies to: every field left `None` matches anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestMatcher {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: Option<String>,
+    /// The resource's plural, e.g. `pods`.
+    pub plural: Option<String>,
+    /// The API group ("" for core).
+    pub group: Option<String>,
+}
+
+impl RequestMatcher {
+    /// Matches every request, discovery included.
+    pub fn any() -> Self {
+        RequestMatcher::default()
+    }
+
+    /// Only requests with this verb.
+    #[must_use]
+    pub fn verb(mut self, verb: impl Into<String>) -> Self {
+        self.verb = Some(verb.into());
+        self
+    }
+
+    /// Only requests for this resource (plural).
+    #[must_use]
+    pub fn plural(mut self, plural: impl Into<String>) -> Self {
+        self.plural = Some(plural.into());
+        self
+    }
+
+    /// Only requests in this API group ("" for core).
+    #[must_use]
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    fn matches(&self, req: &RequestInfo<'_>) -> bool {
+        self.verb.as_deref().is_none_or(|v| v == req.verb)
+            && self.plural.as_deref().is_none_or(|p| Some(p) == req.plural)
+            && self.group.as_deref().is_none_or(|g| Some(g) == req.group)
+    }
+}
+
+/// What the fault table needs to know about a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestInfo<'a> {
+    pub(crate) verb: &'a str,
+    pub(crate) plural: Option<&'a str>,
+    pub(crate) group: Option<&'a str>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    rules: Vec<(usize, RequestMatcher, Fault)>,
+    delay: Option<Duration>,
+}
+
+/// The server side of fault injection.
+#[derive(Debug, Default)]
+pub(crate) struct FaultTable(Mutex<Table>);
+
+impl FaultTable {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        // A panic elsewhere cannot leave the table inconsistent: each change is one push/set.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn delay(&self) -> Option<Duration> {
+        self.table().delay
+    }
+
+    /// The fault for this request, consuming one of its uses.
+    pub(crate) fn take(&self, req: &RequestInfo<'_>) -> Option<ApiError> {
+        let mut t = self.table();
+        let i = t
+            .rules
+            .iter()
+            .position(|(n, m, _)| *n > 0 && m.matches(req))?;
+        let (n, _, f) = &mut t.rules[i];
+        *n -= 1;
+        let err = f.error();
+        t.rules.retain(|(n, _, _)| *n > 0);
+        Some(err)
+    }
+}
+
+/// A handle to inject faults into a running [`crate::ApiServer`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Faults {
+    /// Closes every open watch connection now (their clients see a clean end of stream).
+    pub fn drop_watches(&self) {
+        self.shared.closer.send_modify(|n| *n += 1);
+    }
+
+    /// Answers the next `n` requests that `matcher` matches with `fault`.
+    pub fn fail_next(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
+        self.shared.faults.table().rules.push((n, matcher, fault));
+    }
+
+    /// Delays every response by `d` (None switches the delay off).
+    pub fn delay_responses(&self, d: Option<Duration>) {
+        self.shared.faults.table().delay = d;
+    }
+
+    /// Forgets the watch history: watches from any resourceVersion before now get 410 Gone.
+    pub fn expire_history(&self) {
+        self.shared.lock().expire_history();
+    }
+}

@@ -1,0 +1,332 @@
+//! Deletion: finalizers and `deletionTimestamp`, owner-reference garbage collection,
+//! namespace and CRD cleanup (the work kube's controllers do, done inline here).
+
+use crate::objects::{meta_mut, now};
+use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str};
+use serde_json::{Value, json};
+
+/// How dependents are treated when their owner goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Propagation {
+    /// Delete dependents after the owner (kube's default for most resources).
+    Background,
+    /// Delete dependents first: the owner waits, with a `foregroundDeletion` finalizer,
+    /// until they are gone.
+    Foreground,
+    /// Leave dependents, removing their reference to the owner.
+    Orphan,
+}
+
+fn has_finalizers(obj: &Value) -> bool {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
+fn is_deleting(obj: &Value) -> bool {
+    !meta_str(obj, "deletionTimestamp").is_empty()
+}
+
+/// Sets `deletionTimestamp` (and bumps generation, as kube does when deletion starts).
+fn mark_deleting(obj: &mut Value, now: &str) {
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let meta = meta_mut(obj);
+    meta.insert("deletionTimestamp".into(), json!(now));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+    if let Some(g) = generation {
+        meta.insert("generation".into(), json!(g + 1));
+    }
+}
+
+/// Deletes an object as a DELETE request would. Returns the object's state afterwards and
+/// whether it is really gone (false: finalizers or cleanup keep it for now).
+pub(crate) fn delete(
+    store: &mut Store,
+    res: &ResKey,
+    key: &ObjKey,
+    policy: Propagation,
+) -> Option<(Value, bool)> {
+    let mut obj = store.get(res, key).cloned()?;
+    if policy == Propagation::Orphan {
+        orphan_dependents(store, meta_str(&obj, "uid"));
+    }
+    if is_deleting(&obj) {
+        return Some((obj, false));
+    }
+    let uid = meta_str(&obj, "uid").to_string();
+    if policy == Propagation::Foreground && !dependents(store, &uid).is_empty() {
+        let now = now();
+        mark_deleting(&mut obj, &now);
+        let fins = meta_mut(&mut obj)
+            .entry("finalizers")
+            .or_insert_with(|| json!([]));
+        if let Some(a) = fins.as_array_mut() {
+            a.push(json!(FOREGROUND));
+        }
+        store.replace(res, obj);
+        for (r, k) in dependents(store, &uid) {
+            delete(store, &r, &k, Propagation::Foreground);
+        }
+        release_foreground(store, &uid);
+        let gone = store.get(res, key).is_none();
+        let now_obj = store.get(res, key).cloned();
+        return now_obj.map(|o| (o, gone)).or(Some((json!({}), true)));
+    }
+    let now = now();
+    let is_ns = res.0.is_empty() && res.1 == "namespaces";
+    let is_crd = res.0 == CRDS.0 && res.1 == CRDS.1;
+    if is_ns || is_crd || has_finalizers(&obj) {
+        mark_deleting(&mut obj, &now);
+        if is_ns {
+            obj["status"] = json!({"phase": "Terminating"});
+        }
+        if is_crd {
+            crate::crd::mark_terminating(&mut obj, &now);
+        }
+        let stored = store.replace(res, obj);
+        if is_ns {
+            // The namespace controller's job: delete everything inside, then the namespace.
+            let ns = key.1.clone();
+            let namespaced: Vec<ResKey> = store.all().map(|(r, _)| r.clone()).collect();
+            for r in namespaced {
+                let keys: Vec<ObjKey> = store.list(&r, Some(&ns)).map(|(k, _)| k.clone()).collect();
+                for k in keys {
+                    delete(store, &r, &k, Propagation::Background);
+                }
+            }
+        }
+        if is_crd {
+            // The CRD cleanup controller: delete every instance, then the CRD.
+            let group = stored
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let plural = stored
+                .pointer("/spec/names/plural")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let cr = (group, plural);
+            let keys: Vec<ObjKey> = store.list(&cr, None).map(|(k, _)| k.clone()).collect();
+            for k in keys {
+                delete(store, &cr, &k, Propagation::Background);
+            }
+        }
+        if is_ns || is_crd {
+            finish_cleanup(store, res, key);
+        }
+        let gone = store.get(res, key).is_none();
+        let now_obj = store.get(res, key).cloned().unwrap_or(stored);
+        return Some((now_obj, gone));
+    }
+    remove(store, res, key).map(|o| (o, true))
+}
+
+/// The finalizer that holds an owner deleted with `propagationPolicy=Foreground`.
+const FOREGROUND: &str = "foregroundDeletion";
+
+/// Once a foreground-deleting owner has no dependents left, the garbage collector drops its
+/// `foregroundDeletion` finalizer (and the owner goes if nothing else holds it).
+fn release_foreground(store: &mut Store, uid: &str) {
+    if uid.is_empty() || !dependents(store, uid).is_empty() {
+        return;
+    }
+    let found = store.all().find_map(|(r, objs)| {
+        objs.iter()
+            .find(|(_, o)| meta_str(o, "uid") == uid)
+            .map(|(k, o)| (r.clone(), k.clone(), o.clone()))
+    });
+    let Some((res, key, mut owner)) = found else {
+        return;
+    };
+    let Some(fins) = owner
+        .pointer_mut("/metadata/finalizers")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    if !fins.iter().any(|f| f == FOREGROUND) {
+        return;
+    }
+    fins.retain(|f| f != FOREGROUND);
+    if has_finalizers(&owner) {
+        store.replace(&res, owner);
+    } else {
+        remove(store, &res, &key);
+    }
+}
+
+/// Removes an object for good, then does what follows: garbage-collects dependents, and
+/// completes a terminating namespace or CRD that became empty.
+pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Value> {
+    let obj = store.remove(res, key)?;
+    if res.0 == CRDS.0 && res.1 == CRDS.1 {
+        let group = obj
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let plural = obj
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        store.drop_resource(&(group, plural));
+        store.rebuild_registry();
+    }
+    collect_dependents(store, meta_str(&obj, "uid"));
+    let owners: Vec<String> = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
+        .collect();
+    for owner in owners {
+        release_foreground(store, &owner);
+    }
+    let ns = meta_str(&obj, "namespace");
+    if !ns.is_empty() {
+        let ns_res = (String::new(), "namespaces".to_string());
+        finish_cleanup(store, &ns_res, &(String::new(), ns.to_string()));
+    }
+    if let Some(rt) = store.registry.preferred(&res.0, &res.1)
+        && rt.custom
+    {
+        let crd_res = (CRDS.0.to_string(), CRDS.1.to_string());
+        let name = format!("{}.{}", res.1, res.0);
+        finish_cleanup(store, &crd_res, &(String::new(), name));
+    }
+    Some(obj)
+}
+
+/// Once a terminating namespace or CRD has no content left, drops the system finalizer its
+/// controller holds; the object disappears when no other finalizer remains.
+fn finish_cleanup(store: &mut Store, res: &ResKey, key: &ObjKey) {
+    let Some(obj) = store.get(res, key) else {
+        return;
+    };
+    if !is_deleting(obj) {
+        return;
+    }
+    let is_ns = res.0.is_empty() && res.1 == "namespaces";
+    let empty = if is_ns {
+        !store
+            .all()
+            .any(|(_, objs)| objs.keys().any(|k| k.0 == key.1))
+    } else {
+        let group = obj
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let plural = obj
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        store.list(&(group, plural), None).next().is_none()
+    };
+    if !empty {
+        return;
+    }
+    let mut obj = obj.clone();
+    if is_ns {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("finalizers");
+        }
+    } else if let Some(fs) = obj
+        .pointer_mut("/metadata/finalizers")
+        .and_then(Value::as_array_mut)
+    {
+        fs.retain(|f| f != "customresourcecleanup.apiextensions.k8s.io");
+    }
+    if has_finalizers(&obj) {
+        if Some(&obj) != store.get(res, key) {
+            store.replace(res, obj);
+        }
+    } else {
+        remove(store, res, key);
+    }
+}
+
+/// Every (resource, key) whose ownerReferences name `uid`.
+fn dependents(store: &Store, uid: &str) -> Vec<(ResKey, ObjKey)> {
+    let mut out = Vec::new();
+    for (res, objs) in store.all() {
+        for (k, o) in objs {
+            let owned = o
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|rs| {
+                    rs.iter()
+                        .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+                });
+            if owned {
+                out.push((res.clone(), k.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn uid_exists(store: &Store, uid: &str) -> bool {
+    store
+        .all()
+        .any(|(_, objs)| objs.values().any(|o| meta_str(o, "uid") == uid))
+}
+
+fn drop_owner_ref(store: &mut Store, res: &ResKey, key: &ObjKey, uid: &str) {
+    let Some(mut o) = store.get(res, key).cloned() else {
+        return;
+    };
+    if let Some(refs) = o
+        .pointer_mut("/metadata/ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+        if refs.is_empty()
+            && let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.remove("ownerReferences");
+        }
+    }
+    store.replace(res, o);
+}
+
+/// The garbage collector after an owner is gone: a dependent with another live owner only
+/// loses the dangling reference; one without is deleted (through its own finalizers).
+fn collect_dependents(store: &mut Store, uid: &str) {
+    if uid.is_empty() {
+        return;
+    }
+    for (res, key) in dependents(store, uid) {
+        let Some(o) = store.get(&res, &key) else {
+            continue;
+        };
+        let others_alive = o
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("uid").and_then(Value::as_str))
+            .filter(|u| *u != uid)
+            .any(|u| uid_exists(store, u));
+        if others_alive {
+            drop_owner_ref(store, &res, &key, uid);
+        } else {
+            delete(store, &res, &key, Propagation::Background);
+        }
+    }
+}
+
+/// `propagationPolicy=Orphan`: dependents stay and lose their reference to the owner.
+fn orphan_dependents(store: &mut Store, uid: &str) {
+    if uid.is_empty() {
+        return;
+    }
+    for (res, key) in dependents(store, uid) {
+        drop_owner_ref(store, &res, &key, uid);
+    }
+}

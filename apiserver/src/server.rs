@@ -1,0 +1,257 @@
+//! HTTP: parses kube's URL scheme and query parameters, applies faults, and dispatches to
+//! discovery, object handlers and watches.
+
+use crate::faults::{FaultTable, RequestInfo};
+use crate::status::{ApiError, json_response};
+use crate::store::Store;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{Method, header};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Kube's default request body limit (3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// State shared by every request, the watchers, the persister and the `Faults` handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    store: Mutex<Store>,
+    pub(crate) faults: FaultTable,
+    pub(crate) bookmark_interval: Duration,
+    /// Bumped to close every open watch (fault injection, shutdown).
+    pub(crate) closer: tokio::sync::watch::Sender<u64>,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Shared {
+    pub(crate) fn new(store: Store, bookmark_interval: Duration, addr: SocketAddr) -> Self {
+        Shared {
+            store: Mutex::new(store),
+            faults: FaultTable::default(),
+            bookmark_interval,
+            closer: tokio::sync::watch::channel(0).0,
+            addr,
+        }
+    }
+
+    /// The store. Writers change it through single calls that leave it consistent, so after
+    /// a panic elsewhere (a bug) the data is still usable: recover from poisoning.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The router: one handler, since kube's paths are easier parsed by hand than routed.
+pub(crate) fn router(shared: Arc<Shared>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(shared)
+}
+
+/// A parsed request path.
+#[derive(Debug)]
+enum Route {
+    Root,
+    Version,
+    Health,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiV2,
+    OpenApiV3,
+    OpenApiV3Gv(String, String),
+    Resource(ResPath),
+    NotFound,
+}
+
+/// A parsed resource path.
+#[derive(Debug)]
+pub(crate) struct ResPath {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) ns: Option<String>,
+    pub(crate) plural: String,
+    pub(crate) name: Option<String>,
+    pub(crate) sub: Option<String>,
+    /// The legacy `/watch/` path prefix.
+    pub(crate) watch: bool,
+}
+
+fn parse_path(path: &str) -> Route {
+    let segs: Vec<&str> = path
+        .trim_start_matches('/')
+        .trim_end_matches('/')
+        .split('/')
+        .collect();
+    if segs.iter().skip(1).any(|s| s.is_empty()) {
+        return Route::NotFound;
+    }
+    match segs.as_slice() {
+        [""] => Route::Root,
+        ["version"] => Route::Version,
+        ["healthz" | "livez" | "readyz", ..] => Route::Health,
+        ["api"] => Route::Api,
+        ["api", "v1"] => Route::GroupVersion(String::new(), "v1".into()),
+        ["api", "v1", rest @ ..] => resource("", "v1", rest),
+        ["apis"] => Route::Apis,
+        ["apis", g] => Route::Group(g.to_string()),
+        ["apis", g, v] => Route::GroupVersion(g.to_string(), v.to_string()),
+        ["apis", g, v, rest @ ..] => resource(g, v, rest),
+        ["openapi", "v2"] => Route::OpenApiV2,
+        ["openapi", "v3"] => Route::OpenApiV3,
+        ["openapi", "v3", "api", "v1"] => Route::OpenApiV3Gv(String::new(), "v1".into()),
+        ["openapi", "v3", "apis", g, v] => Route::OpenApiV3Gv(g.to_string(), v.to_string()),
+        _ => Route::NotFound,
+    }
+}
+
+fn resource(group: &str, version: &str, mut rest: &[&str]) -> Route {
+    let mut watch = false;
+    if rest.first() == Some(&"watch") {
+        watch = true;
+        rest = &rest[1..];
+    }
+    let s = |i: usize| rest.get(i).map(|x| x.to_string());
+    let namespaced_path = rest.first() == Some(&"namespaces")
+        && rest.len() >= 3
+        && !(rest.len() == 3 && matches!(rest[2], "status" | "finalize"));
+    let (ns, plural, name, sub, max) = if namespaced_path {
+        (s(1), s(2), s(3), s(4), 5)
+    } else {
+        (None, s(0), s(1), s(2), 3)
+    };
+    match plural {
+        Some(plural) if rest.len() <= max => Route::Resource(ResPath {
+            group: group.into(),
+            version: version.into(),
+            ns,
+            plural,
+            name,
+            sub,
+            watch,
+        }),
+        _ => Route::NotFound,
+    }
+}
+
+fn verb_of(method: &Method, p: &ResPath, watch: bool) -> &'static str {
+    match (method, p.name.is_some()) {
+        (&Method::GET, false) if watch => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) if watch => "watch",
+        (&Method::GET, true) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, false) => "deletecollection",
+        (&Method::DELETE, true) => "delete",
+        _ => "unknown",
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let query: HashMap<String, String> =
+        match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
+            Ok(q) => q.0.into_iter().collect(),
+            Err(e) => {
+                return ApiError::bad_request(format!("invalid query string: {e}")).into_response();
+            }
+        };
+    let route = parse_path(parts.uri.path());
+    let watch_param = matches!(
+        query.get("watch").map(String::as_str),
+        Some("1" | "true" | "True" | "t" | "T" | "TRUE")
+    );
+    let info = match &route {
+        Route::Resource(p) => RequestInfo {
+            verb: verb_of(&parts.method, p, p.watch || watch_param),
+            plural: Some(p.plural.as_str()),
+            group: Some(p.group.as_str()),
+        },
+        _ => RequestInfo {
+            verb: "get",
+            plural: None,
+            group: None,
+        },
+    };
+    if let Some(d) = shared.faults.delay() {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(err) = shared.faults.take(&info) {
+        return err.into_response();
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large or could not be read",
+            )
+            .into_response();
+        }
+    };
+    let ct = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let view = crate::table::view(
+        parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+    );
+    let result = match route {
+        Route::Resource(p) => crate::requests::resource_request(
+            &shared,
+            &parts.method,
+            p,
+            &query,
+            watch_param,
+            &ct,
+            &body,
+            view,
+        ),
+        _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
+            ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
+        ),
+        other => discovery_request(&shared, other, parts.uri.path()),
+    };
+    match result {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn discovery_request(shared: &Shared, route: Route, path: &str) -> Result<Response, ApiError> {
+    let store = shared.lock();
+    let reg = &store.registry;
+    let found = match route {
+        Route::Root => Some(crate::discovery::root_paths(reg)),
+        Route::Version => Some(crate::discovery::version()),
+        Route::Health => {
+            return Ok(
+                ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response(),
+            );
+        }
+        Route::Api => Some(crate::discovery::api_versions(shared.addr)),
+        Route::Apis => Some(crate::discovery::group_list(reg)),
+        Route::Group(g) => crate::discovery::group(reg, &g),
+        Route::GroupVersion(g, v) => crate::discovery::resource_list(reg, &g, &v, &|t| {
+            crate::scale::paths(&store, t).is_some()
+        }),
+        Route::OpenApiV2 => Some(crate::openapi::v2(reg.all())),
+        Route::OpenApiV3 => Some(crate::openapi::v3_index(reg.all())),
+        Route::OpenApiV3Gv(g, v) => crate::openapi::v3_group_version(reg.all(), &g, &v),
+        Route::Resource(_) | Route::NotFound => None,
+    };
+    found
+        .map(|v| json_response(200, &v))
+        .ok_or_else(|| ApiError::no_route(path))
+}

@@ -1,0 +1,260 @@
+//! The cluster's state: objects, the resourceVersion counter, the watch history and the
+//! broadcast that feeds watchers.
+
+use crate::registry::{Registry, ResourceType};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// A stored resource: (group, plural). Every version of a CRD shares one storage, as in kube.
+pub(crate) type ResKey = (String, String);
+/// An object's key inside its resource: (namespace or "" when cluster-scoped, name).
+pub(crate) type ObjKey = (String, String);
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as kept in the history and sent to watchers.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) rv: u64,
+    pub(crate) ty: EventType,
+    pub(crate) res: ResKey,
+    /// The object after the change (for DELETED: its last state, carrying the deletion's RV).
+    pub(crate) object: Value,
+    /// The object before a MODIFIED change: lets a filtered watcher see objects leave
+    /// its selector.
+    pub(crate) old: Option<Value>,
+}
+
+/// A watcher's live event feed.
+pub(crate) type Feed = broadcast::Receiver<Arc<Event>>;
+
+/// How many events a watcher may fall behind before it is closed (kube closes slow
+/// watchers too; the client then resumes from its last resourceVersion).
+const WATCH_BUFFER: usize = 8192;
+
+/// Everything the server knows; one instance behind a mutex.
+#[derive(Debug)]
+pub(crate) struct Store {
+    pub(crate) registry: Registry,
+    objects: BTreeMap<ResKey, BTreeMap<ObjKey, Value>>,
+    rv: u64,
+    history: VecDeque<Arc<Event>>,
+    /// Events with a resourceVersion up to this one are no longer in the history.
+    compacted: u64,
+    history_limit: usize,
+    events: broadcast::Sender<Arc<Event>>,
+    /// Bumped on every write; the persister saves when it moved.
+    pub(crate) changes: u64,
+}
+
+pub(crate) fn res_of(rt: &ResourceType) -> ResKey {
+    (rt.group.clone(), rt.plural.clone())
+}
+
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub(crate) fn obj_key(obj: &Value) -> ObjKey {
+    (
+        meta_str(obj, "namespace").to_string(),
+        meta_str(obj, "name").to_string(),
+    )
+}
+
+pub(crate) const CRDS: (&str, &str) = ("apiextensions.k8s.io", "customresourcedefinitions");
+
+impl Store {
+    pub(crate) fn new(history_limit: usize) -> Self {
+        let (events, _) = broadcast::channel(WATCH_BUFFER);
+        Store {
+            registry: Registry::new(crate::builtins::builtins()),
+            objects: BTreeMap::new(),
+            rv: 0,
+            history: VecDeque::new(),
+            compacted: 0,
+            history_limit: history_limit.max(1),
+            events,
+            changes: 0,
+        }
+    }
+
+    pub(crate) fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    pub(crate) fn get(&self, res: &ResKey, key: &ObjKey) -> Option<&Value> {
+        self.objects.get(res).and_then(|m| m.get(key))
+    }
+
+    /// Objects of a resource in key order, optionally only one namespace's.
+    pub(crate) fn list<'a>(
+        &'a self,
+        res: &ResKey,
+        ns: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'a {
+        self.objects
+            .get(res)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(move |(k, _)| ns.is_none_or(|n| k.0 == n))
+    }
+
+    /// Every stored resource and its objects (for persistence and uid lookups).
+    pub(crate) fn all(&self) -> impl Iterator<Item = (&ResKey, &BTreeMap<ObjKey, Value>)> {
+        self.objects.iter()
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.changes += 1;
+        self.rv
+    }
+
+    fn stamp(obj: &mut Value, rv: u64) {
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("resourceVersion".into(), json!(rv.to_string()));
+        }
+    }
+
+    /// Stores a new object under a fresh resourceVersion; emits ADDED.
+    pub(crate) fn insert(&mut self, res: &ResKey, mut obj: Value) -> Value {
+        let rv = self.next_rv();
+        Self::stamp(&mut obj, rv);
+        self.objects
+            .entry(res.clone())
+            .or_default()
+            .insert(obj_key(&obj), obj.clone());
+        self.emit(rv, EventType::Added, res, obj.clone(), None);
+        obj
+    }
+
+    /// Replaces an existing object under a fresh resourceVersion; emits MODIFIED.
+    pub(crate) fn replace(&mut self, res: &ResKey, mut obj: Value) -> Value {
+        let rv = self.next_rv();
+        Self::stamp(&mut obj, rv);
+        let old = self
+            .objects
+            .entry(res.clone())
+            .or_default()
+            .insert(obj_key(&obj), obj.clone());
+        self.emit(rv, EventType::Modified, res, obj.clone(), old);
+        obj
+    }
+
+    /// Removes an object; emits DELETED with its last state at a fresh resourceVersion.
+    pub(crate) fn remove(&mut self, res: &ResKey, key: &ObjKey) -> Option<Value> {
+        let mut obj = self.objects.get_mut(res)?.remove(key)?;
+        let rv = self.next_rv();
+        Self::stamp(&mut obj, rv);
+        self.emit(rv, EventType::Deleted, res, obj.clone(), None);
+        Some(obj)
+    }
+
+    /// Drops a whole resource's storage (its CRD is gone) without events: by then every
+    /// object has been deleted one by one.
+    pub(crate) fn drop_resource(&mut self, res: &ResKey) {
+        self.objects.remove(res);
+    }
+
+    fn emit(&mut self, rv: u64, ty: EventType, res: &ResKey, object: Value, old: Option<Value>) {
+        let ev = Arc::new(Event {
+            rv,
+            ty,
+            res: res.clone(),
+            object,
+            old,
+        });
+        self.history.push_back(ev.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(e) = self.history.pop_front() {
+                self.compacted = e.rv;
+            }
+        }
+        // No receivers is fine: nobody watches.
+        let _ = self.events.send(ev);
+    }
+
+    /// Forgets the whole history: watches from any older resourceVersion get 410 Gone.
+    pub(crate) fn expire_history(&mut self) {
+        self.history.clear();
+        self.compacted = self.rv;
+    }
+
+    /// Subscribes a watcher and returns the events after `from` still in the history.
+    /// Err carries the oldest resourceVersion still available (for the 410 message).
+    /// Called under the state lock, so no event falls between the replay and the live feed.
+    pub(crate) fn watch_from(&self, from: u64) -> Result<(Vec<Arc<Event>>, Feed), u64> {
+        if from < self.compacted {
+            return Err(self.compacted + 1);
+        }
+        let replay = self
+            .history
+            .iter()
+            .filter(|e| e.rv > from)
+            .cloned()
+            .collect();
+        Ok((replay, self.events.subscribe()))
+    }
+
+    /// Subscribes a watcher to live events only.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// Recomputes the served types from the built-ins and the stored CRDs.
+    pub(crate) fn rebuild_registry(&mut self) {
+        let mut types = crate::builtins::builtins();
+        let crd_res = (CRDS.0.to_string(), CRDS.1.to_string());
+        for (_, crd) in self.list(&crd_res, None) {
+            for t in crate::crd::types_of(crd) {
+                // Built-ins are never shadowed by a CRD (a CRD's name is `plural.group`, so two
+                // CRDs cannot claim the same resource).
+                let taken = types.iter().any(|x: &ResourceType| {
+                    x.group == t.group
+                        && x.plural == t.plural
+                        && (!x.custom || x.version == t.version)
+                });
+                if !taken {
+                    types.push(t);
+                }
+            }
+        }
+        self.registry = Registry::new(types);
+    }
+
+    /// Restores objects loaded from a state file; the history starts empty after them.
+    pub(crate) fn load(&mut self, rv: u64, objects: Vec<(ResKey, Value)>) {
+        for (res, obj) in objects {
+            self.objects
+                .entry(res)
+                .or_default()
+                .insert(obj_key(&obj), obj);
+        }
+        self.rv = self.rv.max(rv);
+        self.compacted = self.rv;
+        self.history.clear();
+        self.rebuild_registry();
+    }
+}

@@ -1,0 +1,396 @@
+//! Create, get, update, delete; conflicts; namespace checks; malformed requests.
+
+use super::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"a": "1"}}, "data": {"k": "v"}}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn crud_with_kube_rs() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap();
+    let meta = &created.metadata;
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    assert!(meta.uid.as_ref().is_some_and(|u| u.len() == 36));
+    let ts = serde_json::to_value(&meta.creation_timestamp).unwrap();
+    assert!(
+        ts.as_str().unwrap().ends_with('Z') && ts.as_str().unwrap().len() == 20,
+        "{ts}"
+    );
+    assert_eq!(meta.generation, Some(1));
+    let rv1: u64 = meta.resource_version.as_ref().unwrap().parse().unwrap();
+    // AlreadyExists.
+    let err = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
+    // Get and update; uid and creationTimestamp survive; rv grows.
+    let mut got = api.get("one").await.unwrap();
+    got.data = Some([("k".to_string(), "w".to_string())].into());
+    got.metadata.uid = Some("forged".into());
+    let updated = api
+        .replace("one", &PostParams::default(), &got)
+        .await
+        .unwrap();
+    assert_eq!(updated.metadata.uid, created.metadata.uid);
+    assert_eq!(
+        updated.metadata.creation_timestamp,
+        created.metadata.creation_timestamp
+    );
+    assert!(
+        updated
+            .metadata
+            .resource_version
+            .as_ref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > rv1
+    );
+    assert_eq!(updated.metadata.generation, Some(2));
+    // Stale resourceVersion: 409 Conflict.
+    let err = api
+        .replace("one", &PostParams::default(), &got)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
+    // A no-op update is not a write.
+    let same = api
+        .replace("one", &PostParams::default(), &updated)
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version,
+        updated.metadata.resource_version
+    );
+    // generateName.
+    let mut g = cm("");
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let gen_obj = api.create(&PostParams::default(), &g).await.unwrap();
+    let n = gen_obj.metadata.name.unwrap();
+    assert!(n.starts_with("gen-") && n.len() == 9, "{n}");
+    // Delete.
+    api.delete("one", &DeleteParams::default()).await.unwrap();
+    let err = api.get("one").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404 && s.reason == "NotFound"),
+        "{err:?}"
+    );
+    // The built-in namespaces exist.
+    let nss: Api<Namespace> = Api::all(client);
+    for ns in ["default", "kube-system", "kube-public"] {
+        let n = nss.get(ns).await.unwrap();
+        assert_eq!(n.status.unwrap().phase.as_deref(), Some("Active"));
+    }
+}
+
+#[tokio::test]
+async fn create_checks() {
+    let (server, _client) = start().await;
+    let p = "/api/v1/namespaces/default/configmaps";
+    assert_status(
+        &post(
+            &server,
+            "/api/v1/namespaces/nope/configmaps",
+            json!({"metadata": {"name": "a"}}),
+        )
+        .await,
+        404,
+        "NotFound",
+    );
+    assert_status(
+        &post(
+            &server,
+            p,
+            json!({"metadata": {"name": "a", "namespace": "other"}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &post(&server, p, json!({"metadata": {}})).await,
+        422,
+        "Invalid",
+    );
+    assert_status(
+        &post(&server, p, json!({"metadata": {"name": "Not_Valid"}})).await,
+        422,
+        "Invalid",
+    );
+    assert_status(
+        &post(
+            &server,
+            p,
+            json!({"metadata": {"name": "a", "labels": {"-bad": "x"}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+    );
+    assert_status(
+        &post(
+            &server,
+            p,
+            json!({"apiVersion": "v2", "metadata": {"name": "a"}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &post(
+            &server,
+            p,
+            json!({"kind": "Secret", "metadata": {"name": "a"}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    // apiVersion and kind are filled in.
+    let r = post(&server, p, json!({"metadata": {"name": "a"}})).await;
+    assert_eq!(r.code, 201);
+    assert_eq!(r.json()["kind"], "ConfigMap");
+    assert_eq!(r.json()["apiVersion"], "v1");
+    // Lists of built-ins omit kind/apiVersion on items, as kube does.
+    let l = get(&server, p).await.json();
+    assert_eq!(l["kind"], "ConfigMapList");
+    assert!(l["items"][0].get("kind").is_none());
+    // dryRun validates but does not store.
+    let r = post(
+        &server,
+        &format!("{p}?dryRun=All"),
+        json!({"metadata": {"name": "dry"}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
+    let r = raw(&server, "DELETE", &format!("{p}/a?dryRun=All"), None, b"").await;
+    assert_eq!(r.code, 200);
+    assert_eq!(get(&server, &format!("{p}/a")).await.code, 200);
+    // Cluster-scoped objects drop a namespace; namespaced ones need one.
+    let r = post(
+        &server,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "made"}}),
+    )
+    .await;
+    assert_eq!(r.code, 201);
+    assert_eq!(
+        r.json()["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "made"
+    );
+    // Every namespace gets a `default` service account.
+    assert_eq!(
+        get(&server, "/api/v1/namespaces/made/serviceaccounts/default")
+            .await
+            .code,
+        200
+    );
+    // Secrets fold write-only stringData into data; pods and services get kube's defaults.
+    let s = post(
+        &server,
+        "/api/v1/namespaces/made/secrets",
+        json!({"metadata": {"name": "s"}, "stringData": {"p": "q"}}),
+    )
+    .await
+    .json();
+    assert_eq!(s["data"], json!({"p": "cQ=="}));
+    assert!(s.get("stringData").is_none());
+    assert_eq!(s["type"], "Opaque");
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+    let made = post(&server, "/api/v1/namespaces/made/pods", pod)
+        .await
+        .json();
+    assert_eq!(made["spec"]["restartPolicy"], "Always");
+    assert_eq!(
+        made["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+    let s = post(&server, "/api/v1/namespaces/made/services", svc)
+        .await
+        .json();
+    assert_eq!(s["spec"]["type"], "ClusterIP");
+    assert_eq!(s["spec"]["ports"][0]["targetPort"], 80);
+    assert_status(
+        &post(
+            &server,
+            "/api/v1/configmaps",
+            json!({"metadata": {"name": "x"}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    // Preconditions on delete.
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{p}/a"),
+        Some("application/json"),
+        br#"{"preconditions": {"uid": "not-it"}}"#,
+    )
+    .await;
+    assert_status(&r, 409, "Conflict");
+}
+
+#[tokio::test]
+async fn malformed_requests_get_status_errors() {
+    let (server, _client) = start().await;
+    let p = "/api/v1/namespaces/default/configmaps";
+    let bodies: &[&[u8]] = &[
+        b"not json",
+        b"[1, 2]",
+        b"42",
+        b"",
+        b"{\"metadata\": 5}",
+        b"{\"metadata\": {\"name\": 7}}",
+        b"{\"metadata\": {\"name\": \"a\", \"labels\": {\"x\": 1}}}",
+        b"{\"metadata\": {\"name\": \"a\", \"finalizers\": \"x\"}}",
+        b"{\"metadata\": {\"name\": \"a\"}, \"x\": 1e999}",
+        b"{\"metadata\": {\"name\": \"a\"}",
+        b"\xff\xfe\x00",
+    ];
+    for b in bodies {
+        let r = raw(&server, "POST", p, Some("application/json"), b).await;
+        assert_status(&r, 400, "BadRequest");
+    }
+    // A huge integer is a valid number to JSON; the object is stored as is.
+    let r = raw(
+        &server,
+        "POST",
+        p,
+        Some("application/json"),
+        b"{\"metadata\": {\"name\": \"big\"}, \"data\": {}, \"n\": 123456789012345678901234567890}",
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(
+        post(&server, p, json!({"metadata": {"name": "ok"}}))
+            .await
+            .code,
+        201
+    );
+    for b in bodies {
+        let r = raw(
+            &server,
+            "PUT",
+            &format!("{p}/ok"),
+            Some("application/json"),
+            b,
+        )
+        .await;
+        assert_status(&r, 400, "BadRequest");
+        let r = raw(
+            &server,
+            "PATCH",
+            &format!("{p}/ok"),
+            Some("application/merge-patch+json"),
+            b,
+        )
+        .await;
+        assert!(r.code == 400 || r.code == 422, "{}", r.body);
+        assert_eq!(r.json()["kind"], "Status");
+    }
+    for path in [
+        "/nope",
+        "/api/v2",
+        "/api/v1/nothings",
+        "/apis/apps/v1/namespaces/default/nothings/x",
+        "/api/v1/namespaces/default/configmaps/ok/scale",
+        "/api/v1/namespaces/default/configmaps/ok/status",
+        "/api/v1/nodes/x/y/z",
+        "/apis//v1",
+    ] {
+        assert_status(&get(&server, path).await, 404, "NotFound");
+    }
+    assert_status(
+        &raw(
+            &server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps/ok",
+            Some("application/json"),
+            b"{}",
+        )
+        .await,
+        405,
+        "MethodNotAllowed",
+    );
+    assert_status(
+        &raw(
+            &server,
+            "PUT",
+            "/api/v1/namespaces/default/configmaps",
+            Some("application/json"),
+            b"{}",
+        )
+        .await,
+        405,
+        "MethodNotAllowed",
+    );
+    assert_status(
+        &raw(&server, "POST", "/apis", Some("application/json"), b"{}").await,
+        405,
+        "MethodNotAllowed",
+    );
+    assert_status(
+        &get(&server, &format!("{p}?labelSelector=a%20in%20(")).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &get(&server, &format!("{p}?fieldSelector=spec.x%3D1")).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &get(&server, &format!("{p}?limit=abc")).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &get(&server, &format!("{p}?limit=1&continue=zzz")).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &get(&server, &format!("{p}?watch=true&resourceVersion=abc")).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &raw(
+            &server,
+            "DELETE",
+            &format!("{p}/ok"),
+            Some("application/json"),
+            b"{bad",
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    // The server is still fine.
+    assert_eq!(get(&server, &format!("{p}/ok")).await.code, 200);
+}

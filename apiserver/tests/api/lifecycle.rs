@@ -1,0 +1,287 @@
+//! Finalizers and deletionTimestamp, owner-reference garbage collection, namespace deletion.
+
+use super::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn finalizers_hold_deletion() {
+    let (server, _client) = start().await;
+    let p = "/api/v1/namespaces/default/configmaps/f";
+    let r = post(&server, "/api/v1/namespaces/default/configmaps", json!({"metadata": {"name": "f", "finalizers": ["kopf.zalando.org/KopfFinalizerMarker", "other.example.com/x"]}})).await;
+    assert_eq!(r.code, 201);
+    let r = raw(
+        &server,
+        "DELETE",
+        p,
+        Some("application/json"),
+        br#"{"propagationPolicy": "Background"}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let v = r.json();
+    assert!(v["metadata"]["deletionTimestamp"].is_string(), "{v}");
+    assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(v["metadata"]["generation"], 2);
+    // Deleting again returns it unchanged.
+    let again = raw(&server, "DELETE", p, None, b"").await.json();
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        v["metadata"]["resourceVersion"]
+    );
+    // No new finalizers while deleting.
+    let r = raw(&server, "PATCH", p, Some("application/merge-patch+json"), br#"{"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker", "other.example.com/x", "new.example.com/y"]}}"#).await;
+    assert_status(&r, 422, "Invalid");
+    // Removing one keeps it; removing the last deletes it.
+    let rv = v["metadata"]["resourceVersion"].as_str().unwrap();
+    let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, {"op": "remove", "path": "/metadata/finalizers/0"}]);
+    let r = raw(
+        &server,
+        "PATCH",
+        p,
+        Some("application/json-patch+json"),
+        ops.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(get(&server, p).await.code, 200);
+    let r = raw(
+        &server,
+        "PATCH",
+        p,
+        Some("application/merge-patch+json"),
+        br#"{"metadata": {"finalizers": null}}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_status(&get(&server, p).await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn owner_references_are_garbage_collected() {
+    let (server, _client) = start().await;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let owner = post(&server, base, json!({"metadata": {"name": "owner"}}))
+        .await
+        .json();
+    let uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
+    let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]);
+    post(
+        &server,
+        base,
+        json!({"metadata": {"name": "dep1", "ownerReferences": oref}}),
+    )
+    .await;
+    post(&server, base, json!({"metadata": {"name": "dep2", "ownerReferences": oref, "finalizers": ["x.example.com/y"]}})).await;
+    post(
+        &server,
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "dep3", "ownerReferences": oref}}),
+    )
+    .await;
+    let r = raw(&server, "DELETE", &format!("{base}/owner"), None, b"").await;
+    assert_eq!(r.code, 200);
+    assert_eq!(r.json()["status"], "Success");
+    assert_status(
+        &get(&server, &format!("{base}/dep1")).await,
+        404,
+        "NotFound",
+    );
+    assert_status(
+        &get(&server, "/api/v1/namespaces/default/secrets/dep3").await,
+        404,
+        "NotFound",
+    );
+    // A dependent with a finalizer goes through deletion like any other.
+    let d2 = get(&server, &format!("{base}/dep2")).await.json();
+    assert!(d2["metadata"]["deletionTimestamp"].is_string());
+    // Orphan leaves dependents and drops their reference.
+    let owner = post(&server, base, json!({"metadata": {"name": "owner2"}}))
+        .await
+        .json();
+    let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner2", "uid": owner["metadata"]["uid"]}]);
+    post(
+        &server,
+        base,
+        json!({"metadata": {"name": "kept", "ownerReferences": oref}}),
+    )
+    .await;
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{base}/owner2?propagationPolicy=Orphan"),
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(r.code, 200);
+    let kept = get(&server, &format!("{base}/kept")).await;
+    assert_eq!(kept.code, 200);
+    assert!(kept.json()["metadata"].get("ownerReferences").is_none());
+}
+
+#[tokio::test]
+async fn namespace_deletion_deletes_contents() {
+    let (server, _client) = start().await;
+    post(
+        &server,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "doomed"}}),
+    )
+    .await;
+    post(
+        &server,
+        "/api/v1/namespaces/doomed/configmaps",
+        json!({"metadata": {"name": "a"}}),
+    )
+    .await;
+    post(
+        &server,
+        "/api/v1/namespaces/doomed/configmaps",
+        json!({"metadata": {"name": "b", "finalizers": ["x.example.com/y"]}}),
+    )
+    .await;
+    let r = raw(&server, "DELETE", "/api/v1/namespaces/doomed", None, b"").await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_status(
+        &get(&server, "/api/v1/namespaces/doomed/configmaps/a").await,
+        404,
+        "NotFound",
+    );
+    // Held by b's finalizer: the namespace is Terminating and refuses new content.
+    let ns = get(&server, "/api/v1/namespaces/doomed").await.json();
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    assert_status(
+        &post(
+            &server,
+            "/api/v1/namespaces/doomed/configmaps",
+            json!({"metadata": {"name": "c"}}),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    let r = raw(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/doomed/configmaps/b",
+        Some("application/merge-patch+json"),
+        br#"{"metadata": {"finalizers": []}}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_status(
+        &get(&server, "/api/v1/namespaces/doomed").await,
+        404,
+        "NotFound",
+    );
+}
+
+#[tokio::test]
+async fn crd_deletion_waits_for_instance_finalizers() {
+    let (server, _client) = start().await;
+    post(
+        &server,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        kopf_crd(),
+    )
+    .await;
+    let obj = json!({"metadata": {"name": "ex", "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}, "spec": {}});
+    assert_eq!(
+        post(
+            &server,
+            "/apis/kopf.dev/v1/namespaces/default/kopfexamples",
+            obj
+        )
+        .await
+        .code,
+        201
+    );
+    let crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev";
+    assert_eq!(raw(&server, "DELETE", crd, None, b"").await.code, 200);
+    let p = "/apis/kopf.dev/v1/namespaces/default/kopfexamples/ex";
+    assert!(get(&server, p).await.json()["metadata"]["deletionTimestamp"].is_string());
+    assert!(
+        get(&server, crd).await.json()["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Terminating")
+    );
+    assert_status(
+        &post(
+            &server,
+            "/apis/kopf.dev/v1/namespaces/default/kopfexamples",
+            json!({"metadata": {"name": "new"}}),
+        )
+        .await,
+        405,
+        "MethodNotAllowed",
+    );
+    raw(
+        &server,
+        "PATCH",
+        p,
+        Some("application/merge-patch+json"),
+        br#"{"metadata": {"finalizers": null}}"#,
+    )
+    .await;
+    assert_status(&get(&server, crd).await, 404, "NotFound");
+    assert_status(&get(&server, "/apis/kopf.dev/v1").await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_dependents() {
+    let (server, _client) = start().await;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let owner = post(&server, base, json!({"metadata": {"name": "owner"}}))
+        .await
+        .json();
+    let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true}]);
+    post(&server, base, json!({"metadata": {"name": "dep", "ownerReferences": oref, "finalizers": ["x.example.com/y"]}})).await;
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{base}/owner"),
+        Some("application/json"),
+        br#"{"propagationPolicy": "Foreground"}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let o = get(&server, &format!("{base}/owner")).await.json();
+    assert!(o["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(o["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    assert!(
+        get(&server, &format!("{base}/dep")).await.json()["metadata"]["deletionTimestamp"]
+            .is_string()
+    );
+    raw(
+        &server,
+        "PATCH",
+        &format!("{base}/dep"),
+        Some("application/merge-patch+json"),
+        br#"{"metadata": {"finalizers": null}}"#,
+    )
+    .await;
+    assert_status(&get(&server, &format!("{base}/dep")).await, 404, "NotFound");
+    assert_status(
+        &get(&server, &format!("{base}/owner")).await,
+        404,
+        "NotFound",
+    );
+    // Without dependents, foreground deletion is immediate.
+    post(&server, base, json!({"metadata": {"name": "lonely"}})).await;
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{base}/lonely?propagationPolicy=Foreground"),
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(r.code, 200);
+    assert_status(
+        &get(&server, &format!("{base}/lonely")).await,
+        404,
+        "NotFound",
+    );
+}
