@@ -1,1 +1,158 @@
-//! The Kapsel guest SDK.
+//! Write Kubernetes operator handlers the way Kopf users do, in Rust, compiled
+//! to a WebAssembly component that the Kapsel host runs in a sandbox.
+//!
+//! A guest is a `cdylib` crate that depends on `kapsel-sdk` alone and contains
+//! nothing but handlers: the attributes register them, and the SDK implements
+//! the component's exports (`describe`, `invoke`, `index`, `when`).
+//!
+//! ```no_run
+//! use kapsel::Cause;
+//!
+//! // Kopf: @kopf.on.event('kopfexamples') + @kopf.on.event('v1', 'pods')
+//! #[kapsel::on::event("kopfexamples")]
+//! #[kapsel::on::event("v1", "pods")]
+//! fn log_event(cause: &Cause) {
+//!     let event = cause.event_type().map_or("None", |t| t.as_str());
+//!     kapsel::info!("event {event} for {}", cause.name().unwrap_or_default());
+//! }
+//!
+//! // The result lands in `status.create_fn` (KOPF.md §1.14).
+//! #[kapsel::on::create("kopf.dev", "v1", "kopfexamples", retries = 3, backoff = 10)]
+//! fn create_fn(cause: &mut Cause) -> kapsel::Result<kapsel::Value> {
+//!     // Copy what you read before editing the patch (both borrow the cause).
+//!     let Some(size) = cause.spec().get("size").cloned() else {
+//!         return Err(kapsel::TemporaryError::new("no size yet").with_delay(30.0).into());
+//!     };
+//!     cause.patch.set_at(&["metadata", "labels", "example.com/sized"], "yes");
+//!     Ok(kapsel::json!({"message": format!("hello world, size {size}")}))
+//! }
+//! ```
+//!
+//! Build with `cargo build --target wasm32-wasip2 --release`; the `.wasm` in
+//! `target/wasm32-wasip2/release/` is the component.
+//!
+//! # Handler attributes
+//!
+//! [`on::event`], [`on::create`], [`on::update`], [`on::delete`], [`on::resume`],
+//! [`on::field`], [`on::timer`], [`on::daemon`], [`on::probe`], [`on::startup`],
+//! [`on::cleanup`] and [`macro@index`]. Arguments: first the resource selector,
+//! positionally (Kopf's forms, KOPF.md §2.1), then options as `key = value`.
+//!
+//! | selector | means |
+//! |---|---|
+//! | `"kopfexamples"`, `"kex"`, `"KopfExample"` | any name: plural, singular, kind or short name, any group |
+//! | `"v1", "pods"` | the core group, v1 |
+//! | `"kopf.dev/v1", "kopfexamples"` | group `kopf.dev`, version `v1` |
+//! | `"kopf.dev", "kopfexamples"` | group `kopf.dev`, its preferred version |
+//! | `"kopf.dev", "v1", "kopfexamples"`, `"", "v1", "pods"` | group, version, name (`""`: core) |
+//! | `"pods.v1"`, `"kopfexamples.v1.kopf.dev"` | `name.version[.group]` |
+//! | `"kopfexamples.kopf.dev"`, `"deployments.apps"` | `name.group` (kubectl style) |
+//! | `group = "..", version = "..", kind/plural/singular/shortcut/category = ".."` | keyword forms |
+//!
+//! | option | example | kinds |
+//! |---|---|---|
+//! | `id` | `id = "my-id"` (default: the function's name; with `field`, `<id>/<field>` except for indexes) | all |
+//! | `param` | `param = 5`, `param = "text"`, `param = kapsel::json!({"a": 1})` (any `Serialize` expression) | all |
+//! | `errors` | `errors = "temporary"` / `"permanent"` / `"ignored"` | all but `on::event` |
+//! | `timeout`, `backoff` | `timeout = 1.5` (seconds, a literal) | all but `on::event` |
+//! | `retries` | `retries = 3` | all but `on::event` |
+//! | `labels`, `annotations` | `labels(app = "web", "example.com/tier" = present, legacy = absent)` | resource kinds |
+//! | `field`, `value` | `field = "spec.size", value = 3` (`present`/`absent` or any `Serialize` expression) | resource kinds |
+//! | `old`, `new` | `field = "spec.size", old = present, new = 5` | update, field |
+//! | `when` | `when = path::to::filter` (`fn(&Cause) -> bool`, evaluated in the guest) | resource kinds |
+//! | `optional` | `optional` (no finalizer) | delete |
+//! | `deleted` | `deleted` (resume objects being deleted too) | resume |
+//! | `interval`, `initial_delay`, `idle`, `sharp` | `interval = 60, sharp` | timer (daemon: `initial_delay`) |
+//! | `deadline_ms`, `memory_mib` | `deadline_ms = 500, memory_mib = 64` (sandbox budget per call) | all |
+//!
+//! Several attributes may be stacked on one function: each is one registration,
+//! all share the function's id, and the host calls the function once per object
+//! and cause even when selectors overlap (KOPF.md §1.4).
+//!
+//! # Handler functions
+//!
+//! A handler takes `&Cause`, `&mut Cause` (to edit [`Cause::patch`] or the memo)
+//! or nothing, and returns:
+//! - `()`, or any `T: Serialize` — the result for `status.<id>` (`null`/`None`:
+//!   nothing);
+//! - `kapsel::Result<T>` (any `Result` whose error converts into [`Error`]):
+//!   [`TemporaryError`] retries after its delay, [`PermanentError`] fails for
+//!   good, any other error is handled per the `errors` option.
+//!
+//! Index handlers return `()`/`None` (keep the object's previous values), a map
+//! (`BTreeMap`/`HashMap` with any serialisable keys, or a JSON object: its
+//! entries), or any other value (stored under the key `null`), possibly inside a
+//! `Result`.
+//!
+//! A panic traps the call; its message goes to stderr, which the host logs.
+//!
+//! # Logging and Events
+//!
+//! [`debug!`], [`info!`], [`warn!`], [`error!`] log through the host (which adds
+//! the handler id and the object's reference); [`event`], [`info()`],
+//! [`warn()`], [`exception`] post Kubernetes Events.
+//!
+//! # Testing
+//!
+//! Native `cargo test` of a guest calls the handler functions directly, with a
+//! fake host: see [`testing`].
+//!
+//! # Caveats
+//! - The macros refer to this crate as `::kapsel`: depend on it under its
+//!   package name (`kapsel-sdk = ...`) without renaming it.
+//! - Handlers are free functions (not methods) and synchronous.
+
+extern crate self as kapsel;
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
+mod bindings;
+mod cause;
+mod error;
+#[cfg(target_arch = "wasm32")]
+#[allow(
+    unsafe_code,
+    reason = "`export!` emits the component's `extern \"C\"` exports"
+)]
+mod guest;
+mod host;
+pub mod index;
+mod log;
+pub mod on;
+mod patch;
+#[allow(
+    missing_docs,
+    reason = "hidden macro support; the types mirror the WIT records field by field"
+)]
+mod registry;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use cause::{Cause, EventType, HandlerKind, Resource};
+pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, TemporaryError};
+#[doc(inline)]
+pub use kapsel_sdk_macros::index;
+pub use log::{event, exception, info, warn};
+pub use patch::Patch;
+/// Serde, for `#[derive(Serialize)]` results (`#[serde(crate = "kapsel::serde")]`).
+#[doc(no_inline)]
+pub use serde;
+/// JSON values, as bodies and results are: re-exported so that a guest needs no
+/// other dependency.
+#[doc(no_inline)]
+pub use serde_json::{self, Value, json};
+
+/// The SDK version a guest was built with (reported in `describe`).
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What the attribute macros' output refers to. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::HandlerKind;
+    pub use crate::log::{Level, log};
+    pub use crate::registry::{
+        Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Registration,
+        ResourceName, Selector, index_error, index_ret, register, result_outcome, to_json,
+        value_outcome,
+    };
+}

@@ -1,0 +1,548 @@
+//! One handler attribute: validate its options for its kind (as Kopf does at
+//! decoration time), check the function's signature, and emit the function
+//! unchanged plus a hidden registration that a static constructor adds to the
+//! SDK's registry when the component starts.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{FnArg, ItemFn, LitStr, ReturnType, Type};
+
+use crate::args::Args;
+use crate::options::{Matcher, SELECTOR_KEYS, parse_options};
+use crate::selector::{Name, Selector};
+
+/// The handler kinds, one per attribute (WIT `handler-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Event,
+    Index,
+    Create,
+    Update,
+    Delete,
+    Resume,
+    Field,
+    Timer,
+    Daemon,
+    Probe,
+    Startup,
+    Cleanup,
+}
+
+impl Kind {
+    /// How authors write the attribute, for messages.
+    pub(crate) fn attribute(self) -> &'static str {
+        match self {
+            Self::Event => "on::event",
+            Self::Index => "index",
+            Self::Create => "on::create",
+            Self::Update => "on::update",
+            Self::Delete => "on::delete",
+            Self::Resume => "on::resume",
+            Self::Field => "on::field",
+            Self::Timer => "on::timer",
+            Self::Daemon => "on::daemon",
+            Self::Probe => "on::probe",
+            Self::Startup => "on::startup",
+            Self::Cleanup => "on::cleanup",
+        }
+    }
+
+    fn variant(self) -> proc_macro2::Ident {
+        format_ident!("{self:?}")
+    }
+
+    /// Operator-level (activity) handlers take no resource and no filters.
+    pub(crate) fn is_activity(self) -> bool {
+        matches!(self, Self::Probe | Self::Startup | Self::Cleanup)
+    }
+
+    /// The options this kind accepts (KOPF.md §1.2), besides selector keywords.
+    pub(crate) fn options(self) -> Vec<&'static str> {
+        let mut options = vec!["id", "param", "deadline_ms", "memory_mib"];
+        if self != Self::Event {
+            options.extend(["errors", "timeout", "retries", "backoff"]);
+        }
+        if !self.is_activity() {
+            options.extend(SELECTOR_KEYS);
+            options.extend(["labels", "annotations", "field", "value", "when"]);
+        }
+        match self {
+            Self::Update | Self::Field => options.extend(["old", "new"]),
+            Self::Delete => options.push("optional"),
+            Self::Resume => options.push("deleted"),
+            Self::Timer => options.extend(["interval", "initial_delay", "idle", "sharp"]),
+            Self::Daemon => options.push("initial_delay"),
+            _ => {}
+        }
+        options
+    }
+}
+
+/// How the handler takes the cause.
+enum Input {
+    None,
+    Shared,
+    Mutable,
+}
+
+/// How the handler's return value becomes an outcome.
+enum Output {
+    Unit,
+    Value,
+    Result,
+}
+
+fn check_signature(kind: Kind, function: &ItemFn) -> syn::Result<(Input, Output)> {
+    let sig = &function.sig;
+    let expected = "expected `fn name(cause: &kapsel::Cause)`, `fn name(cause: &mut kapsel::Cause)` \
+                    or `fn name()`";
+    if let Some(asyncness) = &sig.asyncness {
+        return Err(syn::Error::new_spanned(
+            asyncness,
+            format!("handlers are synchronous: {expected}"),
+        ));
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        return Err(syn::Error::new_spanned(
+            &sig.generics,
+            format!("handlers cannot be generic: {expected}"),
+        ));
+    }
+    if let Some(variadic) = &sig.variadic {
+        return Err(syn::Error::new_spanned(variadic, expected));
+    }
+    let input = match sig.inputs.iter().collect::<Vec<_>>().as_slice() {
+        [] => Input::None,
+        [FnArg::Receiver(receiver)] => {
+            return Err(syn::Error::new_spanned(
+                receiver,
+                format!("handlers are free functions, not methods: {expected}"),
+            ));
+        }
+        [FnArg::Typed(typed)] => match &*typed.ty {
+            Type::Reference(reference) if is_cause(&reference.elem) => {
+                if reference.mutability.is_some() {
+                    Input::Mutable
+                } else {
+                    Input::Shared
+                }
+            }
+            other => {
+                return Err(syn::Error::new_spanned(
+                    other,
+                    format!("unexpected parameter type: {expected}"),
+                ));
+            }
+        },
+        [_, extra, ..] => {
+            return Err(syn::Error::new_spanned(
+                extra,
+                format!("too many parameters: {expected}"),
+            ));
+        }
+    };
+    let output = match &sig.output {
+        ReturnType::Default => Output::Unit,
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(tuple) if tuple.elems.is_empty() => Output::Unit,
+            Type::Path(path)
+                if path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Result") =>
+            {
+                Output::Result
+            }
+            Type::ImplTrait(_) | Type::Reference(_) if kind == Kind::Index => {
+                return Err(syn::Error::new_spanned(
+                    ty,
+                    "index handlers return an owned value",
+                ));
+            }
+            _ => Output::Value,
+        },
+    };
+    Ok((input, output))
+}
+
+fn is_cause(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.qself.is_none()
+        && path.path.segments.last().is_some_and(|s| s.ident == "Cause" && s.arguments.is_empty()))
+}
+
+fn opt<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
+    match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn matcher_tokens(matcher: &Matcher) -> TokenStream {
+    let p = quote!(::kapsel::__private);
+    match matcher {
+        Matcher::Present => quote!(#p::Matcher::Present),
+        Matcher::Absent => quote!(#p::Matcher::Absent),
+        Matcher::Text(text) => quote!(#p::Matcher::Equals(::std::string::String::from(#text))),
+        Matcher::Json(expr) => {
+            quote_spanned!(expr.span()=> #p::Matcher::Equals(#p::to_json(&(#expr))))
+        }
+    }
+}
+
+fn selector_tokens(selector: &Selector) -> TokenStream {
+    let p = quote!(::kapsel::__private);
+    let (variant, text) = match &selector.name {
+        Name::Any(t) => ("Any", t),
+        Name::Kind(t) => ("Kind", t),
+        Name::Plural(t) => ("Plural", t),
+        Name::Singular(t) => ("Singular", t),
+        Name::Shortcut(t) => ("Shortcut", t),
+        Name::Category(t) => ("Category", t),
+    };
+    let variant = format_ident!("{variant}");
+    let group = opt(selector.group.as_deref());
+    let version = opt(selector.version.as_deref());
+    quote!(#p::Selector::new(#group, #version, #p::ResourceName::#variant(::std::string::String::from(#text))))
+}
+
+/// The whole expansion of one handler attribute.
+pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let function: ItemFn = syn::parse2(item.clone()).map_err(|_| {
+        syn::Error::new_spanned(
+            &item,
+            format!(
+                "`#[kapsel::{}]` applies to functions only",
+                kind.attribute()
+            ),
+        )
+    })?;
+    let args: Args = syn::parse2(attr)?;
+    let options = parse_options(kind, args)?;
+    let (input, output) = check_signature(kind, &function)?;
+
+    let p = quote!(::kapsel::__private);
+    let name = &function.sig.ident;
+    let mut id = options
+        .id
+        .as_ref()
+        .map_or_else(|| name.to_string(), LitStr::value);
+    if let Some(field) = &options.field
+        && kind != Kind::Index
+    {
+        id = format!("{id}/{}", field.value());
+    }
+    let variant = kind.variant();
+
+    let mut sets = Vec::new();
+    if let Some(selector) = &options.selector {
+        let selector = selector_tokens(selector);
+        sets.push(quote!(r.selectors.push(#selector);));
+    }
+    for (list, filters) in [
+        ("labels", &options.labels),
+        ("annotations", &options.annotations),
+    ] {
+        let list = format_ident!("{list}");
+        for (key, matcher) in filters {
+            let matcher = matcher_tokens(matcher);
+            sets.push(quote!(r.#list.push(#p::MetaFilter::new(#key, #matcher));));
+        }
+    }
+    if let Some(field) = &options.field {
+        sets.push(
+            quote!(r.field = ::core::option::Option::Some(::std::string::String::from(#field));),
+        );
+    }
+    for (slot, matcher) in [
+        ("value", &options.value),
+        ("old_value", &options.old),
+        ("new_value", &options.new),
+    ] {
+        if let Some((_, matcher)) = matcher {
+            let slot = format_ident!("{slot}");
+            let matcher = matcher_tokens(matcher);
+            sets.push(quote!(r.#slot = ::core::option::Option::Some(#matcher);));
+        }
+    }
+    if options.when.is_some() {
+        sets.push(quote!(r.has_when = true;));
+    }
+    if let Some(mode) = &options.errors {
+        sets.push(quote!(r.errors = ::core::option::Option::Some(#p::ErrorsMode::#mode);));
+    }
+    for (slot, value) in [
+        ("timeout_seconds", options.timeout),
+        ("backoff_seconds", options.backoff),
+        ("interval_seconds", options.interval),
+        ("initial_delay_seconds", options.initial_delay),
+        ("idle_seconds", options.idle),
+    ] {
+        if let Some(value) = value {
+            let slot = format_ident!("{slot}");
+            sets.push(quote!(r.#slot = ::core::option::Option::Some(#value);));
+        }
+    }
+    for (slot, value) in [
+        ("retries", options.retries),
+        ("deadline_ms", options.deadline_ms),
+        ("memory_mib", options.memory_mib),
+    ] {
+        if let Some(value) = value {
+            let slot = format_ident!("{slot}");
+            sets.push(quote!(r.#slot = ::core::option::Option::Some(#value);));
+        }
+    }
+    for (slot, value) in [
+        ("optional", options.optional),
+        ("deleted", options.deleted),
+        ("sharp", options.sharp),
+    ] {
+        if value {
+            let slot = format_ident!("{slot}");
+            sets.push(quote!(r.#slot = true;));
+        }
+    }
+    if let Some(param) = &options.param {
+        sets.push(quote_spanned!(param.span()=> r.param = ::core::option::Option::Some(#p::to_json(&(#param)));));
+    }
+
+    let call = match input {
+        Input::None => quote!(#name()),
+        Input::Shared => quote!(#name(&*cause)),
+        Input::Mutable => quote!(#name(cause)),
+    };
+    let (handler, body) = if kind == Kind::Index {
+        let convert = quote! {{
+            #[allow(unused_imports, reason = "one of the two conversions applies")]
+            use #p::index_ret::{ViaKeyed as _, ViaSerialize as _};
+            (&#p::index_ret::IndexRet::new(value)).__kapsel_index()
+        }};
+        let body = match output {
+            Output::Unit => quote!({ #call; #p::IndexOutcome::Keep }),
+            Output::Value => quote!({ let value = #call; #convert }),
+            Output::Result => quote!({
+                match #call {
+                    ::core::result::Result::Ok(value) => #convert,
+                    ::core::result::Result::Err(error) => #p::index_error(error),
+                }
+            }),
+        };
+        (
+            quote!(Index),
+            quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::IndexOutcome #body),
+        )
+    } else {
+        let body = match output {
+            Output::Unit => quote!({ #call; #p::Outcome::Done(::core::option::Option::None) }),
+            Output::Value => quote!({ #p::value_outcome(&#call) }),
+            Output::Result => quote!({ #p::result_outcome(#call) }),
+        };
+        (
+            quote!(Invoke),
+            quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::Outcome #body),
+        )
+    };
+    let when = match &options.when {
+        Some(when) => quote_spanned! {when.span()=>
+            ::core::option::Option::Some({
+                fn __kapsel_when(cause: &::kapsel::Cause) -> bool { (#when)(cause) }
+                __kapsel_when
+            })
+        },
+        None => quote!(::core::option::Option::None),
+    };
+
+    Ok(quote! {
+        #function
+
+        #[doc(hidden)]
+        const _: () = {
+            fn __kapsel_registration() -> #p::Registration {
+                let mut r = #p::Registration::new(#id, #p::HandlerKind::#variant);
+                #(#sets)*
+                r
+            }
+            #body
+            extern "C" fn __kapsel_register() {
+                #p::register(#p::Entry {
+                    id: #id,
+                    kind: #p::HandlerKind::#variant,
+                    registration: __kapsel_registration,
+                    handler: #p::Handler::#handler(__kapsel_dispatch),
+                    when: #when,
+                    function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
+                });
+            }
+            // Run `__kapsel_register` when the component (or a native test binary) starts:
+            // wasm-ld turns `.init_array` entries into `__wasm_call_ctors`, which
+            // the SDK's exports call before anything else.
+            #[allow(unsafe_code, reason = "a static constructor is how handlers register without a central list")]
+            #[used]
+            #[cfg_attr(any(target_os = "macos", target_os = "ios"), unsafe(link_section = "__DATA,__mod_init_func"))]
+            #[cfg_attr(windows, unsafe(link_section = ".CRT$XCU"))]
+            #[cfg_attr(not(any(target_os = "macos", target_os = "ios", windows)), unsafe(link_section = ".init_array"))]
+            static __KAPSEL_REGISTER: extern "C" fn() = __kapsel_register;
+        };
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::{Kind, expand};
+
+    fn expanded(
+        kind: Kind,
+        attr: proc_macro2::TokenStream,
+        item: proc_macro2::TokenStream,
+    ) -> String {
+        match expand(kind, attr, item) {
+            Ok(tokens) => tokens.to_string(),
+            Err(error) => panic!("unexpected error: {error}"),
+        }
+    }
+
+    fn error(kind: Kind, attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        match expand(kind, attr, item) {
+            Ok(tokens) => panic!("expected an error, got {tokens}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn ids_follow_kopf() {
+        let item = quote!(
+            fn create_fn(cause: &kapsel::Cause) {}
+        );
+        let plain = expanded(Kind::Create, quote!("kopfexamples"), item.clone());
+        assert!(
+            plain.contains(r#"Registration :: new ("create_fn""#),
+            "{plain}"
+        );
+        let explicit = expanded(
+            Kind::Create,
+            quote!("kopfexamples", id = "mine"),
+            item.clone(),
+        );
+        assert!(
+            explicit.contains(r#"Registration :: new ("mine""#),
+            "{explicit}"
+        );
+        let field = expanded(
+            Kind::Update,
+            quote!("kopfexamples", field = "spec.size"),
+            item.clone(),
+        );
+        assert!(
+            field.contains(r#"Registration :: new ("create_fn/spec.size""#),
+            "{field}"
+        );
+        let index = expanded(
+            Kind::Index,
+            quote!("kopfexamples", field = "spec.size"),
+            item,
+        );
+        assert!(
+            index.contains(r#"Registration :: new ("create_fn""#),
+            "{index}"
+        );
+    }
+
+    #[test]
+    fn return_types_choose_the_conversion() {
+        let unit = expanded(
+            Kind::Event,
+            quote!("pods"),
+            quote!(
+                fn f() {}
+            ),
+        );
+        assert!(
+            unit.contains("Outcome :: Done (:: core :: option :: Option :: None)"),
+            "{unit}"
+        );
+        let result = expanded(
+            Kind::Event,
+            quote!("pods"),
+            quote!(
+                fn f() -> kapsel::Result<u32> {
+                    Ok(1)
+                }
+            ),
+        );
+        assert!(result.contains("result_outcome"), "{result}");
+        let value = expanded(
+            Kind::Event,
+            quote!("pods"),
+            quote!(
+                fn f() -> u32 {
+                    1
+                }
+            ),
+        );
+        assert!(value.contains("value_outcome"), "{value}");
+        let index = expanded(
+            Kind::Index,
+            quote!("pods"),
+            quote!(
+                fn f() -> Option<u32> {
+                    None
+                }
+            ),
+        );
+        assert!(index.contains("__kapsel_index"), "{index}");
+    }
+
+    #[test]
+    fn kind_specific_validation() {
+        let item = quote!(
+            fn f() {}
+        );
+        assert!(
+            error(Kind::Event, quote!("pods", backoff = 1), item.clone()).contains("never retried")
+        );
+        assert!(
+            error(Kind::Create, quote!("pods", optional), item.clone())
+                .contains("unknown option `optional`")
+        );
+        assert!(
+            error(Kind::Delete, quote!("pods", old = 1), item.clone())
+                .contains("unknown option `old`")
+        );
+        assert!(
+            error(Kind::Update, quote!("pods", new = 1), item.clone()).contains("requires `field")
+        );
+        assert!(
+            error(
+                Kind::Create,
+                quote!("pods", retries = 1, retries = 2),
+                item.clone()
+            )
+            .contains("twice")
+        );
+        assert!(
+            error(Kind::Probe, quote!(labels(a = "b")), item.clone())
+                .contains("unknown option `labels`")
+        );
+        assert!(
+            error(Kind::Create, quote!("pods", id = "x", "v1"), item.clone())
+                .contains("must come first")
+        );
+        assert!(
+            error(Kind::Create, quote!("pods", field = "spec..x"), item).contains("dotted path")
+        );
+        assert!(
+            error(
+                Kind::Create,
+                quote!("pods"),
+                quote!(
+                    fn f<T>() {}
+                )
+            )
+            .contains("cannot be generic")
+        );
+    }
+}

@@ -1,0 +1,4 @@
+#[kapsel::on::event("pods")]
+struct Handler;
+
+fn main() {}

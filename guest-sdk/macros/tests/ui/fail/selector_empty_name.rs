@@ -1,0 +1,4 @@
+#[kapsel::on::event("v1", "")]
+fn handler() {}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[kapsel::on::event("kopf.dev", "v1", "kopfexamples", "extra")]
+fn handler() {}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[kapsel::on::event(id = "x")]
+fn handler() {}
+
+fn main() {}

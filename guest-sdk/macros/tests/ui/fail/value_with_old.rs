@@ -1,0 +1,4 @@
+#[kapsel::on::update("pods", field = "spec.x", value = 3, old = present)]
+fn handler() {}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[kapsel::on::update("pods", value = 3)]
+fn handler() {}
+
+fn main() {}

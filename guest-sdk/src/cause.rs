@@ -1,0 +1,306 @@
+//! What a handler receives: the object and the circumstances of the call
+//! (Kopf's keyword arguments, KOPF.md §1.13).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::Patch;
+
+/// Which kind of handler is being called (one per attribute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandlerKind {
+    /// `#[kapsel::on::event]`.
+    Event,
+    /// `#[kapsel::index]`.
+    Index,
+    /// `#[kapsel::on::create]`.
+    Create,
+    /// `#[kapsel::on::update]`.
+    Update,
+    /// `#[kapsel::on::delete]`.
+    Delete,
+    /// `#[kapsel::on::resume]`.
+    Resume,
+    /// `#[kapsel::on::field]`.
+    Field,
+    /// `#[kapsel::on::timer]`.
+    Timer,
+    /// `#[kapsel::on::daemon]`.
+    Daemon,
+    /// `#[kapsel::on::probe]`.
+    Probe,
+    /// `#[kapsel::on::startup]`.
+    Startup,
+    /// `#[kapsel::on::cleanup]`.
+    Cleanup,
+}
+
+/// The raw watch event type (Kopf's `type` kwarg); the initial listing has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl EventType {
+    /// The Kubernetes spelling: `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The concrete resource the object belongs to, as the host discovered it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Resource {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version (`v1`).
+    pub version: String,
+    /// Plural name (`pods`).
+    pub plural: String,
+    /// Kind (`Pod`).
+    pub kind: String,
+    /// `true` for namespaced resources.
+    pub namespaced: bool,
+}
+
+impl Resource {
+    /// A resource description (mostly for tests).
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
+        Self {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: plural.to_owned(),
+            kind: kind.to_owned(),
+            namespaced,
+        }
+    }
+
+    /// `group/version`, or just `version` for the core group (an `apiVersion`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// Everything a handler call receives: the object as last seen, the
+/// circumstances of the call, and a [`Patch`] to change the object.
+///
+/// Accessors for missing parts of the object give empty values, as Kopf does:
+/// `spec()`, `meta()` and `status()` an empty object, `labels()` an empty map,
+/// `name()` `None`.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    pub(crate) handler_id: String,
+    pub(crate) kind: HandlerKind,
+    pub(crate) resource: Resource,
+    pub(crate) event_type: Option<EventType>,
+    pub(crate) reason: Option<String>,
+    pub(crate) body: Value,
+    pub(crate) old: Option<Value>,
+    pub(crate) new: Option<Value>,
+    pub(crate) diff: Option<Value>,
+    pub(crate) retry: u32,
+    pub(crate) started: String,
+    pub(crate) runtime: Duration,
+    pub(crate) param: Option<Value>,
+    pub(crate) memo: Value,
+    pub(crate) memo_touched: bool,
+    /// The merge patch this handler builds for its object; the host applies it
+    /// after the call (never for index handlers).
+    pub patch: Patch,
+}
+
+static EMPTY_OBJECT: LazyLock<Value> = LazyLock::new(|| Value::Object(Map::new()));
+static EMPTY_MAP: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
+
+impl Cause {
+    /// The handler's id (also the key of its result in `status`).
+    pub fn handler_id(&self) -> &str {
+        &self.handler_id
+    }
+
+    /// Which kind of handler is being called.
+    pub fn kind(&self) -> HandlerKind {
+        self.kind
+    }
+
+    /// The whole object, as last seen.
+    pub fn body(&self) -> &Value {
+        &self.body
+    }
+
+    fn section(&self, key: &str) -> &Value {
+        self.body
+            .get(key)
+            .filter(|v| v.is_object())
+            .unwrap_or(&EMPTY_OBJECT)
+    }
+
+    /// `spec` (an empty object if absent).
+    pub fn spec(&self) -> &Value {
+        self.section("spec")
+    }
+
+    /// `metadata` (an empty object if absent).
+    pub fn meta(&self) -> &Value {
+        self.section("metadata")
+    }
+
+    /// `status` (an empty object if absent).
+    pub fn status(&self) -> &Value {
+        self.section("status")
+    }
+
+    fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta().get(key).and_then(Value::as_str)
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.meta_str("uid")
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> Option<&str> {
+        self.meta_str("name")
+    }
+
+    /// `metadata.namespace` (`None` for cluster-scoped objects).
+    pub fn namespace(&self) -> Option<&str> {
+        self.meta_str("namespace")
+    }
+
+    fn meta_map(&self, key: &str) -> &Map<String, Value> {
+        self.meta()
+            .get(key)
+            .and_then(Value::as_object)
+            .unwrap_or(&EMPTY_MAP)
+    }
+
+    /// `metadata.labels` (empty if absent).
+    pub fn labels(&self) -> &Map<String, Value> {
+        self.meta_map("labels")
+    }
+
+    /// One label's value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels().get(key).and_then(Value::as_str)
+    }
+
+    /// `metadata.annotations` (empty if absent).
+    pub fn annotations(&self) -> &Map<String, Value> {
+        self.meta_map("annotations")
+    }
+
+    /// One annotation's value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations().get(key).and_then(Value::as_str)
+    }
+
+    /// The raw watch event type; `None` for the initial listing (and for
+    /// handlers that are not called for a watch event).
+    pub fn event_type(&self) -> Option<EventType> {
+        self.event_type
+    }
+
+    /// `create`, `update`, `delete` or `resume` (changing handlers only).
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The essence (or, for field handlers, the field's value) before the change.
+    pub fn old(&self) -> Option<&Value> {
+        self.old.as_ref()
+    }
+
+    /// The essence (or the field's value) after the change.
+    #[allow(
+        clippy::new_ret_no_self,
+        reason = "Kopf's `new` keyword argument, beside `old`"
+    )]
+    pub fn new(&self) -> Option<&Value> {
+        self.new.as_ref()
+    }
+
+    /// The diff: a list of `[op, path, old, new]`.
+    pub fn diff(&self) -> Option<&Value> {
+        self.diff.as_ref()
+    }
+
+    /// The attempt number: 0 on the first attempt.
+    pub fn retry(&self) -> u32 {
+        self.retry
+    }
+
+    /// When the first attempt started (RFC 3339).
+    pub fn started(&self) -> &str {
+        &self.started
+    }
+
+    /// Time since the first attempt.
+    pub fn runtime(&self) -> Duration {
+        self.runtime
+    }
+
+    /// The registration's `param`.
+    pub fn param(&self) -> Option<&Value> {
+        self.param.as_ref()
+    }
+
+    /// The resource the object belongs to.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// The per-object memo the last call left (`null` if none).
+    pub fn memo(&self) -> &Value {
+        &self.memo
+    }
+
+    /// The memo, to change for later calls about this object.
+    ///
+    /// # Guarantees
+    /// Only a memo borrowed mutably is sent back to the host; otherwise the
+    /// host keeps the one it has.
+    pub fn memo_mut(&mut self) -> &mut Value {
+        self.memo_touched = true;
+        &mut self.memo
+    }
+
+    /// Daemons: sleeps up to `seconds`, returning `false` as soon as the daemon
+    /// must stop (Kopf's `stopped.wait()`, inverted: `while cause.sleep_unless_stopped(10.0) {...}`).
+    ///
+    /// # Caveats
+    /// Only meaningful in daemons; in native tests it returns at once (see
+    /// `kapsel::testing::stop_daemons`).
+    pub fn sleep_unless_stopped(&self, seconds: f64) -> bool {
+        crate::host::sleep_unless_stopped(seconds)
+    }
+
+    /// The memo to send back, if the handler touched it.
+    pub(crate) fn memo_json(&self) -> Option<String> {
+        self.memo_touched.then(|| self.memo.to_string())
+    }
+}

@@ -1,0 +1,217 @@
+//! Handler errors, as Kopf's exception classes (KOPF.md §5.1).
+
+use std::fmt;
+
+/// The delay before a retry when a [`TemporaryError`] names none: 60 seconds, as
+/// Kopf's hard-coded default.
+pub const DEFAULT_RETRY_DELAY: f64 = 60.0;
+
+/// Retry the handler later (Kopf's `kopf.TemporaryError`).
+///
+/// ```
+/// fn check(ready: bool) -> kapsel::Result<()> {
+///     if !ready {
+///         return Err(kapsel::TemporaryError::new("not ready yet").with_delay(10.0).into());
+///     }
+///     Ok(())
+/// }
+/// # assert!(check(false).is_err());
+/// ```
+///
+/// # Caveats
+/// Like `anyhow::Error`, this type does not implement [`std::error::Error`], so
+/// that any standard error converts into [`Error`] with `?`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemporaryError {
+    message: String,
+    delay: f64,
+}
+
+impl TemporaryError {
+    /// A temporary error retried after [`DEFAULT_RETRY_DELAY`] seconds.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            delay: DEFAULT_RETRY_DELAY,
+        }
+    }
+
+    /// Retries after `seconds` instead (0: at once). Negative or non-finite
+    /// values count as 0.
+    #[must_use]
+    pub fn with_delay(mut self, seconds: f64) -> Self {
+        self.delay = if seconds.is_finite() && seconds > 0.0 {
+            seconds
+        } else {
+            0.0
+        };
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Seconds before the retry.
+    pub fn delay(&self) -> f64 {
+        self.delay
+    }
+}
+
+impl fmt::Display for TemporaryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Fail the handler for good, without retries (Kopf's `kopf.PermanentError`).
+///
+/// # Caveats
+/// Does not implement [`std::error::Error`]; see [`TemporaryError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermanentError {
+    message: String,
+}
+
+impl PermanentError {
+    /// A permanent error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for PermanentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What a handler may fail with: a [`TemporaryError`], a [`PermanentError`], or
+/// any other error (from `?` on a [`std::error::Error`], or [`Error::msg`]), which
+/// the handler's `errors` mode decides about (temporary by default, ignored for
+/// `on::event` and `index`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error(Repr);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Repr {
+    Temporary(TemporaryError),
+    Permanent(PermanentError),
+    Other(String),
+}
+
+/// What [`Error::kind`] tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A [`TemporaryError`].
+    Temporary,
+    /// A [`PermanentError`].
+    Permanent,
+    /// Any other error: the handler's `errors` mode decides.
+    Arbitrary,
+}
+
+impl Error {
+    /// An arbitrary error with this message.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        Self(Repr::Other(message.to_string()))
+    }
+
+    /// Which of the three this is.
+    pub fn kind(&self) -> ErrorKind {
+        match &self.0 {
+            Repr::Temporary(_) => ErrorKind::Temporary,
+            Repr::Permanent(_) => ErrorKind::Permanent,
+            Repr::Other(_) => ErrorKind::Arbitrary,
+        }
+    }
+
+    /// The retry delay of a temporary error.
+    pub fn delay(&self) -> Option<f64> {
+        match &self.0 {
+            Repr::Temporary(t) => Some(t.delay),
+            _ => None,
+        }
+    }
+
+    /// The outcome the host receives for this error.
+    pub(crate) fn into_outcome(self) -> crate::registry::Outcome {
+        use crate::registry::Outcome;
+        match self.0 {
+            Repr::Temporary(t) => Outcome::Temporary(t.message, t.delay),
+            Repr::Permanent(p) => Outcome::Permanent(p.message),
+            Repr::Other(message) => Outcome::Failed(message),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Temporary(t) => t.fmt(f),
+            Repr::Permanent(p) => p.fmt(f),
+            Repr::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<TemporaryError> for Error {
+    fn from(error: TemporaryError) -> Self {
+        Self(Repr::Temporary(error))
+    }
+}
+
+impl From<PermanentError> for Error {
+    fn from(error: PermanentError) -> Self {
+        Self(Repr::Permanent(error))
+    }
+}
+
+/// Any standard error is an arbitrary failure; its message includes the chain of
+/// sources (`outer: inner: root`).
+impl<E: std::error::Error> From<E> for Error {
+    fn from(error: E) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self(Repr::Other(message))
+    }
+}
+
+/// `Result<T, kapsel::Error>`, what handlers usually return.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions() {
+        let e: Error = TemporaryError::new("later").into();
+        assert_eq!(e.kind(), ErrorKind::Temporary);
+        assert_eq!(e.delay(), Some(DEFAULT_RETRY_DELAY));
+        let e: Error = TemporaryError::new("soon").with_delay(-3.0).into();
+        assert_eq!(e.delay(), Some(0.0));
+        let e: Error = PermanentError::new("never").into();
+        assert_eq!(
+            (e.kind(), e.to_string().as_str()),
+            (ErrorKind::Permanent, "never")
+        );
+        let parse = "x".parse::<u32>().unwrap_err();
+        let e: Error = parse.into();
+        assert_eq!(e.kind(), ErrorKind::Arbitrary);
+        assert_eq!(e.to_string(), "invalid digit found in string");
+    }
+}

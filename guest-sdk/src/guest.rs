@@ -1,0 +1,217 @@
+//! The component's exports: the SDK implements the generated `Guest` trait once,
+//! for every guest, and dispatches to the handlers the attributes registered.
+
+use std::time::Duration;
+
+use crate::bindings::kapsel::operator::types as wit;
+use crate::cause::{Cause, EventType, HandlerKind, Resource};
+use crate::registry::{
+    self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration, ResourceName,
+};
+
+struct Component;
+
+crate::bindings::export!(Component with_types_in crate::bindings);
+
+fn kind_from_wit(kind: wit::HandlerKind) -> HandlerKind {
+    match kind {
+        wit::HandlerKind::Event => HandlerKind::Event,
+        wit::HandlerKind::Index => HandlerKind::Index,
+        wit::HandlerKind::Create => HandlerKind::Create,
+        wit::HandlerKind::Update => HandlerKind::Update,
+        wit::HandlerKind::Delete => HandlerKind::Delete,
+        wit::HandlerKind::Resume => HandlerKind::Resume,
+        wit::HandlerKind::Field => HandlerKind::Field,
+        wit::HandlerKind::Timer => HandlerKind::Timer,
+        wit::HandlerKind::Daemon => HandlerKind::Daemon,
+        wit::HandlerKind::Probe => HandlerKind::Probe,
+        wit::HandlerKind::Startup => HandlerKind::Startup,
+        wit::HandlerKind::Cleanup => HandlerKind::Cleanup,
+    }
+}
+
+fn kind_to_wit(kind: HandlerKind) -> wit::HandlerKind {
+    match kind {
+        HandlerKind::Event => wit::HandlerKind::Event,
+        HandlerKind::Index => wit::HandlerKind::Index,
+        HandlerKind::Create => wit::HandlerKind::Create,
+        HandlerKind::Update => wit::HandlerKind::Update,
+        HandlerKind::Delete => wit::HandlerKind::Delete,
+        HandlerKind::Resume => wit::HandlerKind::Resume,
+        HandlerKind::Field => wit::HandlerKind::Field,
+        HandlerKind::Timer => wit::HandlerKind::Timer,
+        HandlerKind::Daemon => wit::HandlerKind::Daemon,
+        HandlerKind::Probe => wit::HandlerKind::Probe,
+        HandlerKind::Startup => wit::HandlerKind::Startup,
+        HandlerKind::Cleanup => wit::HandlerKind::Cleanup,
+    }
+}
+
+fn matcher_to_wit(matcher: Matcher) -> wit::Matcher {
+    match matcher {
+        Matcher::Equals(text) => wit::Matcher::Equals(text),
+        Matcher::Present => wit::Matcher::Present,
+        Matcher::Absent => wit::Matcher::Absent,
+    }
+}
+
+fn registration_to_wit(r: Registration) -> wit::Registration {
+    let meta = |filters: Vec<registry::MetaFilter>| {
+        filters
+            .into_iter()
+            .map(|f| wit::MetaFilter {
+                key: f.key,
+                matcher: matcher_to_wit(f.matcher),
+            })
+            .collect()
+    };
+    wit::Registration {
+        id: r.id,
+        kind: kind_to_wit(r.kind),
+        selectors: r
+            .selectors
+            .into_iter()
+            .map(|s| wit::Selector {
+                group: s.group,
+                version: s.version,
+                name: match s.name {
+                    ResourceName::Any(n) => wit::ResourceName::Any(n),
+                    ResourceName::Kind(n) => wit::ResourceName::Kind(n),
+                    ResourceName::Plural(n) => wit::ResourceName::Plural(n),
+                    ResourceName::Singular(n) => wit::ResourceName::Singular(n),
+                    ResourceName::Shortcut(n) => wit::ResourceName::Shortcut(n),
+                    ResourceName::Category(n) => wit::ResourceName::Category(n),
+                },
+            })
+            .collect(),
+        labels: meta(r.labels),
+        annotations: meta(r.annotations),
+        field: r.field,
+        value: r.value.map(matcher_to_wit),
+        old_value: r.old_value.map(matcher_to_wit),
+        new_value: r.new_value.map(matcher_to_wit),
+        has_when: r.has_when,
+        errors: r.errors.map(|mode| match mode {
+            ErrorsMode::Temporary => wit::ErrorsMode::Temporary,
+            ErrorsMode::Permanent => wit::ErrorsMode::Permanent,
+            ErrorsMode::Ignored => wit::ErrorsMode::Ignored,
+        }),
+        timeout_seconds: r.timeout_seconds,
+        retries: r.retries,
+        backoff_seconds: r.backoff_seconds,
+        optional: r.optional,
+        deleted: r.deleted,
+        interval_seconds: r.interval_seconds,
+        initial_delay_seconds: r.initial_delay_seconds,
+        idle_seconds: r.idle_seconds,
+        sharp: r.sharp,
+        param: r.param,
+        deadline_ms: r.deadline_ms,
+        memory_mib: r.memory_mib,
+    }
+}
+
+fn parse_optional(what: &str, json: Option<String>) -> Result<Option<serde_json::Value>, String> {
+    json.map(|text| {
+        serde_json::from_str(&text)
+            .map_err(|e| format!("the host sent invalid JSON as {what}: {e}"))
+    })
+    .transpose()
+}
+
+/// The SDK's [`Cause`] from the host's.
+fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
+    let body = serde_json::from_str(&cause.body)
+        .map_err(|e| format!("the host sent an invalid object body: {e}"))?;
+    Ok(Cause {
+        handler_id: cause.handler_id,
+        kind: kind_from_wit(cause.kind),
+        resource: Resource {
+            group: cause.resource.group,
+            version: cause.resource.version,
+            plural: cause.resource.plural,
+            kind: cause.resource.kind,
+            namespaced: cause.resource.namespaced,
+        },
+        event_type: cause.event_type.map(|t| match t {
+            wit::EventType::Added => EventType::Added,
+            wit::EventType::Modified => EventType::Modified,
+            wit::EventType::Deleted => EventType::Deleted,
+        }),
+        reason: cause.reason,
+        body,
+        old: parse_optional("old", cause.old)?,
+        new: parse_optional("new", cause.new)?,
+        diff: parse_optional("diff", cause.diff)?,
+        retry: cause.retry,
+        started: cause.started,
+        runtime: Duration::try_from_secs_f64(cause.runtime_seconds).unwrap_or_default(),
+        param: parse_optional("param", cause.param)?,
+        memo: parse_optional("memo", cause.memo)?.unwrap_or_default(),
+        memo_touched: false,
+        patch: crate::Patch::default(),
+    })
+}
+
+impl crate::bindings::Guest for Component {
+    fn describe() -> wit::DescribeOutput {
+        wit::DescribeOutput {
+            sdk_version: crate::SDK_VERSION.to_owned(),
+            handlers: registry::registrations()
+                .into_iter()
+                .map(registration_to_wit)
+                .collect(),
+            permissions: Vec::new(),
+        }
+    }
+
+    fn invoke(cause: wit::Cause) -> wit::Reply {
+        let mut cause = match cause_from_wit(cause) {
+            Ok(cause) => cause,
+            Err(message) => {
+                return wit::Reply {
+                    outcome: wit::Outcome::Permanent(message),
+                    patch: None,
+                    memo: None,
+                };
+            }
+        };
+        let outcome = match registry::invoke(&mut cause) {
+            Outcome::Done(result) => wit::Outcome::Done(result),
+            Outcome::Temporary(message, delay) => wit::Outcome::Temporary((message, delay)),
+            Outcome::Permanent(message) => wit::Outcome::Permanent(message),
+            Outcome::Failed(message) => wit::Outcome::Failed(message),
+        };
+        wit::Reply {
+            outcome,
+            patch: cause.patch.to_json(),
+            memo: cause.memo_json(),
+        }
+    }
+
+    fn index(cause: wit::Cause) -> wit::IndexOutcome {
+        let mut cause = match cause_from_wit(cause) {
+            Ok(cause) => cause,
+            Err(message) => return wit::IndexOutcome::Permanent(message),
+        };
+        match registry::index(&mut cause) {
+            IndexOutcome::Keep => wit::IndexOutcome::Keep,
+            IndexOutcome::Entries(entries) => wit::IndexOutcome::Entries(entries),
+            IndexOutcome::Temporary(message, delay) => {
+                wit::IndexOutcome::Temporary((message, delay))
+            }
+            IndexOutcome::Permanent(message) => wit::IndexOutcome::Permanent(message),
+            IndexOutcome::Failed(message) => wit::IndexOutcome::Failed(message),
+        }
+    }
+
+    fn when(cause: wit::Cause) -> bool {
+        match cause_from_wit(cause) {
+            Ok(cause) => registry::when(&cause),
+            Err(message) => {
+                crate::log::log(crate::log::Level::Error, &message);
+                false
+            }
+        }
+    }
+}

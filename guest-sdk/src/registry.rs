@@ -1,0 +1,453 @@
+//! The guest's handler registry, filled by static constructors that the handler
+//! attributes emit, and the dispatch of host calls to handlers. Hidden: only the
+//! generated code names these items (through `kapsel::__private`).
+
+use std::sync::{Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Cause, Error, HandlerKind};
+
+/// WIT `errors-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorsMode {
+    Temporary,
+    Permanent,
+    Ignored,
+}
+
+/// WIT `resource-name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceName {
+    Any(String),
+    Kind(String),
+    Plural(String),
+    Singular(String),
+    Shortcut(String),
+    Category(String),
+}
+
+/// WIT `selector`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Selector {
+    pub group: Option<String>,
+    pub version: Option<String>,
+    pub name: ResourceName,
+}
+
+impl Selector {
+    pub fn new(group: Option<&str>, version: Option<&str>, name: ResourceName) -> Self {
+        Self {
+            group: group.map(str::to_owned),
+            version: version.map(str::to_owned),
+            name,
+        }
+    }
+}
+
+/// WIT `matcher`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Matcher {
+    Equals(String),
+    Present,
+    Absent,
+}
+
+/// WIT `meta-filter`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetaFilter {
+    pub key: String,
+    pub matcher: Matcher,
+}
+
+impl MetaFilter {
+    pub fn new(key: &str, matcher: Matcher) -> Self {
+        Self {
+            key: key.to_owned(),
+            matcher,
+        }
+    }
+}
+
+/// WIT `registration`: one attribute on one function.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Registration {
+    pub id: String,
+    pub kind: HandlerKind,
+    pub selectors: Vec<Selector>,
+    pub labels: Vec<MetaFilter>,
+    pub annotations: Vec<MetaFilter>,
+    pub field: Option<String>,
+    pub value: Option<Matcher>,
+    pub old_value: Option<Matcher>,
+    pub new_value: Option<Matcher>,
+    pub has_when: bool,
+    pub errors: Option<ErrorsMode>,
+    pub timeout_seconds: Option<f64>,
+    pub retries: Option<u32>,
+    pub backoff_seconds: Option<f64>,
+    pub optional: bool,
+    pub deleted: bool,
+    pub interval_seconds: Option<f64>,
+    pub initial_delay_seconds: Option<f64>,
+    pub idle_seconds: Option<f64>,
+    pub sharp: bool,
+    pub param: Option<String>,
+    pub deadline_ms: Option<u32>,
+    pub memory_mib: Option<u32>,
+}
+
+impl Registration {
+    /// A registration with every option unset.
+    pub fn new(id: &str, kind: HandlerKind) -> Self {
+        Self {
+            id: id.to_owned(),
+            kind,
+            selectors: Vec::new(),
+            labels: Vec::new(),
+            annotations: Vec::new(),
+            field: None,
+            value: None,
+            old_value: None,
+            new_value: None,
+            has_when: false,
+            errors: None,
+            timeout_seconds: None,
+            retries: None,
+            backoff_seconds: None,
+            optional: false,
+            deleted: false,
+            interval_seconds: None,
+            initial_delay_seconds: None,
+            idle_seconds: None,
+            sharp: false,
+            param: None,
+            deadline_ms: None,
+            memory_mib: None,
+        }
+    }
+}
+
+/// WIT `outcome`, with results as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Done(Option<String>),
+    Temporary(String, f64),
+    Permanent(String),
+    Failed(String),
+}
+
+/// WIT `index-outcome`, with keys and values as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexOutcome {
+    Keep,
+    Entries(Vec<(String, String)>),
+    Temporary(String, f64),
+    Permanent(String),
+    Failed(String),
+}
+
+/// How the registry calls a handler.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    Invoke(fn(&mut Cause) -> Outcome),
+    Index(fn(&mut Cause) -> IndexOutcome),
+}
+
+/// One registered attribute.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    /// The handler id (as in the registration).
+    pub id: &'static str,
+    /// The handler kind (as in the registration).
+    pub kind: HandlerKind,
+    /// Built when the host asks (`describe`), so that `param`/`value`
+    /// expressions are evaluated then.
+    pub registration: fn() -> Registration,
+    pub handler: Handler,
+    pub when: Option<fn(&Cause) -> bool>,
+    /// `module::function`, to tell two functions sharing an id apart.
+    pub function: &'static str,
+}
+
+static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// Adds one attribute's handler; called by static constructors at start-up.
+pub fn register(entry: Entry) {
+    REGISTRY
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(entry);
+}
+
+/// A copy of the entries, so that no lock is held while user code runs.
+fn entries() -> Vec<Entry> {
+    REGISTRY
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// Every registration, in registration order.
+///
+/// # Panics
+/// When two different functions use the same handler id: the host cannot tell
+/// which to call, so the guest refuses to load (the panic fails `describe`).
+pub(crate) fn registrations() -> Vec<Registration> {
+    let registry = entries();
+    for (i, a) in registry.iter().enumerate() {
+        for b in &registry[..i] {
+            assert!(
+                a.id != b.id || a.function == b.function,
+                "handler id `{}` is used by two functions, `{}` and `{}`: give one an `id = \"...\"`",
+                a.id,
+                b.function,
+                a.function,
+            );
+        }
+    }
+    registry
+        .iter()
+        .map(|entry| (entry.registration)())
+        .collect()
+}
+
+/// The handler registered under the cause's id, preferring one of its kind.
+fn find(cause: &Cause, index: bool) -> Option<Entry> {
+    let registry = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut fallback = None;
+    for entry in registry.iter() {
+        if entry.id != cause.handler_id || matches!(entry.handler, Handler::Index(_)) != index {
+            continue;
+        }
+        if entry.kind == cause.kind {
+            return Some(*entry);
+        }
+        fallback.get_or_insert(*entry);
+    }
+    fallback
+}
+
+/// Calls the handler the cause names.
+pub(crate) fn invoke(cause: &mut Cause) -> Outcome {
+    match find(cause, false).map(|entry| entry.handler) {
+        Some(Handler::Invoke(handler)) => handler(cause),
+        _ => Outcome::Permanent(format!("unknown handler `{}`", cause.handler_id)),
+    }
+}
+
+/// Calls the index handler the cause names.
+pub(crate) fn index(cause: &mut Cause) -> IndexOutcome {
+    match find(cause, true).map(|entry| entry.handler) {
+        Some(Handler::Index(handler)) => handler(cause),
+        _ => IndexOutcome::Permanent(format!("unknown index handler `{}`", cause.handler_id)),
+    }
+}
+
+/// Evaluates the `when` filter of the handler the cause names (`true` when it
+/// has none: the guest does not filter what it does not know).
+pub(crate) fn when(cause: &Cause) -> bool {
+    let is_index = cause.kind == HandlerKind::Index;
+    find(cause, is_index)
+        .and_then(|entry| entry.when)
+        .is_none_or(|when| when(cause))
+}
+
+/// JSON text of a `param`/`value` expression.
+///
+/// # Panics
+/// When the value cannot be serialised (a map with non-string keys): this runs
+/// in `describe`, so the guest fails to load with the message.
+pub fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
+    match serde_json::to_string(value) {
+        Ok(json) => json,
+        Err(error) => panic!("a handler option cannot be serialised to JSON: {error}"),
+    }
+}
+
+/// The outcome of a handler that returned a value.
+pub fn value_outcome<T: Serialize + ?Sized>(value: &T) -> Outcome {
+    match serde_json::to_value(value) {
+        Ok(Value::Null) => Outcome::Done(None),
+        Ok(value) => Outcome::Done(Some(value.to_string())),
+        Err(error) => Outcome::Failed(format!("the handler's result is not JSON: {error}")),
+    }
+}
+
+/// The outcome of a handler that returned a `Result`.
+pub fn result_outcome<T: Serialize, E: Into<Error>>(result: Result<T, E>) -> Outcome {
+    match result {
+        Ok(value) => value_outcome(&value),
+        Err(error) => error.into().into_outcome(),
+    }
+}
+
+/// The index outcome of an index handler's error.
+pub fn index_error<E: Into<Error>>(error: E) -> IndexOutcome {
+    match error.into().into_outcome() {
+        Outcome::Temporary(message, delay) => IndexOutcome::Temporary(message, delay),
+        Outcome::Permanent(message) => IndexOutcome::Permanent(message),
+        Outcome::Failed(message) | Outcome::Done(Some(message)) => IndexOutcome::Failed(message),
+        Outcome::Done(None) => IndexOutcome::Keep,
+    }
+}
+
+/// What an index handler's return value means (KOPF.md §7), chosen by
+/// autoref specialisation: maps with any serialisable keys become entries
+/// keyed by each key's JSON (so tuple and integer keys work); anything else goes
+/// through serde: `null` keeps the object's values, an object becomes entries,
+/// any other value is stored under the key `null`.
+pub mod index_ret {
+    use std::cell::Cell;
+    use std::collections::{BTreeMap, HashMap};
+    use std::hash::BuildHasher;
+
+    use serde::Serialize;
+    use serde_json::Value;
+
+    use super::IndexOutcome;
+
+    /// The returned value, taken out once by the chosen conversion.
+    pub struct IndexRet<T>(Cell<Option<T>>);
+
+    impl<T> IndexRet<T> {
+        pub fn new(value: T) -> Self {
+            Self(Cell::new(Some(value)))
+        }
+
+        fn take(&self) -> Option<T> {
+            self.0.take()
+        }
+    }
+
+    fn entries<K: Serialize, V: Serialize>(pairs: impl Iterator<Item = (K, V)>) -> IndexOutcome {
+        let mut out = Vec::new();
+        for (key, value) in pairs {
+            match (serde_json::to_string(&key), serde_json::to_string(&value)) {
+                (Ok(key), Ok(value)) => out.push((key, value)),
+                (Err(error), _) | (_, Err(error)) => {
+                    return IndexOutcome::Failed(format!("the index entry is not JSON: {error}"));
+                }
+            }
+        }
+        IndexOutcome::Entries(out)
+    }
+
+    /// Maps: entries keyed by each key's JSON.
+    pub trait ViaKeyed {
+        fn __kapsel_index(&self) -> IndexOutcome;
+    }
+
+    impl<K: Serialize, V: Serialize> ViaKeyed for IndexRet<BTreeMap<K, V>> {
+        fn __kapsel_index(&self) -> IndexOutcome {
+            self.take()
+                .map_or(IndexOutcome::Keep, |map| entries(map.into_iter()))
+        }
+    }
+
+    impl<K: Serialize, V: Serialize, S: BuildHasher> ViaKeyed for IndexRet<HashMap<K, V, S>> {
+        fn __kapsel_index(&self) -> IndexOutcome {
+            self.take()
+                .map_or(IndexOutcome::Keep, |map| entries(map.into_iter()))
+        }
+    }
+
+    impl<K: Serialize, V: Serialize> ViaKeyed for IndexRet<Option<BTreeMap<K, V>>> {
+        fn __kapsel_index(&self) -> IndexOutcome {
+            self.take()
+                .flatten()
+                .map_or(IndexOutcome::Keep, |map| entries(map.into_iter()))
+        }
+    }
+
+    impl<K: Serialize, V: Serialize, S: BuildHasher> ViaKeyed for IndexRet<Option<HashMap<K, V, S>>> {
+        fn __kapsel_index(&self) -> IndexOutcome {
+            self.take()
+                .flatten()
+                .map_or(IndexOutcome::Keep, |map| entries(map.into_iter()))
+        }
+    }
+
+    /// Anything else, through serde.
+    pub trait ViaSerialize {
+        fn __kapsel_index(&self) -> IndexOutcome;
+    }
+
+    impl<T: Serialize> ViaSerialize for &IndexRet<T> {
+        fn __kapsel_index(&self) -> IndexOutcome {
+            let Some(value) = self.take() else {
+                return IndexOutcome::Keep;
+            };
+            match serde_json::to_value(&value) {
+                Ok(Value::Null) => IndexOutcome::Keep,
+                Ok(Value::Object(map)) => entries(map.into_iter()),
+                Ok(other) => entries(std::iter::once((Value::Null, other))),
+                Err(error) => IndexOutcome::Failed(format!("the index value is not JSON: {error}")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use serde_json::json;
+
+    use super::index_ret::{IndexRet, ViaKeyed as _, ViaSerialize as _};
+    use super::*;
+
+    #[test]
+    #[allow(
+        clippy::needless_borrow,
+        reason = "written as the macro writes it: autoref specialisation"
+    )]
+    fn index_results_follow_kopf() {
+        let keep: Option<u32> = None;
+        assert_eq!((&IndexRet::new(keep)).__kapsel_index(), IndexOutcome::Keep);
+        assert_eq!((&IndexRet::new(())).__kapsel_index(), IndexOutcome::Keep);
+        let nones = BTreeMap::from([("key", Option::<u32>::None)]);
+        assert_eq!(
+            (&IndexRet::new(nones)).__kapsel_index(),
+            IndexOutcome::Entries(vec![("\"key\"".into(), "null".into())])
+        );
+        let tuples = HashMap::from([(("ns", 1), "a")]);
+        assert_eq!(
+            (&IndexRet::new(tuples)).__kapsel_index(),
+            IndexOutcome::Entries(vec![("[\"ns\",1]".into(), "\"a\"".into())])
+        );
+        assert_eq!(
+            (&IndexRet::new(json!({"k": [1]}))).__kapsel_index(),
+            IndexOutcome::Entries(vec![("\"k\"".into(), "[1]".into())])
+        );
+        assert_eq!(
+            (&IndexRet::new("scalar")).__kapsel_index(),
+            IndexOutcome::Entries(vec![("null".into(), "\"scalar\"".into())])
+        );
+    }
+
+    #[test]
+    fn outcomes() {
+        assert_eq!(value_outcome(&()), Outcome::Done(None));
+        assert_eq!(
+            value_outcome(&json!({"a": 1})),
+            Outcome::Done(Some(r#"{"a":1}"#.into()))
+        );
+        let temporary: Result<(), _> = Err(crate::TemporaryError::new("t").with_delay(2.0));
+        assert_eq!(
+            result_outcome(temporary),
+            Outcome::Temporary("t".into(), 2.0)
+        );
+        let arbitrary = "x".parse::<u8>();
+        assert!(matches!(result_outcome(arbitrary), Outcome::Failed(_)));
+        assert_eq!(
+            index_error(crate::PermanentError::new("p")),
+            IndexOutcome::Permanent("p".into())
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! Native unit tests of handlers (`cargo test`, no wasm, no cluster).
+//!
+//! In native builds the SDK's host calls go to a fake host that belongs to the
+//! current thread (so tests running in parallel do not see each other): it
+//! records log lines and posted events, and serves the index contents the test
+//! sets up. Build a [`Cause`] with [`cause()`], call the handler function
+//! directly, and assert on what it returned, its `patch`, and the fake host.
+//!
+//! ```
+//! use kapsel::testing;
+//! use serde_json::json;
+//!
+//! #[kapsel::on::event("pods")]
+//! fn neighbours(cause: &mut kapsel::Cause) -> usize {
+//!     let ns = cause.namespace().unwrap_or_default().to_owned();
+//!     let names: Vec<String> = kapsel::index::get("pods_by_namespace", &ns);
+//!     kapsel::info!("pods in {ns}: {names:?}");
+//!     cause.patch.set("status.seen", true);
+//!     names.len()
+//! }
+//!
+//! testing::set_index("pods_by_namespace", "default", ["a", "b"]);
+//! let mut cause = testing::cause()
+//!     .body(json!({"metadata": {"name": "a", "namespace": "default"}}))
+//!     .build();
+//! assert_eq!(neighbours(&mut cause), 2);
+//! assert_eq!(cause.patch.to_value(), json!({"status": {"seen": true}}));
+//! assert_eq!(testing::logs()[0].message, r#"pods in default: ["a", "b"]"#);
+//! ```
+//!
+//! [`invoke`] and [`index`] call a handler the way the host does (through the
+//! registry, by handler id), to check how its return value is understood.
+//!
+//! Only available in native builds.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutcome};
+use crate::{Cause, EventType, HandlerKind, Patch, Resource};
+
+pub use crate::log::Level;
+
+/// One line a handler logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Its level.
+    pub level: Level,
+    /// Its text.
+    pub message: String,
+}
+
+/// One Kubernetes Event a handler posted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostedEvent {
+    /// The object's reference (`apiVersion`, `kind`, `metadata`); `None` for
+    /// the handler's current object.
+    pub object: Option<Value>,
+    /// `Normal`, `Warning` or `Error`.
+    pub event_type: String,
+    /// The reason.
+    pub reason: String,
+    /// The message.
+    pub message: String,
+}
+
+#[derive(Default)]
+struct FakeHost {
+    logs: Vec<LogLine>,
+    events: Vec<PostedEvent>,
+    /// index name → key JSON → value JSONs.
+    indexes: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Seconds daemons slept, in order.
+    sleeps: Vec<f64>,
+    /// What `sleep_unless_stopped` answers after each sleep (`true`: go on).
+    stopped: bool,
+}
+
+thread_local! {
+    static FAKE: RefCell<FakeHost> = RefCell::new(FakeHost::default());
+}
+
+/// The host imports, served by this thread's fake host.
+pub(crate) mod fake {
+    use super::{FAKE, LogLine, PostedEvent};
+    use crate::log::Level;
+
+    pub(crate) fn log(level: Level, message: &str) {
+        eprintln!("[{level:?}] {message}");
+        FAKE.with_borrow_mut(|fake| {
+            fake.logs.push(LogLine {
+                level,
+                message: message.to_owned(),
+            })
+        });
+    }
+
+    pub(crate) fn index_lookup(index: &str, key: &str) -> Option<Vec<String>> {
+        FAKE.with_borrow(|fake| fake.indexes.get(index)?.get(key).cloned())
+    }
+
+    pub(crate) fn index_keys(index: &str) -> Vec<String> {
+        FAKE.with_borrow(|fake| {
+            fake.indexes
+                .get(index)
+                .map(|keys| keys.keys().cloned().collect())
+                .unwrap_or_default()
+        })
+    }
+
+    pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
+        FAKE.with_borrow_mut(|fake| {
+            fake.sleeps.push(seconds);
+            !fake.stopped
+        })
+    }
+
+    pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
+        let object = object.and_then(|json| serde_json::from_str(json).ok());
+        FAKE.with_borrow_mut(|fake| {
+            fake.events.push(PostedEvent {
+                object,
+                event_type: event_type.to_owned(),
+                reason: reason.to_owned(),
+                message: message.to_owned(),
+            });
+        });
+    }
+}
+
+/// The lines logged on this thread so far.
+pub fn logs() -> Vec<LogLine> {
+    FAKE.with_borrow(|fake| fake.logs.clone())
+}
+
+/// The events posted on this thread so far.
+pub fn events() -> Vec<PostedEvent> {
+    FAKE.with_borrow(|fake| fake.events.clone())
+}
+
+/// Makes the index `index` hold `values` under `key` (replacing what it held
+/// under that key; no values removes the key).
+///
+/// # Panics
+/// When the key or a value cannot be serialised to JSON (a test bug).
+pub fn set_index<K, V>(index: &str, key: &K, values: impl IntoIterator<Item = V>)
+where
+    K: Serialize + ?Sized,
+    V: Serialize,
+{
+    let key = registry::to_json(key);
+    let values: Vec<String> = values.into_iter().map(|v| registry::to_json(&v)).collect();
+    FAKE.with_borrow_mut(|fake| {
+        let keys = fake.indexes.entry(index.to_owned()).or_default();
+        if values.is_empty() {
+            keys.remove(&key);
+        } else {
+            keys.insert(key, values);
+        }
+    });
+}
+
+/// The seconds a daemon asked to sleep, in order (sleeps return at once).
+pub fn sleeps() -> Vec<f64> {
+    FAKE.with_borrow(|fake| fake.sleeps.clone())
+}
+
+/// Makes [`Cause::sleep_unless_stopped`] answer that the daemon must stop.
+pub fn stop_daemons() {
+    FAKE.with_borrow_mut(|fake| fake.stopped = true);
+}
+
+/// Forgets this thread's logs, events and indexes.
+pub fn reset() {
+    FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
+}
+
+/// Every handler registration of the crate, as the host receives them from
+/// `describe` (JSON in the WIT's shape, kebab-case field names).
+///
+/// # Panics
+/// When two functions share a handler id (the host would refuse the guest).
+pub fn registrations() -> Vec<Value> {
+    registry::registrations()
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect()
+}
+
+/// What a handler call ended with, as the host sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Success, with the result for `status.<handler id>` (if any).
+    Done(Option<Value>),
+    /// A temporary error: message and delay in seconds.
+    Temporary(String, f64),
+    /// A permanent error.
+    Permanent(String),
+    /// An arbitrary error (the handler's `errors` mode decides).
+    Failed(String),
+}
+
+/// What the host receives from one handler call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// How the call ended.
+    pub outcome: Outcome,
+    /// The merge patch, if the handler built one.
+    pub patch: Option<Value>,
+    /// The memo, if the handler changed it.
+    pub memo: Option<Value>,
+}
+
+/// What an index handler's call means for the index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexOutcome {
+    /// Nothing returned: the object's previous values stay.
+    Keep,
+    /// Key/value pairs (keys and values as JSON values).
+    Entries(Vec<(Value, Value)>),
+    /// A temporary error: message and delay in seconds.
+    Temporary(String, f64),
+    /// A permanent error.
+    Permanent(String),
+    /// An arbitrary error.
+    Failed(String),
+}
+
+fn parse(json: &str) -> Value {
+    serde_json::from_str(json).unwrap_or(Value::Null)
+}
+
+/// Calls the handler `cause.handler_id()` names, as the host's `invoke` does.
+pub fn invoke(cause: &mut Cause) -> Reply {
+    let outcome = match registry::invoke(cause) {
+        RawOutcome::Done(result) => Outcome::Done(result.as_deref().map(parse)),
+        RawOutcome::Temporary(message, delay) => Outcome::Temporary(message, delay),
+        RawOutcome::Permanent(message) => Outcome::Permanent(message),
+        RawOutcome::Failed(message) => Outcome::Failed(message),
+    };
+    Reply {
+        outcome,
+        patch: cause.patch.to_json().as_deref().map(parse),
+        memo: cause.memo_json().as_deref().map(parse),
+    }
+}
+
+/// Calls the index handler `cause.handler_id()` names, as the host's `index` does.
+pub fn index(cause: &mut Cause) -> IndexOutcome {
+    match registry::index(cause) {
+        RawIndexOutcome::Keep => IndexOutcome::Keep,
+        RawIndexOutcome::Entries(entries) => {
+            IndexOutcome::Entries(entries.iter().map(|(k, v)| (parse(k), parse(v))).collect())
+        }
+        RawIndexOutcome::Temporary(message, delay) => IndexOutcome::Temporary(message, delay),
+        RawIndexOutcome::Permanent(message) => IndexOutcome::Permanent(message),
+        RawIndexOutcome::Failed(message) => IndexOutcome::Failed(message),
+    }
+}
+
+/// Evaluates the `when` filter of the handler `cause.handler_id()` names.
+pub fn when(cause: &Cause) -> bool {
+    registry::when(cause)
+}
+
+/// Starts building a [`Cause`]: an `on::event` call for an initial listing,
+/// with an empty body, unless told otherwise.
+pub fn cause() -> CauseBuilder {
+    CauseBuilder {
+        cause: Cause {
+            handler_id: String::new(),
+            kind: HandlerKind::Event,
+            resource: Resource::default(),
+            event_type: None,
+            reason: None,
+            body: Value::Object(serde_json::Map::new()),
+            old: None,
+            new: None,
+            diff: None,
+            retry: 0,
+            started: "2026-01-01T00:00:00Z".to_owned(),
+            runtime: Duration::ZERO,
+            param: None,
+            memo: Value::Null,
+            memo_touched: false,
+            patch: Patch::default(),
+        },
+        resource_set: false,
+    }
+}
+
+/// Builds a [`Cause`] for a test; see [`cause()`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct CauseBuilder {
+    cause: Cause,
+    resource_set: bool,
+}
+
+impl CauseBuilder {
+    /// The handler id (needed by [`invoke`], [`index`] and [`when`]).
+    pub fn handler_id(mut self, id: &str) -> Self {
+        self.cause.handler_id = id.to_owned();
+        self
+    }
+
+    /// The handler kind (default: event).
+    pub fn kind(mut self, kind: HandlerKind) -> Self {
+        self.cause.kind = kind;
+        self
+    }
+
+    /// The object. Unless [`CauseBuilder::resource`] is given, the resource is
+    /// guessed from its `apiVersion` and `kind`.
+    pub fn body(mut self, body: Value) -> Self {
+        self.cause.body = body;
+        self
+    }
+
+    /// The resource.
+    pub fn resource(mut self, resource: Resource) -> Self {
+        self.cause.resource = resource;
+        self.resource_set = true;
+        self
+    }
+
+    /// The watch event type (`None`: the initial listing).
+    pub fn event_type(mut self, event_type: impl Into<Option<EventType>>) -> Self {
+        self.cause.event_type = event_type.into();
+        self
+    }
+
+    /// The reason (`create`, `update`, `delete`, `resume`).
+    pub fn reason(mut self, reason: &str) -> Self {
+        self.cause.reason = Some(reason.to_owned());
+        self
+    }
+
+    /// The old essence (or field value).
+    pub fn old(mut self, old: Value) -> Self {
+        self.cause.old = Some(old);
+        self
+    }
+
+    /// The new essence (or field value).
+    pub fn new(mut self, new: Value) -> Self {
+        self.cause.new = Some(new);
+        self
+    }
+
+    /// The diff (`[[op, path, old, new], ...]`).
+    pub fn diff(mut self, diff: Value) -> Self {
+        self.cause.diff = Some(diff);
+        self
+    }
+
+    /// The attempt number.
+    pub fn retry(mut self, retry: u32) -> Self {
+        self.cause.retry = retry;
+        self
+    }
+
+    /// When the first attempt started (RFC 3339).
+    pub fn started(mut self, started: &str) -> Self {
+        self.cause.started = started.to_owned();
+        self
+    }
+
+    /// Time since the first attempt.
+    pub fn runtime(mut self, runtime: Duration) -> Self {
+        self.cause.runtime = runtime;
+        self
+    }
+
+    /// The registration's `param`.
+    pub fn param(mut self, param: Value) -> Self {
+        self.cause.param = Some(param);
+        self
+    }
+
+    /// The memo the last call left.
+    pub fn memo(mut self, memo: Value) -> Self {
+        self.cause.memo = memo;
+        self
+    }
+
+    /// The cause.
+    pub fn build(mut self) -> Cause {
+        if !self.resource_set {
+            let api_version = self
+                .cause
+                .body
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("v1");
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let kind = self
+                .cause
+                .body
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let plural = if kind.is_empty() {
+                String::new()
+            } else {
+                format!("{}s", kind.to_lowercase())
+            };
+            let namespaced = self.cause.namespace().is_some();
+            self.cause.resource = Resource::new(group, version, &plural, kind, namespaced);
+        }
+        self.cause
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn fake_host_records_and_serves() {
+        set_index("idx", &("ns", 1), [json!({"a": 1})]);
+        let values: Vec<Value> = crate::index::get("idx", &("ns", 1));
+        assert_eq!(values, [json!({"a": 1})]);
+        assert!(crate::index::contains("idx", &("ns", 1)));
+        let keys: Vec<(String, u32)> = crate::index::keys("idx");
+        assert_eq!(keys, [("ns".to_owned(), 1)]);
+        let wrong: Vec<u32> = crate::index::get("idx", &("ns", 1));
+        assert!(wrong.is_empty());
+        assert_eq!(logs()[0].level, Level::Warning);
+
+        let body = json!({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": "p", "namespace": "n", "labels": {"x": "y"}}});
+        crate::warn(&body, "Odd", "very odd");
+        crate::info(&Value::Null, "Fine", "all fine");
+        let posted = events();
+        assert_eq!(
+            posted[0].object,
+            Some(
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}})
+            )
+        );
+        assert_eq!(
+            (posted[0].event_type.as_str(), posted[1].object.as_ref()),
+            ("Warning", None)
+        );
+
+        let cause = cause().body(body).build();
+        assert_eq!(
+            (cause.resource().plural.as_str(), cause.label("x")),
+            ("pods", Some("y"))
+        );
+        assert!(cause.sleep_unless_stopped(1.5));
+        stop_daemons();
+        assert!(!cause.sleep_unless_stopped(2.0));
+        assert_eq!(sleeps(), [1.5, 2.0]);
+        reset();
+        assert!(logs().is_empty() && events().is_empty());
+    }
+}
