@@ -1,0 +1,40 @@
+# Kapsel: `make demo` runs the example operator on the embedded cluster; `make test` runs every check.
+CARGO ?= cargo
+WASM_TARGET := wasm32-wasip2
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+# Guests are built into their own target dir, so that tests can build them too
+# (from inside `cargo test`) without waiting on the outer cargo's lock.
+GUEST_TARGET_DIR := $(TARGET_DIR)/guests
+GUEST_DIR := $(GUEST_TARGET_DIR)/$(WASM_TARGET)/release
+GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-test-misbehaving
+
+.PHONY: all setup guests build test fmt clippy unit demo clean
+
+all: build guests
+
+# What a fresh machine needs: the wasm target of the pinned toolchain.
+setup:
+	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
+
+guests: setup
+	CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) $(CARGO) build --release --target $(WASM_TARGET) $(GUEST_PACKAGES)
+
+build:
+	$(CARGO) build -p kapsel-host
+
+fmt:
+	$(CARGO) fmt --all --check
+
+clippy: setup
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit: setup guests
+	KAPSEL_GUEST_DIR=$(abspath $(GUEST_DIR)) $(CARGO) test --workspace --no-fail-fast
+
+test: fmt clippy unit
+
+demo: setup guests build
+	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh
+
+clean:
+	$(CARGO) clean

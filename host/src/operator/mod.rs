@@ -1,0 +1,448 @@
+//! The operator: resolves the guests' selectors through discovery, keeps one
+//! watch stream per served resource and namespace, and feeds every object's
+//! events through its queue to the handlers.
+
+mod calls;
+mod changes;
+mod convert;
+mod discovery;
+mod filters;
+mod indexes;
+mod namespaces;
+mod process;
+mod queue;
+mod registry;
+mod selector;
+mod stream;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use discovery::Resource;
+pub(crate) use namespaces::Scope;
+pub(crate) use stream::StreamSettings;
+
+use crate::journal::Journal;
+use crate::runtime::Guest;
+use discovery::Resource as Discovered;
+use indexes::{Indexes, Readiness};
+use process::{Processor, StreamContext};
+use registry::{Kind, Registry};
+
+/// How the operator runs, beyond its guests and its cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) scope: Scope,
+    pub(crate) streams: StreamSettings,
+    /// At most this many guest calls run at once.
+    pub(crate) max_concurrent_calls: usize,
+    /// How long in-flight handlers may take to finish when stopping.
+    pub(crate) exit_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            scope: Scope::Cluster,
+            streams: StreamSettings::default(),
+            max_concurrent_calls: 16,
+            // Kopf's `queueing.exit_timeout`.
+            exit_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Errors that stop the operator.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    #[error("the initial API discovery failed")]
+    Discovery(#[from] discovery::Error),
+    #[error("listing the namespaces failed")]
+    Namespaces(#[source] kube::Error),
+}
+
+/// Why the streams must be reconsidered.
+enum Trigger {
+    /// A CRD of this group was added, changed or removed.
+    Group(String),
+    NamespaceAdded(String),
+    NamespaceRemoved(String),
+}
+
+/// A stream's identity: the resource's key and the namespace (None: cluster-wide).
+type StreamKey = (String, Option<String>);
+
+/// A running watch stream and what stops it.
+struct Running {
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Runs the operator until `shutdown` is cancelled.
+pub(crate) async fn run(
+    client: Client,
+    guests: &[Guest],
+    settings: Settings,
+    journal: Journal,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let mut handlers = Vec::new();
+    for guest in guests {
+        for reg in &guest.describe().handlers {
+            handlers.push(registry::Handler {
+                guest: guest.clone(),
+                spec: convert::handler_spec(reg),
+            });
+        }
+    }
+    let registry = Registry::new(handlers);
+    for (guest, id, kind) in registry.unserved() {
+        tracing::warn!(
+            "Handler '{id}' of guest '{guest}' is a {kind:?} handler, which this version of the host does not run yet."
+        );
+    }
+    let indexes = Indexes::default();
+    for guest in guests {
+        for reg in guest
+            .describe()
+            .handlers
+            .iter()
+            .filter(|r| convert::kind(r.kind) == Kind::Index)
+        {
+            indexes.declare(guest.name(), &reg.id);
+        }
+    }
+    let processor = Processor {
+        indexes,
+        readiness: Readiness::default(),
+        journal,
+        calls: Arc::new(Semaphore::new(settings.max_concurrent_calls.max(1))),
+    };
+
+    let mut discovered = discovery::scan(&client).await?;
+    let mut namespaces = initial_namespaces(&client, &settings.scope).await?;
+    let (triggers_tx, mut triggers) = mpsc::unbounded_channel();
+    let observers = CancellationToken::new();
+    tokio::spawn(observe_crds(
+        client.clone(),
+        triggers_tx.clone(),
+        observers.clone(),
+    ));
+    if matches!(settings.scope, Scope::Namespaces(_)) && settings.scope.plain_names().is_none() {
+        tokio::spawn(observe_namespaces(
+            client.clone(),
+            settings.scope.clone(),
+            triggers_tx,
+            observers.clone(),
+        ));
+    }
+
+    let mut running: HashMap<StreamKey, Running> = HashMap::new();
+    reconcile(
+        &client,
+        &registry,
+        &discovered,
+        &namespaces,
+        &settings,
+        &processor,
+        &mut running,
+        true,
+    );
+    processor.readiness.check();
+    tracing::info!("The operator is running: {} stream(s).", running.len());
+
+    loop {
+        let trigger = tokio::select! {
+            () = shutdown.cancelled() => break,
+            trigger = triggers.recv() => trigger,
+        };
+        let Some(trigger) = trigger else { break };
+        match trigger {
+            Trigger::Group(group) => {
+                let fresh = discovery::scan_group(&client, &group).await;
+                discovered.retain(|r| r.group != group);
+                discovered.extend(fresh);
+            }
+            Trigger::NamespaceAdded(ns) => {
+                namespaces.insert(ns);
+            }
+            Trigger::NamespaceRemoved(ns) => {
+                namespaces.remove(&ns);
+            }
+        }
+        reconcile(
+            &client,
+            &registry,
+            &discovered,
+            &namespaces,
+            &settings,
+            &processor,
+            &mut running,
+            true,
+        );
+    }
+
+    observers.cancel();
+    tracing::info!("Stopping {} stream(s).", running.len());
+    let tasks: Vec<JoinHandle<()>> = running
+        .into_values()
+        .map(|r| {
+            r.cancel.cancel();
+            r.task
+        })
+        .collect();
+    futures::future::join_all(tasks).await;
+    Ok(())
+}
+
+async fn initial_namespaces(client: &Client, scope: &Scope) -> Result<BTreeSet<String>, Error> {
+    match scope {
+        Scope::Cluster => Ok(BTreeSet::new()),
+        Scope::Namespaces(_) => {
+            if let Some(names) = scope.plain_names() {
+                return Ok(names.into_iter().collect());
+            }
+            let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let list = api
+                .list(&Default::default())
+                .await
+                .map_err(Error::Namespaces)?;
+            Ok(list
+                .items
+                .into_iter()
+                .filter_map(|ns| ns.metadata.name)
+                .filter(|name| scope.includes(name))
+                .collect())
+        }
+    }
+}
+
+/// Starts the streams that should run and stops those that should not.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the parts are distinct"
+)]
+fn reconcile(
+    client: &Client,
+    registry: &Registry,
+    discovered: &[Discovered],
+    namespaces: &BTreeSet<String>,
+    settings: &Settings,
+    processor: &Processor,
+    running: &mut HashMap<StreamKey, Running>,
+    warn: bool,
+) {
+    let mut desired: HashMap<StreamKey, (Arc<Resource>, Arc<registry::ResourceHandlers>)> =
+        HashMap::new();
+    for (resource, handlers) in registry.serve(discovered, warn) {
+        let resource = Arc::new(resource);
+        let handlers = Arc::new(handlers);
+        if !resource.namespaced || settings.scope == Scope::Cluster {
+            desired.insert((resource.key(), None), (resource, handlers));
+        } else {
+            for ns in namespaces {
+                desired.insert(
+                    (resource.key(), Some(ns.clone())),
+                    (resource.clone(), handlers.clone()),
+                );
+            }
+        }
+    }
+    running.retain(|key, stream| {
+        let keep = desired.contains_key(key);
+        if !keep {
+            tracing::info!("Stopping the watch stream for {}.", describe_stream(key));
+            stream.cancel.cancel();
+        }
+        keep
+    });
+    for (key, (resource, handlers)) in desired {
+        if running.contains_key(&key) {
+            continue;
+        }
+        tracing::info!("Starting the watch stream for {}.", describe_stream(&key));
+        let cancel = CancellationToken::new();
+        let context = Arc::new(StreamContext {
+            id: describe_stream(&key),
+            resource,
+            handlers: handlers.as_ref().clone(),
+        });
+        if !context.handlers.index.is_empty() {
+            processor.readiness.expect_stream(&context.id);
+        }
+        let task = tokio::spawn(run_stream(
+            client.clone(),
+            context,
+            key.1.clone(),
+            settings.clone(),
+            processor.clone(),
+            cancel.clone(),
+        ));
+        running.insert(key, Running { cancel, task });
+    }
+}
+
+fn describe_stream((resource, namespace): &StreamKey) -> String {
+    match namespace {
+        Some(ns) => format!("{resource} in namespace {ns}"),
+        None => resource.clone(),
+    }
+}
+
+/// One stream: the watcher, the per-object router, and the readiness bookkeeping.
+async fn run_stream(
+    client: Client,
+    context: Arc<StreamContext>,
+    namespace: Option<String>,
+    settings: Settings,
+    processor: Processor,
+    cancel: CancellationToken,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let watch = tokio::spawn(stream::run(
+        client,
+        context.resource.clone(),
+        namespace,
+        settings.streams.clone(),
+        tx,
+        cancel.child_token(),
+    ));
+    let indexed = !context.handlers.index.is_empty();
+    let readiness = processor.readiness.clone();
+    let ctx = context.clone();
+    let mut router = queue::Router::new(move |event| {
+        let processor = processor.clone();
+        let ctx = ctx.clone();
+        async move { processor.process(&ctx, event).await }
+    });
+    loop {
+        let signal = tokio::select! {
+            () = cancel.cancelled() => break,
+            signal = rx.recv() => signal,
+        };
+        match signal {
+            None => break,
+            Some(stream::StreamSignal::Listed) => {
+                if indexed {
+                    readiness.stream_listed(&context.id);
+                }
+            }
+            Some(stream::StreamSignal::Object(event)) => {
+                if indexed && event.event_type == stream::EventType::Listed {
+                    readiness.listed_object(&context.id, &event.key);
+                }
+                router.route(event);
+            }
+        }
+    }
+    watch.abort();
+    router.shutdown(settings.exit_grace).await;
+    if indexed {
+        readiness.stream_gone(&context.id);
+    }
+}
+
+/// Watches CRDs; any change after the initial listing rescans that CRD's group
+/// (KOPF.md §2.4), so resources appear and vanish without a restart.
+async fn observe_crds(
+    client: Client,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    cancel: CancellationToken,
+) {
+    let ar = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut warned = false;
+    loop {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return,
+            next = events.next() => next,
+        };
+        let group_of = |crd: &DynamicObject| {
+            crd.data
+                .pointer("/spec/group")
+                .and_then(|g| g.as_str())
+                .map(str::to_owned)
+        };
+        match next {
+            None => return,
+            Some(Ok(Event::Apply(crd) | Event::Delete(crd))) => {
+                if let Some(group) = group_of(&crd)
+                    && triggers.send(Trigger::Group(group)).is_err()
+                {
+                    return;
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(err)) => {
+                if !warned {
+                    tracing::warn!(
+                        "Cannot watch CRDs; new resources will not be noticed until they can: {err}"
+                    );
+                    warned = true;
+                }
+            }
+        }
+    }
+}
+
+/// Watches namespaces for `-n` patterns with globs: matching namespaces get
+/// streams when they appear and lose them when they go.
+async fn observe_namespaces(
+    client: Client,
+    scope: Scope,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    cancel: CancellationToken,
+) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    loop {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return,
+            next = events.next() => next,
+        };
+        let trigger = match next {
+            None => return,
+            Some(Ok(Event::Apply(ns) | Event::InitApply(ns))) => ns
+                .metadata
+                .name
+                .filter(|n| scope.includes(n))
+                .map(Trigger::NamespaceAdded),
+            Some(Ok(Event::Delete(ns))) => ns
+                .metadata
+                .name
+                .filter(|n| scope.includes(n))
+                .map(Trigger::NamespaceRemoved),
+            Some(Ok(_)) => None,
+            Some(Err(err)) => {
+                tracing::warn!("Watching namespaces failed, retrying: {err}");
+                None
+            }
+        };
+        if let Some(trigger) = trigger
+            && triggers.send(trigger).is_err()
+        {
+            return;
+        }
+    }
+}

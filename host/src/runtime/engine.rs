@@ -1,0 +1,215 @@
+//! The one wasmtime `Engine` of a host, its `Linker`, and the epoch ticker that bounds calls.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings::GuestWorld;
+use super::state::HostState;
+
+/// How often the epoch advances. Deadlines are checked at this granularity, and a guest that
+/// computes without calling the host yields to the executor this often.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Core instances a component may hold in one pool slot: a Rust `wasm32-wasip2` component has
+/// its main module plus the shim and fixup modules `wit-component` adds.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 8;
+/// Linear memories and tables per component, for the same reason.
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 4;
+
+/// Sandbox settings of a host; the per-handler registration may lower or raise the
+/// defaults within the maxima.
+#[derive(Clone, Debug)]
+pub(crate) struct RuntimeConfig {
+    /// Wall-clock budget of one guest call when the registration names none.
+    pub(crate) default_deadline: Duration,
+    /// Memory cap of one guest call when the registration names none.
+    pub(crate) default_memory_mib: u32,
+    /// The largest memory cap a registration may ask for; also sizes the pooling allocator's
+    /// slots, so it bounds the address space reserved per instance.
+    pub(crate) max_memory_mib: u32,
+    /// Guest instances alive at once (calls plus `describe` at load); further calls wait.
+    /// Bounds the pooling allocator, so the host's memory is bounded too.
+    pub(crate) max_concurrent_calls: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            default_deadline: Duration::from_secs(5),
+            default_memory_mib: 64,
+            max_memory_mib: 512,
+            max_concurrent_calls: 64,
+        }
+    }
+}
+
+/// The host could not set up its WebAssembly runtime.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RuntimeError {
+    /// The configuration is out of range.
+    #[error("invalid runtime configuration: {0}")]
+    Config(String),
+    /// wasmtime refused the engine settings (for example, not enough address space for the pool).
+    #[error("cannot create the WebAssembly engine: {0:#}")]
+    Engine(wasmtime::Error),
+    /// Linking WASI or the `host` interface failed.
+    #[error("cannot link the host interfaces: {0:#}")]
+    Link(wasmtime::Error),
+    /// The epoch ticker thread could not start.
+    #[error("cannot start the epoch ticker thread: {0}")]
+    Ticker(#[source] std::io::Error),
+}
+
+/// The WebAssembly runtime of a host: compiles guests once and bounds every call.
+///
+/// Cheap to clone (an `Arc` inside); every [`Guest`](super::Guest) keeps its runtime alive,
+/// so the epoch ticker runs as long as any guest may be called and stops when the last
+/// runtime handle and guest are dropped.
+#[derive(Clone)]
+pub(crate) struct Runtime {
+    pub(super) inner: Arc<RuntimeInner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every guest of a host shares.
+pub(super) struct RuntimeInner {
+    /// Compiles components and owns the instance pool.
+    pub(super) engine: Engine,
+    /// WASI plus the `host` interface, linked once; each guest pre-instantiates against it.
+    pub(super) linker: Linker<HostState>,
+    pub(super) config: RuntimeConfig,
+    /// One permit per live instance, so a burst of calls waits instead of exhausting the pool.
+    pub(super) permits: Arc<Semaphore>,
+    /// Kept for its `Drop`: stops the ticker thread.
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Builds the engine (pooling allocator, epoch interruption), links the host
+    /// interfaces and starts the epoch ticker thread.
+    ///
+    /// # Errors
+    /// A configuration out of range, or wasmtime refusing the engine (for example when the
+    /// pool cannot reserve its address space).
+    pub(crate) fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        if config.default_memory_mib == 0 || config.default_memory_mib > config.max_memory_mib {
+            return Err(RuntimeError::Config(format!(
+                "default memory cap {} MiB must be between 1 and the maximum {} MiB",
+                config.default_memory_mib, config.max_memory_mib
+            )));
+        }
+        if config.max_memory_mib > 4096 {
+            return Err(RuntimeError::Config(format!(
+                "maximum memory cap {} MiB is above the 4096 MiB a 32-bit guest can address",
+                config.max_memory_mib
+            )));
+        }
+        if config.max_concurrent_calls == 0 || config.default_deadline.is_zero() {
+            return Err(RuntimeError::Config(
+                "the call limit and the default deadline must be positive".to_owned(),
+            ));
+        }
+        let engine = new_engine(&config).map_err(RuntimeError::Engine)?;
+        let linker = new_linker(&engine).map_err(RuntimeError::Link)?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
+        let permits = Arc::new(Semaphore::new(config.max_concurrent_calls as usize));
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                config,
+                permits,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The sandbox settings this runtime was built with.
+    pub(crate) fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+}
+
+fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
+    let instances = config.max_concurrent_calls;
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(instances.saturating_mul(MEMORIES_PER_COMPONENT))
+        .total_tables(instances.saturating_mul(TABLES_PER_COMPONENT))
+        .total_stacks(instances)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .max_memory_size(mib_to_bytes(config.max_memory_mib));
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        // Deadlines are wall-clock (epochs), which costs less per instruction than fuel.
+        .consume_fuel(false)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&wasm)
+}
+
+fn new_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    // A std guest imports WASI even when it does no I/O (stdio, clocks, random, exit).
+    // The context built per call grants no files, env, args or sockets.
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    GuestWorld::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
+    Ok(linker)
+}
+
+/// Bytes in `mib` mebibytes.
+pub(super) fn mib_to_bytes(mib: u32) -> usize {
+    (mib as usize) << 20
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] from one thread, so deadlines hold even
+/// when every executor thread is busy running guests.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("kapsel-epoch".to_owned())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            // The thread wakes within one tick; a panic there cannot have left anything behind.
+            let _ = thread.join();
+        }
+    }
+}

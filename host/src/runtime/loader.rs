@@ -1,0 +1,443 @@
+//! Loading guests: read a `.wasm` (or every `.wasm` of a directory), compile it once, link
+//! it, call `describe()` and check what it declares. Every failure names the file and the
+//! reason in plain words.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::Component;
+
+use super::bindings::{DescribeOutput, GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
+use super::describe::validate;
+use super::engine::Runtime;
+use super::host_api::{CallContext, NoServices};
+use super::invoke::{Budget, CallError, Export, Returned, call_export};
+use super::state::HostState;
+
+/// The magic number every WebAssembly binary starts with.
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+/// The version field of a core module (a component has layer 1 in the upper half).
+const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
+/// The WIT package version this host implements.
+const PACKAGE_VERSION: &str = "0.1.0";
+
+/// A guest loaded and checked: compiled once, linked, and described. Each call instantiates
+/// it afresh, so a guest that trapped, timed out or ran out of memory is as good as new for
+/// the next call, and no state leaks between objects.
+///
+/// Cheap to clone (an `Arc` inside).
+#[derive(Clone)]
+pub(crate) struct Guest {
+    inner: Arc<GuestInner>,
+}
+
+struct GuestInner {
+    /// The file stem, used in logs and as the guest's identity.
+    name: Arc<str>,
+    path: PathBuf,
+    /// Compiled and linked; instantiating it is the only per-call work.
+    pre: GuestWorldPre<HostState>,
+    /// What `describe()` answered at load (already checked).
+    describe: DescribeOutput,
+    /// Keeps the engine's epoch ticker alive while the guest may be called.
+    runtime: Runtime,
+}
+
+impl fmt::Debug for Guest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guest")
+            .field("name", &self.inner.name)
+            .field("path", &self.inner.path)
+            .field("handlers", &self.inner.describe.handlers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guest {
+    /// The guest's name: its file stem.
+    pub(crate) fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The file the guest was loaded from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// What the guest declared at load.
+    pub(crate) fn describe(&self) -> &DescribeOutput {
+        &self.inner.describe
+    }
+
+    pub(super) fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    pub(super) fn shared_name(&self) -> &Arc<str> {
+        &self.inner.name
+    }
+
+    pub(super) fn pre(&self) -> &GuestWorldPre<HostState> {
+        &self.inner.pre
+    }
+}
+
+/// Why a guest was not loaded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoadError {
+    /// The path does not exist, is not a regular file, or cannot be read.
+    #[error("cannot read {}: {reason}", path.display())]
+    Unreadable {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the operating system said.
+        reason: String,
+    },
+    /// A directory given as a guest holds no `.wasm` file.
+    #[error("{} holds no .wasm files", path.display())]
+    NoGuests {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The file is empty.
+    #[error("{} is empty, not a WebAssembly component", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file does not start with the WebAssembly magic number.
+    #[error("{} is not WebAssembly (it does not start with the \\0asm magic number)", path.display())]
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A core module where a component is needed.
+    #[error(
+        "{} is a core WebAssembly module, not a component: build the guest with \
+         `cargo build --target wasm32-wasip2` (wasm32-wasip1 and wasm32-unknown-unknown \
+         produce core modules)",
+        path.display()
+    )]
+    CoreModule {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The component does not validate or compile.
+    #[error("{} is not a valid WebAssembly component: {reason}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// A component, but not of the `kapsel:operator/guest` world this host runs.
+    #[error(
+        "{} is not a Kapsel guest (world {PACKAGE}/guest@{PACKAGE_VERSION}): {reason}",
+        path.display()
+    )]
+    Incompatible {
+        /// The file.
+        path: PathBuf,
+        /// The missing export or unknown import.
+        reason: String,
+    },
+    /// Calling `describe()` failed.
+    #[error("{}: describe() failed: {source}", path.display())]
+    Describe {
+        /// The file.
+        path: PathBuf,
+        /// How the call failed.
+        #[source]
+        source: CallError,
+    },
+    /// `describe()` answered registrations the host cannot run.
+    #[error("{}: describe() declared an invalid handler: {reason}", path.display())]
+    InvalidRegistration {
+        /// The file.
+        path: PathBuf,
+        /// Which handler, and what is wrong with it.
+        reason: String,
+    },
+    /// Two guests of the same name (file stem) were given.
+    #[error("{}: a guest named {name:?} is already loaded from {}", path.display(), other.display())]
+    DuplicateName {
+        /// The file not loaded.
+        path: PathBuf,
+        /// The guest name.
+        name: String,
+        /// The file loaded under that name.
+        other: PathBuf,
+    },
+    /// The host failed while loading (not the file's fault).
+    #[error("{}: the host failed to load it: {reason}", path.display())]
+    Host {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl LoadError {
+    /// The file (or directory) the error is about.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            LoadError::Unreadable { path, .. }
+            | LoadError::NoGuests { path }
+            | LoadError::Empty { path }
+            | LoadError::NotWasm { path }
+            | LoadError::CoreModule { path }
+            | LoadError::Invalid { path, .. }
+            | LoadError::Incompatible { path, .. }
+            | LoadError::Describe { path, .. }
+            | LoadError::InvalidRegistration { path, .. }
+            | LoadError::DuplicateName { path, .. }
+            | LoadError::Host { path, .. } => path,
+        }
+    }
+}
+
+impl Runtime {
+    /// Loads one guest from a `.wasm` file (symlinks are followed).
+    ///
+    /// # Errors
+    /// A [`LoadError`] naming the file: unreadable, not WebAssembly, a core module, a
+    /// component of another world, or a `describe()` that failed or declared nonsense.
+    pub(crate) async fn load(&self, path: &Path) -> Result<Guest, LoadError> {
+        let started = std::time::Instant::now();
+        let bytes = read_file(path).await?;
+        check_header(path, &bytes)?;
+        let engine = self.inner.engine.clone();
+        // Compiling takes tens to hundreds of milliseconds of CPU: keep it off the executor.
+        let compiled = tokio::task::spawn_blocking(move || Component::from_binary(&engine, &bytes))
+            .await
+            .map_err(|error| host_error(path, &error))?;
+        let component = compiled.map_err(|error| LoadError::Invalid {
+            path: path.to_owned(),
+            reason: format!("{error:#}"),
+        })?;
+        let pre = self.link(path, &component)?;
+        let name: Arc<str> = guest_name(path).into();
+        let budget = Budget {
+            deadline: self.config().default_deadline,
+            memory_mib: self.config().default_memory_mib,
+        };
+        let ctx = CallContext::new("describe", None, Arc::new(NoServices));
+        let describe = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
+            Ok(Returned::Describe(output)) => output,
+            Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
+            Err(source) => {
+                return Err(LoadError::Describe {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        validate(&describe, self.config().max_memory_mib).map_err(|reason| {
+            LoadError::InvalidRegistration {
+                path: path.to_owned(),
+                reason,
+            }
+        })?;
+        // The operator announces loaded guests; this is for timing.
+        tracing::debug!(
+            guest = %name,
+            path = %path.display(),
+            handlers = describe.handlers.len(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "loaded guest",
+        );
+        Ok(Guest {
+            inner: Arc::new(GuestInner {
+                name,
+                path: path.to_owned(),
+                pre,
+                describe,
+                runtime: self.clone(),
+            }),
+        })
+    }
+
+    /// Loads every guest named by `paths`: `.wasm` files, or directories whose `.wasm`
+    /// files are loaded (a mounted ConfigMap: dotfiles and Kubernetes' `..data` links are
+    /// skipped). A bad guest does not stop the others.
+    ///
+    /// Returns the guests that loaded and an error for each one that did not.
+    pub(crate) async fn load_all(&self, paths: &[PathBuf]) -> (Vec<Guest>, Vec<LoadError>) {
+        let mut guests: Vec<Guest> = Vec::new();
+        let mut errors = Vec::new();
+        for file in expand(paths, &mut errors) {
+            match self.load(&file).await {
+                Ok(guest) => {
+                    if let Some(other) = guests.iter().find(|g| g.name() == guest.name()) {
+                        errors.push(LoadError::DuplicateName {
+                            path: file,
+                            name: guest.name().to_owned(),
+                            other: other.path().to_owned(),
+                        });
+                    } else {
+                        guests.push(guest);
+                    }
+                }
+                Err(error) => errors.push(error),
+            }
+        }
+        (guests, errors)
+    }
+
+    /// Links the component against WASI and the `host` interface, and checks that it has
+    /// the guest world's exports.
+    fn link(
+        &self,
+        path: &Path,
+        component: &Component,
+    ) -> Result<GuestWorldPre<HostState>, LoadError> {
+        let incompatible = |reason: String| LoadError::Incompatible {
+            path: path.to_owned(),
+            reason,
+        };
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
+        // Imports first: a guest built against another contract version lacks nothing, it
+        // names other interfaces, and that is the clearer message.
+        for (import, _) in ty.imports(engine) {
+            if let Some(reason) = unknown_import(import) {
+                return Err(incompatible(reason));
+            }
+        }
+        let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+        let missing: Vec<String> = REQUIRED_EXPORTS
+            .iter()
+            .filter(|required| !exports.contains(required))
+            .map(|name| format!("`{name}`"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(incompatible(format!(
+                "it does not export {}",
+                missing.join(", ")
+            )));
+        }
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(component)
+            .map_err(|error| incompatible(format!("{error:#}")))?;
+        GuestWorldPre::new(pre).map_err(|error| incompatible(format!("{error:#}")))
+    }
+}
+
+/// Why the host cannot provide `import`, if it cannot. WASI imports are left to the linker,
+/// which names the function it lacks.
+fn unknown_import(import: &str) -> Option<String> {
+    if import.starts_with("wasi:") {
+        return None;
+    }
+    let Some(rest) = import
+        .strip_prefix(PACKAGE)
+        .and_then(|rest| rest.strip_prefix('/'))
+    else {
+        return Some(format!(
+            "it imports `{import}`, which this host does not provide"
+        ));
+    };
+    match rest.split_once('@') {
+        Some((_, version)) if version != PACKAGE_VERSION => Some(format!(
+            "it was built against {PACKAGE}@{version}, this host provides {PACKAGE}@{PACKAGE_VERSION}"
+        )),
+        _ => None,
+    }
+}
+
+async fn read_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let unreadable = |reason: String| LoadError::Unreadable {
+        path: path.to_owned(),
+        reason,
+    };
+    let metadata = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| unreadable(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(unreadable("not a regular file".to_owned()));
+    }
+    tokio::fs::read(path)
+        .await
+        .map_err(|e| unreadable(e.to_string()))
+}
+
+fn check_header(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+    let path = path.to_owned();
+    if bytes.is_empty() {
+        return Err(LoadError::Empty { path });
+    }
+    if bytes.len() < 8 || &bytes[..4] != WASM_MAGIC {
+        return Err(LoadError::NotWasm { path });
+    }
+    if bytes[4..8] == CORE_MODULE_VERSION {
+        return Err(LoadError::CoreModule { path });
+    }
+    Ok(())
+}
+
+fn host_error(path: &Path, error: &dyn fmt::Display) -> LoadError {
+    LoadError::Host {
+        path: path.to_owned(),
+        reason: error.to_string(),
+    }
+}
+
+/// The guest's name: the file stem (`seed.wasm` → `seed`).
+fn guest_name(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// The files to load for `paths`: files as given, directories as their `.wasm` files in name
+/// order. Unreadable paths and directories without guests become errors.
+fn expand(paths: &[PathBuf], errors: &mut Vec<LoadError>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        let unreadable = |e: std::io::Error| LoadError::Unreadable {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        match std::fs::metadata(path) {
+            Ok(metadata) if metadata.is_dir() => match wasm_files_in(path) {
+                Ok(found) if found.is_empty() => {
+                    errors.push(LoadError::NoGuests { path: path.clone() })
+                }
+                Ok(found) => files.extend(found),
+                Err(error) => errors.push(unreadable(error)),
+            },
+            // Files (and anything else) are loaded as given; `load` says what is wrong.
+            Ok(_) => files.push(path.clone()),
+            Err(error) => errors.push(unreadable(error)),
+        }
+    }
+    files
+}
+
+/// The `.wasm` files of a directory, following symlinked files. Dot entries are skipped:
+/// a mounted ConfigMap holds each key twice, as `name.wasm` (a link into `..data/`) and in
+/// the hidden timestamped directory `..2026_11_30_...`.
+fn wasm_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.starts_with('.') || !name.ends_with(".wasm") {
+            continue;
+        }
+        // `metadata` follows symlinks: ConfigMap keys are links to regular files. A broken
+        // link is kept, so that loading it reports it.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}

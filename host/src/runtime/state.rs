@@ -1,0 +1,124 @@
+//! `HostState`: the data of one `Store`, i.e. of one guest call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::host_api::{CallContext, Caller, HostServices};
+use super::pipe::TailPipe;
+
+/// Table elements a guest may grow a table to; far above what compiled Rust needs, far below
+/// what would let a guest use the table to get around its memory cap.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Everything one call's `Store` holds. A fresh one per call: nothing a guest does survives
+/// the call except through the host interface.
+pub(crate) struct HostState {
+    /// WASI with no preopened directories, no environment, no arguments, no sockets;
+    /// stdout and stderr go to [`Self::stdout`]/[`Self::stderr`].
+    wasi: WasiCtx,
+    /// WASI's resources (streams, pollables) for this call.
+    table: ResourceTable,
+    /// The call's memory cap; remembers a refused growth so an out-of-memory abort is told
+    /// apart from a panic (both trap as `unreachable`).
+    pub(super) limiter: MemoryLimiter,
+    /// Who is calling, for logs and for the services.
+    pub(super) caller: Caller,
+    /// What the operator offers the guest during this call.
+    pub(super) services: Arc<dyn HostServices>,
+    /// The guest's stdout, logged after the call.
+    pub(super) stdout: TailPipe,
+    /// The guest's stderr, logged after the call and quoted in trap errors (panic messages).
+    pub(super) stderr: TailPipe,
+    /// When the call's wall-clock budget runs out.
+    pub(super) deadline: Instant,
+    /// Set by the epoch callback when it interrupted the guest at [`Self::deadline`].
+    pub(super) timed_out: bool,
+}
+
+impl HostState {
+    /// State for one call of `guest`'s handler, capped at `memory_bytes`, due by `deadline`.
+    pub(super) fn new(
+        guest: Arc<str>,
+        ctx: CallContext,
+        memory_bytes: usize,
+        deadline: Instant,
+    ) -> Self {
+        let stdout = TailPipe::default();
+        let stderr = TailPipe::default();
+        // Nothing is inherited from the host process: the builder starts with no env, args,
+        // preopens or network, and stdin closed. Clocks and randomness are harmless.
+        let wasi = WasiCtx::builder()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit_bytes: memory_bytes,
+                refused: None,
+            },
+            caller: Caller {
+                guest,
+                handler_id: ctx.handler_id,
+                object: ctx.object,
+            },
+            services: ctx.services,
+            stdout,
+            stderr,
+            deadline,
+            timed_out: false,
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The memory cap of one call.
+#[derive(Debug)]
+pub(super) struct MemoryLimiter {
+    /// Linear memory the guest may have, in bytes.
+    pub(super) limit_bytes: usize,
+    /// The size a refused growth asked for, if any.
+    pub(super) refused: Option<usize>,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            self.refused = Some(desired);
+            // Refuse rather than trap: the guest sees `memory.grow` fail, as on a real
+            // out-of-memory, and its allocator reports it on stderr before aborting.
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}

@@ -1,0 +1,527 @@
+//! Runtime tests against real compiled guests (`tests/guests/raw-*`, built for
+//! `wasm32-wasip2` on first use) and hand-made bad files.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+
+use super::*;
+
+/// Builds the raw test guests once per test run, in their own target directory so the
+/// nested cargo never waits for the lock of the cargo running the tests.
+fn guest_wasm(lib_name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let target = workspace.join("target").join("test-guests");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .current_dir(workspace)
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .args([
+                "-p",
+                "kapsel-test-raw-behaviours",
+                "-p",
+                "kapsel-test-raw-bad-describe",
+            ])
+            .env("CARGO_TARGET_DIR", &target);
+        // Settings of the outer cargo (its target, flags, jobserver) must not leak in.
+        for key in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "CARGO_MAKEFLAGS",
+            "MAKEFLAGS",
+            "MFLAGS",
+            "RUSTC_WORKSPACE_WRAPPER",
+        ] {
+            command.env_remove(key);
+        }
+        let output = command
+            .output()
+            .expect("run cargo to build the test guests");
+        assert!(
+            output.status.success(),
+            "building the test guests failed (is `rustup target add wasm32-wasip2` done?):\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        target.join("wasm32-wasip2").join("release")
+    });
+    dir.join(format!("{lib_name}.wasm"))
+}
+
+/// One runtime for all tests, as in the host.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: LazyLock<Runtime> =
+        LazyLock::new(|| Runtime::new(RuntimeConfig::default()).expect("runtime"));
+    &RUNTIME
+}
+
+/// The behaviours guest, loaded once.
+async fn behaviours() -> &'static Guest {
+    static GUEST: OnceCell<Guest> = OnceCell::const_new();
+    GUEST
+        .get_or_init(|| async {
+            runtime()
+                .load(&guest_wasm("raw_behaviours"))
+                .await
+                .expect("load raw_behaviours")
+        })
+        .await
+}
+
+fn cause(handler_id: &str, body: &str) -> Cause {
+    Cause {
+        handler_id: handler_id.to_owned(),
+        kind: HandlerKind::Event,
+        resource: Resource {
+            group: "kopf.dev".to_owned(),
+            version: "v1".to_owned(),
+            plural: "kopfexamples".to_owned(),
+            kind: "KopfExample".to_owned(),
+            namespaced: true,
+        },
+        event_type: Some(EventType::Added),
+        reason: None,
+        body: body.to_owned(),
+        old: None,
+        new: None,
+        diff: None,
+        retry: 0,
+        started: "2026-11-30T00:00:00Z".to_owned(),
+        runtime_seconds: 0.0,
+        param: None,
+        memo: None,
+    }
+}
+
+const BODY: &str = r#"{"apiVersion":"kopf.dev/v1","kind":"KopfExample","metadata":{"name":"kex1","namespace":"default"}}"#;
+
+fn ctx(handler_id: &str) -> CallContext {
+    CallContext::new(
+        handler_id,
+        Some("default/kex1".to_owned()),
+        Arc::new(NoServices),
+    )
+}
+
+async fn call(handler_id: &str) -> Result<Reply, CallError> {
+    behaviours()
+        .await
+        .invoke(cause(handler_id, BODY), ctx(handler_id))
+        .await
+}
+
+#[tokio::test]
+async fn describe_lists_the_guests_handlers() {
+    let guest = behaviours().await;
+    assert_eq!(guest.name(), "raw_behaviours");
+    assert!(guest.path().ends_with("raw_behaviours.wasm"));
+    let ids: Vec<&str> = guest
+        .describe()
+        .handlers
+        .iter()
+        .map(|h| h.id.as_str())
+        .collect();
+    assert_eq!(ids, ["ok", "spin", "hog", "crash", "log-and-lookup"]);
+    let json = describe_json(guest.describe());
+    assert_eq!(json["sdk_version"], "raw-0");
+    assert_eq!(json["handlers"][1]["deadline_ms"], 200);
+    assert_eq!(json["handlers"][2]["memory_mib"], 16);
+    assert_eq!(
+        json["handlers"][0]["selectors"][0],
+        serde_json::json!({"group": "kopf.dev", "plural": "kopfexamples"})
+    );
+}
+
+#[tokio::test]
+async fn ok_replies_with_a_result_and_a_patch() {
+    let reply = call("ok").await.expect("ok");
+    assert_eq!(
+        reply.outcome,
+        Outcome::Done(Some(r#"{"name":"kex1"}"#.to_owned()))
+    );
+    assert_eq!(
+        reply.patch.as_deref(),
+        Some(r#"{"metadata":{"labels":{"seen-by":"raw"}}}"#)
+    );
+    assert_eq!(reply.memo, None);
+}
+
+#[tokio::test]
+async fn index_and_when_exports_answer() {
+    let guest = behaviours().await;
+    let outcome = guest
+        .index(cause("ok", BODY), ctx("ok"))
+        .await
+        .expect("index");
+    assert_eq!(
+        outcome,
+        IndexOutcome::Entries(vec![("\"key\"".to_owned(), "\"ok\"".to_owned())])
+    );
+    let yes = guest
+        .when(cause("log-and-lookup", "yes"), ctx("log-and-lookup"))
+        .await;
+    assert!(yes.expect("when"));
+    let no = guest
+        .when(cause("log-and-lookup", "{}"), ctx("log-and-lookup"))
+        .await;
+    assert!(!no.expect("when"));
+}
+
+#[tokio::test]
+async fn a_spinning_guest_is_stopped_at_its_deadline_and_the_guest_still_works() {
+    let started = Instant::now();
+    let error = call("spin").await.expect_err("spin must not finish");
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(error, CallError::Timeout { deadline } if deadline == Duration::from_millis(200)),
+        "{error:?}"
+    );
+    // Not a timing assertion: the default deadline (5 s) would mean the registration's
+    // 200 ms was ignored.
+    assert!(
+        elapsed < RuntimeConfig::default().default_deadline,
+        "took {elapsed:?}"
+    );
+    // A fresh store per call: the interrupted instance left nothing behind.
+    assert!(call("ok").await.is_ok());
+}
+
+#[tokio::test]
+async fn a_hogging_guest_is_stopped_at_its_memory_cap() {
+    let error = call("hog").await.expect_err("hog must not finish");
+    assert!(
+        matches!(error, CallError::MemoryExceeded { limit_mib: 16 }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "tried to use more than its memory cap of 16 MiB and was stopped"
+    );
+    assert!(call("ok").await.is_ok());
+}
+
+#[tokio::test]
+async fn a_panicking_guest_traps_with_its_message() {
+    let error = call("crash").await.expect_err("crash must fail");
+    let CallError::Trap {
+        message,
+        stderr_tail,
+    } = &error
+    else {
+        panic!("expected a trap, got {error:?}");
+    };
+    assert_eq!(message, "the guest panicked: boom");
+    assert!(stderr_tail.contains("boom"), "{stderr_tail}");
+    assert_eq!(error.to_string(), "the guest panicked: boom");
+}
+
+/// Services that answer one index and record what they were asked.
+#[derive(Default)]
+struct Recording {
+    asked: Mutex<Vec<String>>,
+}
+
+impl HostServices for Recording {
+    fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
+        let mut asked = self.asked.lock().expect("lock");
+        asked.push(format!(
+            "{}/{}/{} lookup {index} {key}",
+            caller.guest,
+            caller.handler_id,
+            caller.object_ref()
+        ));
+        (index == "by-namespace" && key == "\"default\"").then(|| vec!["\"kex1\"".to_owned()])
+    }
+
+    fn index_keys(&self, _caller: &Caller, index: &str) -> Vec<String> {
+        self.asked
+            .lock()
+            .expect("lock")
+            .push(format!("keys {index}"));
+        vec!["\"default\"".to_owned()]
+    }
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn host_calls_reach_the_services_and_the_log() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    // The test runs on a current-thread runtime, so the thread-local subscriber sees the call.
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let services = Arc::new(Recording::default());
+    let ctx = CallContext::new(
+        "log-and-lookup",
+        Some("default/kex1".to_owned()),
+        services.clone(),
+    );
+    let reply = behaviours()
+        .await
+        .invoke(cause("log-and-lookup", BODY), ctx)
+        .await
+        .expect("call");
+    assert_eq!(
+        reply.outcome,
+        Outcome::Done(Some(
+            r#"{"found":["\"kex1\""],"keys":["\"default\""]}"#.to_owned()
+        ))
+    );
+    let asked = services.asked.lock().expect("lock").clone();
+    assert_eq!(
+        asked,
+        [
+            r#"raw_behaviours/log-and-lookup/default/kex1 lookup by-namespace "default""#,
+            "keys by-namespace",
+        ]
+    );
+    let log = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+    let line = |needle: &str| {
+        log.lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in:\n{log}"))
+            .to_owned()
+    };
+    let logged = line("looking up the index");
+    assert!(
+        logged.contains("INFO") && logged.contains(GUEST_LOG_TARGET),
+        "{logged}"
+    );
+    for field in [
+        "guest=\"raw_behaviours\"",
+        "handler=\"log-and-lookup\"",
+        "object=\"default/kex1\"",
+    ] {
+        assert!(logged.contains(field), "{field} missing in {logged}");
+    }
+    assert!(line("stdout line from the guest").contains("stream=\"stdout\""));
+    assert!(line("stderr line from the guest").contains("WARN"));
+}
+
+#[tokio::test]
+async fn concurrent_calls_each_get_their_own_instance() {
+    let calls = (0..24).map(|_| call("ok"));
+    let replies = futures::future::join_all(calls).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+}
+
+/// A scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("kapsel-runtime-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        let mut file = std::fs::File::create(&path).expect("create");
+        file.write_all(bytes).expect("write");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn bad_files_are_rejected_with_their_reason() {
+    let scratch = Scratch::new("bad-files");
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("empty.wasm", b"", "is empty"),
+        (
+            "random.wasm",
+            b"\x13\x37 not a wasm file at all",
+            "is not WebAssembly",
+        ),
+        (
+            "core.wasm",
+            b"\0asm\x01\0\0\0",
+            "is a core WebAssembly module, not a component: build the guest with `cargo build --target wasm32-wasip2`",
+        ),
+        (
+            "truncated.wasm",
+            b"\0asm\x0d\0\x01\0\x07",
+            "is not a valid WebAssembly component",
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let path = scratch.file(name, bytes);
+        let error = runtime().load(&path).await.expect_err(name);
+        let text = error.to_string();
+        assert_eq!(error.path(), path);
+        assert!(text.starts_with(&path.display().to_string()), "{text}");
+        assert!(text.contains(expected), "{name}: {text}");
+    }
+    let missing = scratch.0.join("missing.wasm");
+    let error = runtime().load(&missing).await.expect_err("missing");
+    assert!(matches!(error, LoadError::Unreadable { .. }), "{error:?}");
+    let error = runtime()
+        .load(&scratch.0)
+        .await
+        .expect_err("a directory is not a file");
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
+
+#[tokio::test]
+async fn components_of_another_world_are_rejected_naming_what_differs() {
+    let scratch = Scratch::new("other-world");
+    let empty = scratch.file(
+        "empty-component.wasm",
+        &wat::parse_str("(component)").expect("wat"),
+    );
+    let error = runtime().load(&empty).await.expect_err("no exports");
+    let text = error.to_string();
+    assert!(text.contains("is not a Kapsel guest"), "{text}");
+    assert!(
+        text.contains("it does not export `describe`, `invoke`, `index`, `when`"),
+        "{text}"
+    );
+
+    let foreign =
+        wat::parse_str(r#"(component (import "acme:thing/api" (instance)))"#).expect("wat");
+    let foreign = scratch.file("foreign.wasm", &foreign);
+    let text = runtime()
+        .load(&foreign)
+        .await
+        .expect_err("foreign import")
+        .to_string();
+    assert!(
+        text.contains("it imports `acme:thing/api`, which this host does not provide"),
+        "{text}"
+    );
+
+    let newer = wat::parse_str(r#"(component (import "kapsel:operator/host@0.2.0" (instance)))"#)
+        .expect("wat");
+    let newer = scratch.file("newer.wasm", &newer);
+    let text = runtime()
+        .load(&newer)
+        .await
+        .expect_err("newer contract")
+        .to_string();
+    assert!(
+        text.contains(
+            "built against kapsel:operator@0.2.0, this host provides kapsel:operator@0.1.0"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_describe_is_a_load_error_naming_the_file() {
+    let path = guest_wasm("raw_bad_describe");
+    let error = runtime().load(&path).await.expect_err("describe panics");
+    assert!(
+        matches!(
+            error,
+            LoadError::Describe {
+                source: CallError::Trap { .. },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: describe() failed: the guest panicked: describe is broken on purpose",
+            path.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_directory_loads_its_good_guests_and_reports_the_bad_ones() {
+    // Shaped like a mounted ConfigMap: keys are links into `..data`, plus a stray dotfile.
+    let scratch = Scratch::new("configmap");
+    let good = std::fs::read(guest_wasm("raw_behaviours")).expect("read guest");
+    scratch.file("good.wasm", &good);
+    let bad = scratch.file("bad.wasm", b"definitely not wasm");
+    std::fs::create_dir(scratch.0.join("..data")).expect("..data");
+    scratch.file("..data/linked.wasm", &good);
+    std::os::unix::fs::symlink("..data/linked.wasm", scratch.0.join("linked.wasm")).expect("link");
+    scratch.file(".hidden.wasm", b"skipped");
+    scratch.file("README.md", b"skipped");
+
+    let (guests, errors) = runtime().load_all(std::slice::from_ref(&scratch.0)).await;
+    let names: Vec<&str> = guests.iter().map(Guest::name).collect();
+    assert_eq!(names, ["good", "linked"]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path(), bad);
+    assert!(matches!(errors[0], LoadError::NotWasm { .. }));
+
+    // A guest from a directory works like any other.
+    let reply = guests[1]
+        .invoke(cause("ok", BODY), ctx("ok"))
+        .await
+        .expect("call");
+    assert!(matches!(reply.outcome, Outcome::Done(Some(_))));
+
+    let empty = Scratch::new("no-guests");
+    let (guests, errors) = runtime().load_all(std::slice::from_ref(&empty.0)).await;
+    assert!(guests.is_empty());
+    assert!(
+        matches!(errors.as_slice(), [LoadError::NoGuests { .. }]),
+        "{errors:?}"
+    );
+}
+
+/// Prints load time and per-call overhead; not a test of speed (run with `--ignored`).
+#[tokio::test]
+#[ignore = "a measurement, run by hand: cargo test -p kapsel-host -- --ignored --nocapture bench"]
+async fn bench_load_and_call_overhead() {
+    let path = guest_wasm("raw_behaviours");
+    let started = Instant::now();
+    let guest = runtime().load(&path).await.expect("load");
+    let load = started.elapsed();
+    for _ in 0..20 {
+        let _ = guest.invoke(cause("ok", BODY), ctx("ok")).await;
+    }
+    let rounds = 500_u32;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        guest
+            .invoke(cause("ok", BODY), ctx("ok"))
+            .await
+            .expect("ok");
+    }
+    let per_call = started.elapsed() / rounds;
+    println!(
+        "load (compile + link + describe): {load:?}; invoke `ok` (fresh instance): {per_call:?} per call"
+    );
+}

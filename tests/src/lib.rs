@@ -1,0 +1,234 @@
+//! Support for the integration tests: the compiled guests, and small helpers
+//! to drive the embedded cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use kapsel_host::Record;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::Value;
+
+/// The guests the tests use (cargo packages built for wasm32-wasip2).
+const GUEST_PACKAGES: [&str; 4] = [
+    "kapsel-example-seed",
+    "kapsel-example-indexes",
+    "kapsel-test-misbehaving",
+    "kapsel-test-probes",
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The path of a compiled guest (`seed`, `indexes`, `misbehaving`, `probes`).
+///
+/// `make test` builds the guests first and says where (`KAPSEL_GUEST_DIR`);
+/// a plain `cargo test` builds them here, once, in their own target directory
+/// (so the nested cargo never waits on the outer one's lock).
+///
+/// # Panics
+/// When the guests cannot be built: the tests cannot run without them.
+pub fn guest(name: &str) -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        if let Ok(dir) = std::env::var("KAPSEL_GUEST_DIR") {
+            let dir = PathBuf::from(dir);
+            if GUEST_PACKAGES
+                .iter()
+                .all(|p| dir.join(wasm_name(p)).exists())
+            {
+                return Ok(dir);
+            }
+        }
+        build_guests()
+    });
+    match dir {
+        Ok(dir) => dir.join(format!("{name}.wasm")),
+        Err(error) => panic!("the test guests could not be built: {error}"),
+    }
+}
+
+fn wasm_name(package: &str) -> String {
+    let lib = package.rsplit('-').next().unwrap_or(package);
+    format!("{lib}.wasm")
+}
+
+fn build_guests() -> Result<PathBuf, String> {
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), PathBuf::from)
+        .join("guests");
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo
+        .current_dir(workspace())
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    for package in GUEST_PACKAGES {
+        cargo.args(["-p", package]);
+    }
+    let output = cargo
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(target_dir.join("wasm32-wasip2").join("release"))
+}
+
+/// A manifest shipped with the examples (`examples/manifests/<name>`), as JSON.
+///
+/// # Panics
+/// When the file is missing or not YAML.
+pub fn manifest(name: &str) -> Value {
+    let path = workspace().join("examples").join("manifests").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The kopfexamples resource (`kopf.dev/v1`).
+pub fn kopfexamples() -> ApiResource {
+    ApiResource {
+        group: "kopf.dev".into(),
+        version: "v1".into(),
+        api_version: "kopf.dev/v1".into(),
+        kind: "KopfExample".into(),
+        plural: "kopfexamples".into(),
+    }
+}
+
+/// A core v1 resource.
+pub fn core(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Creates the kopfexamples CRD.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn create_kopfexamples_crd(client: &kube::Client) {
+    let crds = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    create(client, &crds, None, manifest("kopfexamples-crd.yaml")).await;
+}
+
+/// Creates an object from JSON.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn create(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    body: Value,
+) -> DynamicObject {
+    let object: DynamicObject = serde_json::from_value(body).expect("a valid object");
+    api(client, resource, namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create")
+}
+
+/// Merge-patches an object.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn patch(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+    patch: Value,
+) {
+    api(client, resource, namespace)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch");
+}
+
+/// Deletes an object.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn delete(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) {
+    api(client, resource, namespace)
+        .delete(name, &Default::default())
+        .await
+        .expect("delete");
+}
+
+fn api(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// A pod body.
+pub fn pod(name: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "nginx"}]}
+    })
+}
+
+/// A configmap body with labels.
+pub fn configmap(name: &str, labels: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {}
+    })
+}
+
+/// How long tests wait for the operator to react.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Guest log lines (messages) of one guest, in order.
+pub fn guest_logs(records: &[Record], guest: &str) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GuestLog {
+                guest: g, message, ..
+            } if g == guest => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Calls of one handler: (object, event type).
+pub fn calls(records: &[Record], handler: &str) -> Vec<(String, Option<String>)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::HandlerCalled {
+                handler: h,
+                object,
+                event_type,
+                ..
+            } if h == handler => Some((object.clone(), event_type.clone())),
+            _ => None,
+        })
+        .collect()
+}
