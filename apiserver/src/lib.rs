@@ -18,6 +18,7 @@ mod crd;
 mod defaults;
 mod discovery;
 mod faults;
+mod field_validation;
 mod gc;
 mod kubeconfig;
 mod list;

@@ -1,6 +1,7 @@
 //! Resource requests: list, watch, get, create, update, patch, delete and
 //! deletecollection, with their query parameters and bodies.
 
+use crate::field_validation::{FieldValidation, with_warnings};
 use crate::gc::Propagation;
 use crate::list::ListParams;
 use crate::objects::{Scope, present};
@@ -64,6 +65,12 @@ fn parse_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
         ));
     }
     Ok(v)
+}
+
+/// The body, for the duplicate-field check, when it is JSON (YAML and protobuf
+/// bodies are not searched for duplicates).
+fn json_body<'a>(ct: &str, body: &'a [u8]) -> Option<&'a [u8]> {
+    (!ct.contains("yaml") && !ct.contains("protobuf") && !ct.contains("cbor")).then_some(body)
 }
 
 fn dry_run(q: &HashMap<String, String>) -> Result<bool, ApiError> {
@@ -214,12 +221,17 @@ pub(crate) fn resource_request(
             }
         }
         (Method::POST, None) if !status_only => {
+            let fv = FieldValidation::from_query(q)?;
             let obj = parse_object(ct, body)?;
+            let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
             let created = crate::objects::create(&mut shared.lock(), &scope, obj, dry)?;
-            Ok(json_response(201, &created))
+            Ok(with_warnings(json_response(201, &created), &warnings))
         }
         (Method::PUT, Some(name)) => {
+            let fv = FieldValidation::from_query(q)?;
             let obj = parse_object(ct, body)?;
+            let current = crate::objects::get(&shared.lock(), &scope, name).ok();
+            let warnings = fv.check(&scope.rt, &obj, current.as_ref(), json_body(ct, body))?;
             // Custom resources and CRDs refuse unconditional updates (their strategies'
             // AllowUnconditionalUpdate is false); most built-ins accept them.
             let crd = (scope.rt.group.as_str(), scope.rt.plural.as_str()) == crate::store::CRDS;
@@ -244,9 +256,12 @@ pub(crate) fn resource_request(
                 status_only,
                 dry,
             )?;
-            Ok(json_response(200, &updated))
+            Ok(with_warnings(json_response(200, &updated), &warnings))
         }
-        (Method::PATCH, Some(name)) => patch(shared, &scope, name, ct, body, status_only, dry),
+        (Method::PATCH, Some(name)) => {
+            let fv = FieldValidation::from_query(q)?;
+            patch(shared, &scope, name, ct, body, status_only, dry, fv)
+        }
         (Method::DELETE, Some(name)) if !status_only => delete(shared, &scope, name, q, body, dry),
         (Method::DELETE, None) => delete_collection(shared, &scope, q, body, dry),
         (m, _) => Err(ApiError::method_not_allowed(&format!(
@@ -255,6 +270,10 @@ pub(crate) fn resource_request(
     }
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parsed parts of one request, passed once"
+)]
 fn patch(
     shared: &Shared,
     scope: &Scope,
@@ -263,6 +282,7 @@ fn patch(
     body: &[u8],
     status_only: bool,
     dry: bool,
+    fv: FieldValidation,
 ) -> Result<Response, ApiError> {
     let mut ty = PatchType::from_content_type(ct)?;
     if scope.rt.custom && ty == PatchType::Strategic {
@@ -291,15 +311,21 @@ fn patch(
                     "the name of the object ({body_name}) does not match the name on the URL ({name})"
                 )));
             }
+            let warnings = fv.check(&scope.rt, &obj, None, None)?;
             let created = crate::objects::create(&mut store, scope, obj, dry)?;
-            Ok(json_response(201, &created))
+            Ok(with_warnings(json_response(201, &created), &warnings))
         }
         None => Err(ApiError::not_found(scope.target(name))),
         Some(cur) => {
             let new = crate::patch::apply(ty, &cur, body)?;
+            // Duplicates only in merge-like JSON bodies (a JSON patch is a list of operations).
+            let dup_body = matches!(ty, PatchType::Merge | PatchType::Strategic)
+                .then(|| json_body(ct, body))
+                .flatten();
+            let warnings = fv.check(&scope.rt, &new, Some(&cur), dup_body)?;
             let updated =
                 crate::objects::commit_update(&mut store, scope, name, new, status_only, dry)?;
-            Ok(json_response(200, &updated))
+            Ok(with_warnings(json_response(200, &updated), &warnings))
         }
     }
 }

@@ -8,10 +8,9 @@
 //! call runs with a timeout, so a misbehaving server fails the test instead
 //! of hanging it.
 //!
-//! Two steps wait for server features and run only when asked to:
-//! `KAPSEL_KUBECTL_STRICT=1` (unknown fields rejected under
-//! `fieldValidation=Strict`) and `KAPSEL_KUBECTL_PROTOBUF=1` (`kubectl create
-//! deployment|role|job`, whose protobuf bodies the server does not decode yet).
+//! One step waits for a server feature and runs only when asked to:
+//! `KAPSEL_KUBECTL_PROTOBUF=1` (`kubectl create deployment|role|job`, whose
+//! protobuf bodies the server does not decode yet).
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -385,23 +384,17 @@ async fn kubectl_custom_resources() {
 
     // Unknown fields: kubectl asks the server to validate (fieldValidation=Strict);
     // kube-apiserver answers 400 "strict decoding error: unknown field".
-    if std::env::var_os("KAPSEL_KUBECTL_STRICT").is_some() {
-        let typo =
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndata: {}\ndatta: {a: b}\n";
-        let out = k.run_with(&["apply", "-f", "-"], Some(typo)).await;
-        assert!(
-            !out.status.success(),
-            "an unknown field must be rejected: {out:?}"
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("unknown field \"datta\""),
-            "{out:?}"
-        );
-    } else {
-        eprintln!(
-            "NOTICE: skipping the fieldValidation=Strict step; set KAPSEL_KUBECTL_STRICT=1 to run"
-        );
-    }
+    let typo =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndata: {}\ndatta: {a: b}\n";
+    let out = k.run_with(&["apply", "-f", "-"], Some(typo)).await;
+    assert!(
+        !out.status.success(),
+        "an unknown field must be rejected: {out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown field \"datta\""),
+        "{out:?}"
+    );
 
     // api-resources lists the CRD's resource with its short names.
     let out = k.ok(&["api-resources"]).await;

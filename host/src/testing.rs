@@ -1,7 +1,7 @@
 //! Run operators on a fresh in-memory cluster, for tests (Kopf's `KopfRunner`, and more).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use kapsel_host::{testing::Cluster, Operator};
 //! let cluster = Cluster::start().await?;
 //! let operator = cluster.start_operator(Operator::new(["seed.wasm"]));

@@ -6,7 +6,7 @@
 //! - `fieldValidation=Strict`: answers 400 BadRequest, e.g.
 //!   `KopfExample in version "v1" cannot be handled as a KopfExample: strict
 //!   decoding error: unknown field "spec.foo", unknown field "spec.bar"`;
-//! - `Warn` (the default when the parameter is absent): drops them and adds
+//! - `Warn` (the default when the parameter is absent, as in kube): drops them and adds
 //!   one `Warning: 299 - "unknown field \"spec.foo\""` header per field;
 //! - `Ignore`: drops them silently.
 //!
@@ -22,10 +22,6 @@ use crate::registry::ResourceType;
 /// The paths (`spec.template.spec.containers[0].foo`) of the fields of
 /// `object` that the schema of `rt`'s kind does not declare, in document
 /// order.
-#[allow(
-    dead_code,
-    reason = "for the server's fieldValidation=Strict|Warn handling"
-)]
 pub(crate) fn unknown_fields(rt: &ResourceType, object: &Value) -> Vec<String> {
     let (_, schema) = super::kind_schema(rt);
     let mut out = Vec::new();

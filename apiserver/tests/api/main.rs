@@ -9,6 +9,7 @@
 mod crud;
 mod discovery;
 mod faults;
+mod field_validation;
 mod lifecycle;
 mod patching;
 mod persistence;
