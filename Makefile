@@ -6,7 +6,8 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_TARGET_DIR := $(TARGET_DIR)/guests
 GUEST_DIR := $(GUEST_TARGET_DIR)/$(WASM_TARGET)/release
-GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-test-misbehaving
+GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-test-misbehaving \
+	-p kapsel-test-probes -p kapsel-test-raw-behaviours -p kapsel-test-raw-bad-describe
 
 .PHONY: all setup guests build test fmt clippy unit demo clean
 

@@ -16,10 +16,21 @@ use super::*;
 fn guest_wasm(lib_name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
+        // `make test` builds every guest first and says where.
+        if let Some(dir) = std::env::var_os("KAPSEL_GUEST_DIR").map(PathBuf::from)
+            && ["raw_behaviours.wasm", "raw_bad_describe.wasm"]
+                .iter()
+                .all(|f| dir.join(f).exists())
+        {
+            return dir;
+        }
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("workspace root");
-        let target = workspace.join("target").join("test-guests");
+        // The same place `make guests` and the integration tests use.
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace.join("target"), PathBuf::from)
+            .join("guests");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
         command
