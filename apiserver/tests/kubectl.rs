@@ -25,11 +25,10 @@ use tokio::time::timeout;
 /// How long any single kubectl call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Kopf's reference manifests (copied from `shared/reference/kopf/`, so the
+/// test needs nothing outside the repository).
 fn kopf_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/reference/kopf"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/data"))
 }
 
 /// The kubectl binary, or None (with a printed notice) when it is not installed.
