@@ -97,17 +97,7 @@ pub(crate) fn delete(
         }
         if is_crd {
             // The CRD cleanup controller: delete every instance, then the CRD.
-            let group = stored
-                .pointer("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let plural = stored
-                .pointer("/spec/names/plural")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let cr = (group, plural);
+            let cr = crd_resource(&stored);
             let keys: Vec<ObjKey> = store.list(&cr, None).map(|(k, _)| k.clone()).collect();
             for k in keys {
                 delete(store, &cr, &k, Propagation::Background);
@@ -162,17 +152,7 @@ fn release_foreground(store: &mut Store, uid: &str) {
 pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Value> {
     let obj = store.remove(res, key)?;
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
-        let group = obj
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let plural = obj
-            .pointer("/spec/names/plural")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        store.drop_resource(&(group, plural));
+        store.drop_resource(&crd_resource(&obj));
         store.rebuild_registry();
     }
     collect_dependents(store, meta_str(&obj, "uid"));
@@ -329,4 +309,15 @@ fn orphan_dependents(store: &mut Store, uid: &str) {
     for (res, key) in dependents(store, uid) {
         drop_owner_ref(store, &res, &key, uid);
     }
+}
+
+/// The resource (group, plural) a CRD defines.
+fn crd_resource(crd: &Value) -> ResKey {
+    let text = |pointer: &str| {
+        crd.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (text("/spec/group"), text("/spec/names/plural"))
 }
