@@ -226,15 +226,13 @@ pub(crate) async fn run(
 fn body_of(obj: DynamicObject, resource: &Resource) -> Arc<Value> {
     let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
     if let Some(map) = body.as_object_mut() {
-        map.entry("apiVersion")
-            .or_insert_with(|| Value::String(resource.api_version()));
-        map.entry("kind")
-            .or_insert_with(|| Value::String(resource.kind.clone()));
-        if map.get("apiVersion").is_some_and(Value::is_null) {
-            map.insert("apiVersion".into(), Value::String(resource.api_version()));
-        }
-        if map.get("kind").is_some_and(Value::is_null) {
-            map.insert("kind".into(), Value::String(resource.kind.clone()));
+        for (key, value) in [
+            ("apiVersion", resource.api_version()),
+            ("kind", resource.kind.clone()),
+        ] {
+            if !map.get(key).is_some_and(Value::is_string) {
+                map.insert(key.to_owned(), Value::String(value));
+            }
         }
     }
     Arc::new(body)
