@@ -1,0 +1,149 @@
+//! The `kapsel` command itself: `dev-cluster` serves, writes a kubeconfig,
+//! stops on SIGINT, and keeps its objects across restarts with `--state`;
+//! `inspect` rejects what is not a guest with exit code 2.
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers: a failed step is a failed test"
+)]
+#![allow(
+    clippy::zombie_processes,
+    reason = "every dev-cluster child is waited for in `interrupt_and_wait`"
+)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kapsel() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kapsel"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kapsel-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts `kapsel dev-cluster` and waits for its kubeconfig; returns the server's address.
+fn start_dev_cluster(kubeconfig: &Path, state: &Path) -> (Child, String) {
+    let _ = std::fs::remove_file(kubeconfig);
+    let child = kapsel()
+        .args(["dev-cluster", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg("--state")
+        .arg(state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(kubeconfig)
+            && let Some(url) = text.lines().find_map(|l| l.trim().strip_prefix("server: "))
+        {
+            return (child, url.trim_start_matches("http://").to_owned());
+        }
+        assert!(Instant::now() < deadline, "no kubeconfig written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One HTTP/1.1 request; returns the status code and the body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, response)
+}
+
+fn interrupt_and_wait(mut child: Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "dev-cluster exits 0 on SIGINT: {status}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dev-cluster did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn dev_cluster_serves_stops_on_sigint_and_keeps_its_state() {
+    let dir = scratch("dev");
+    let (kubeconfig, state) = (dir.join("kubeconfig"), dir.join("state.json"));
+
+    let (child, addr) = start_dev_cluster(&kubeconfig, &state);
+    let (code, body) = http(&addr, "GET", "/api/v1/namespaces/default", "");
+    assert_eq!(code, 200, "{body}");
+    let cm =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":"v"}}"#;
+    let (code, body) = http(&addr, "POST", "/api/v1/namespaces/default/configmaps", cm);
+    assert_eq!(code, 201, "{body}");
+    interrupt_and_wait(child);
+
+    let (child, addr) = start_dev_cluster(&kubeconfig, &state);
+    let (code, body) = http(
+        &addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/kept",
+        "",
+    );
+    assert_eq!(code, 200, "the object survived the restart: {body}");
+    assert!(body.contains(r#""k":"v""#), "{body}");
+    interrupt_and_wait(child);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn inspect_rejects_what_is_not_a_guest() {
+    let dir = scratch("inspect");
+    let file = dir.join("notes.wasm");
+    std::fs::write(&file, "not wasm").unwrap();
+    let output = kapsel().arg("inspect").arg(&file).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "input errors exit with 2");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("notes.wasm") && stderr.contains("not WebAssembly"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let output = kapsel()
+        .args(["run", "-A", "-n", "default", "x.wasm"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "-A and -n exclude each other"
+    );
+}
