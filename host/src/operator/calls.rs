@@ -144,24 +144,18 @@ pub(crate) async fn invoke(
     {
         Ok(reply) => match reply.outcome {
             runtime::Outcome::Done(result) => CallOutcome::Done(result),
-            runtime::Outcome::Temporary((message, seconds)) => CallOutcome::Failed {
-                error: message,
-                failure: Failure::Temporary(delay(seconds)),
-            },
-            runtime::Outcome::Permanent(message) => CallOutcome::Failed {
-                error: message,
-                failure: Failure::Permanent,
-            },
-            runtime::Outcome::Failed(message) => CallOutcome::Failed {
-                error: message,
-                failure: Failure::Arbitrary,
-            },
+            runtime::Outcome::Temporary((message, seconds)) => {
+                failed(message, Failure::Temporary(delay(seconds)))
+            }
+            runtime::Outcome::Permanent(message) => failed(message, Failure::Permanent),
+            runtime::Outcome::Failed(message) => failed(message, Failure::Arbitrary),
         },
-        Err(error) => CallOutcome::Failed {
-            error: error.to_string(),
-            failure: Failure::Arbitrary,
-        },
+        Err(error) => failed(error.to_string(), Failure::Arbitrary),
     }
+}
+
+fn failed(error: String, failure: Failure) -> CallOutcome {
+    CallOutcome::Failed { error, failure }
 }
 
 /// Calls an index handler.
@@ -183,22 +177,12 @@ pub(crate) async fn index(
         Ok(runtime::IndexOutcome::Entries(entries)) => {
             CallOutcome::Index(IndexUpdate::Entries(entries))
         }
-        Ok(runtime::IndexOutcome::Temporary((message, seconds))) => CallOutcome::Failed {
-            error: message,
-            failure: Failure::Temporary(delay(seconds)),
-        },
-        Ok(runtime::IndexOutcome::Permanent(message)) => CallOutcome::Failed {
-            error: message,
-            failure: Failure::Permanent,
-        },
-        Ok(runtime::IndexOutcome::Failed(message)) => CallOutcome::Failed {
-            error: message,
-            failure: Failure::Arbitrary,
-        },
-        Err(error) => CallOutcome::Failed {
-            error: error.to_string(),
-            failure: Failure::Arbitrary,
-        },
+        Ok(runtime::IndexOutcome::Temporary((message, seconds))) => {
+            failed(message, Failure::Temporary(delay(seconds)))
+        }
+        Ok(runtime::IndexOutcome::Permanent(message)) => failed(message, Failure::Permanent),
+        Ok(runtime::IndexOutcome::Failed(message)) => failed(message, Failure::Arbitrary),
+        Err(error) => failed(error.to_string(), Failure::Arbitrary),
     }
 }
 

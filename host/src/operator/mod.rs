@@ -156,7 +156,6 @@ pub(crate) async fn run(
         &settings,
         &processor,
         &mut running,
-        true,
     );
     processor.readiness.check();
     tracing::info!("The operator is running: {} stream(s).", running.len());
@@ -188,7 +187,6 @@ pub(crate) async fn run(
             &settings,
             &processor,
             &mut running,
-            true,
         );
     }
 
@@ -240,11 +238,10 @@ fn reconcile(
     settings: &Settings,
     processor: &Processor,
     running: &mut HashMap<StreamKey, Running>,
-    warn: bool,
 ) {
     let mut desired: HashMap<StreamKey, (Arc<Resource>, Arc<registry::ResourceHandlers>)> =
         HashMap::new();
-    for (resource, handlers) in registry.serve(discovered, warn) {
+    for (resource, handlers) in registry.serve(discovered) {
         let resource = Arc::new(resource);
         let handlers = Arc::new(handlers);
         if !resource.namespaced || settings.scope == Scope::Cluster {

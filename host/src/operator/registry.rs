@@ -124,30 +124,25 @@ impl Registry {
     /// resources to watch with their handlers.
     ///
     /// Resources without `list` and `watch` cannot be served.
-    pub(crate) fn serve(
-        &self,
-        discovered: &[Resource],
-        warn: bool,
-    ) -> Vec<(Resource, ResourceHandlers)> {
+    pub(crate) fn serve(&self, discovered: &[Resource]) -> Vec<(Resource, ResourceHandlers)> {
         let mut resolved: HashMap<Selector, Vec<Resource>> = HashMap::new();
         for selector in self.selectors() {
             match super::selector::resolve(&selector, discovered) {
                 Resolution::Resolved(resources) => {
                     resolved.insert(selector, resources);
                 }
-                Resolution::Ambiguous(resources) if warn => {
+                Resolution::Ambiguous(resources) => {
                     let names: Vec<String> = resources.iter().map(Resource::key).collect();
                     tracing::warn!(
                         "Ambiguous resources will not be served (try specifying API groups): {selector} matches {}",
                         names.join(", ")
                     );
                 }
-                Resolution::Unresolved if warn => {
+                Resolution::Unresolved => {
                     tracing::warn!(
                         "Unresolved resources cannot be served (try creating their CRDs): {selector}"
                     );
                 }
-                _ => {}
             }
         }
         let mut served: BTreeSet<Resource> = BTreeSet::new();
@@ -155,7 +150,7 @@ impl Registry {
             for r in resources {
                 if r.has_verb("list") && r.has_verb("watch") {
                     served.insert(r.clone());
-                } else if warn {
+                } else {
                     tracing::warn!("Non-watchable resources will not be served: {}", r.key());
                 }
             }
