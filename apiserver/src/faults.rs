@@ -1,7 +1,7 @@
 //! Fault injection for tests: never active unless a test asks for it.
 
 use crate::server::Shared;
-use crate::status::ApiError;
+use crate::status::{ApiError, Target};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -18,16 +18,35 @@ pub enum Fault {
     },
     /// 500 InternalError.
     InternalError,
+    /// 409 Conflict, as when a write lost a race with another writer ("the object has
+    /// been modified").
+    Conflict,
+    /// 422 Invalid, as for a JSON patch whose `test` operation failed.
+    Invalid,
 }
 
 impl Fault {
-    fn error(&self) -> ApiError {
+    fn error(&self, req: &RequestInfo<'_>) -> ApiError {
+        let target = Target {
+            group: req.group.unwrap_or_default(),
+            plural: req.plural.unwrap_or_default(),
+            name: req.name.unwrap_or_default(),
+        };
         match self {
             Fault::Gone => ApiError::gone("injected fault: the resource version is too old"),
             Fault::TooManyRequests { retry_after_secs } => {
                 ApiError::too_many_requests(*retry_after_secs)
             }
             Fault::InternalError => ApiError::internal("injected fault: internal error"),
+            Fault::Conflict => ApiError::conflict(target),
+            Fault::Invalid => ApiError::invalid(
+                target,
+                target.plural,
+                &[(
+                    "metadata.resourceVersion".to_owned(),
+                    "injected fault: the request was rejected as invalid".to_owned(),
+                )],
+            ),
         }
     }
 }
@@ -84,6 +103,8 @@ pub(crate) struct RequestInfo<'a> {
     pub(crate) verb: &'a str,
     pub(crate) plural: Option<&'a str>,
     pub(crate) group: Option<&'a str>,
+    /// The object's name, for requests about one object.
+    pub(crate) name: Option<&'a str>,
 }
 
 #[derive(Debug, Default)]
@@ -115,7 +136,7 @@ impl FaultTable {
             .position(|(n, m, _)| *n > 0 && m.matches(req))?;
         let (n, _, f) = &mut t.rules[i];
         *n -= 1;
-        let err = f.error();
+        let err = f.error(req);
         t.rules.retain(|(n, _, _)| *n > 0);
         Some(err)
     }
@@ -136,6 +157,18 @@ impl Faults {
     /// Answers the next `n` requests that `matcher` matches with `fault`.
     pub fn fail_next(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
         self.shared.faults.table().rules.push((n, matcher, fault));
+    }
+
+    /// How many injected failures are still waiting for a matching request: lets a
+    /// test wait until a fault has been served before acting on its consequences.
+    pub fn unserved(&self) -> usize {
+        self.shared
+            .faults
+            .table()
+            .rules
+            .iter()
+            .map(|(n, _, _)| n)
+            .sum()
     }
 
     /// Delays every response by `d` (None switches the delay off).

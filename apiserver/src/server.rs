@@ -170,11 +170,13 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             verb: verb_of(&parts.method, p, p.watch || watch_param),
             plural: Some(p.plural.as_str()),
             group: Some(p.group.as_str()),
+            name: p.name.as_deref(),
         },
         _ => RequestInfo {
             verb: "get",
             plural: None,
             group: None,
+            name: None,
         },
     };
     if let Some(d) = shared.faults.delay() {

@@ -99,3 +99,69 @@ async fn kube_client_retries_after_429() {
         200
     );
 }
+
+#[tokio::test]
+async fn injected_conflicts_and_invalid_patches_name_the_object() {
+    let (server, _client) = start().await;
+    let f = server.faults();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(
+        post(&server, cms, json!({"metadata": {"name": "a"}}))
+            .await
+            .code,
+        201
+    );
+    let merge = |body: Value| {
+        let server = &server;
+        async move {
+            raw(
+                server,
+                "PATCH",
+                &format!("{cms}/a"),
+                Some("application/merge-patch+json"),
+                body.to_string().as_bytes(),
+            )
+            .await
+        }
+    };
+    let patches = RequestMatcher::any().verb("patch").plural("configmaps");
+    f.fail_next(1, patches.clone(), Fault::Conflict);
+    f.fail_next(1, patches, Fault::Invalid);
+    assert_eq!(f.unserved(), 2);
+    // Reads are not patches: the faults wait for the writes.
+    assert_eq!(get(&server, &format!("{cms}/a")).await.code, 200);
+
+    let r = merge(json!({"data": {"k": "1"}})).await;
+    assert_status(&r, 409, "Conflict");
+    assert_eq!(r.json()["details"]["name"], "a");
+    assert_eq!(r.json()["details"]["kind"], "configmaps");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("the object has been modified"),
+        "{}",
+        r.body
+    );
+    assert_eq!(f.unserved(), 1);
+
+    let r = merge(json!({"data": {"k": "2"}})).await;
+    assert_status(&r, 422, "Invalid");
+    assert_eq!(r.json()["details"]["name"], "a");
+    assert_eq!(
+        r.json()["details"]["causes"][0]["field"],
+        "metadata.resourceVersion"
+    );
+    assert_eq!(f.unserved(), 0);
+
+    // Neither rejected patch was applied; the next one is.
+    assert_eq!(
+        get(&server, &format!("{cms}/a")).await.json()["data"],
+        Value::Null
+    );
+    assert_eq!(merge(json!({"data": {"k": "3"}})).await.code, 200);
+    assert_eq!(
+        get(&server, &format!("{cms}/a")).await.json()["data"]["k"],
+        "3"
+    );
+}
