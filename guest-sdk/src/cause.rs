@@ -2,11 +2,12 @@
 //! (Kopf's keyword arguments, KOPF.md §1.13).
 
 use std::sync::LazyLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::Patch;
+use crate::{DiffItem, Patch};
 
 /// Which kind of handler is being called (one per attribute).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -66,6 +67,54 @@ impl std::fmt::Display for EventType {
     }
 }
 
+/// Why a changing handler is called (Kopf's `reason` kwarg, KOPF.md §1.6).
+///
+/// `on::field` handlers are called for the reason of the change that touched
+/// their field (usually `Create` or `Update`); resume handlers mixed into an
+/// update (the object changed while the operator was down) see `Update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Reason {
+    /// The object was seen for the first time (no diff-base yet).
+    Create,
+    /// The object's essence changed since it was last handled.
+    Update,
+    /// The object is being deleted (`deletionTimestamp` is set).
+    Delete,
+    /// The object was found unchanged when the operator started.
+    Resume,
+}
+
+impl Reason {
+    /// Kopf's word: `create`, `update`, `delete`, `resume`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Delete => "delete",
+            Self::Resume => "resume",
+        }
+    }
+
+    /// The reason Kopf's word names; `None` for any other word.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "create" => Some(Self::Create),
+            "update" => Some(Self::Update),
+            "delete" => Some(Self::Delete),
+            "resume" => Some(Self::Resume),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The concrete resource the object belongs to, as the host discovered it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -116,13 +165,14 @@ pub struct Cause {
     pub(crate) kind: HandlerKind,
     pub(crate) resource: Resource,
     pub(crate) event_type: Option<EventType>,
-    pub(crate) reason: Option<String>,
+    pub(crate) reason: Option<Reason>,
     pub(crate) body: Value,
     pub(crate) old: Option<Value>,
     pub(crate) new: Option<Value>,
-    pub(crate) diff: Option<Value>,
+    pub(crate) diff: Vec<DiffItem>,
     pub(crate) retry: u32,
-    pub(crate) started: String,
+    /// The first attempt's start as the host sent it (RFC 3339) and as a time.
+    pub(crate) started: (String, SystemTime),
     pub(crate) runtime: Duration,
     pub(crate) param: Option<Value>,
     pub(crate) memo: Value,
@@ -171,6 +221,30 @@ impl Cause {
     /// `status` (an empty object if absent).
     pub fn status(&self) -> &Value {
         self.section("status")
+    }
+
+    /// `spec` as your own type (`#[derive(Deserialize)]`, with
+    /// `#[serde(crate = "kapsel::serde")]`); a missing `spec` reads as `{}`.
+    ///
+    /// ```
+    /// # use kapsel::serde::Deserialize;
+    /// #[derive(Deserialize)]
+    /// # #[serde(crate = "kapsel::serde")]
+    /// struct Spec { size: u32 }
+    ///
+    /// fn size(cause: &kapsel::Cause) -> kapsel::Result<u32> {
+    ///     let spec: Spec = cause.spec_as()?;
+    ///     Ok(spec.size)
+    /// }
+    /// # let cause = kapsel::testing::cause().body(kapsel::json!({"spec": {"size": 3}})).build();
+    /// # assert_eq!(size(&cause), Ok(3));
+    /// ```
+    ///
+    /// # Errors
+    /// The spec does not fit the type (an arbitrary error: with `?`, the
+    /// handler's `errors` mode decides, temporary by default).
+    pub fn spec_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(self.spec())
     }
 
     fn meta_str(&self, key: &str) -> Option<&str> {
@@ -225,17 +299,20 @@ impl Cause {
         self.event_type
     }
 
-    /// `create`, `update`, `delete` or `resume` (changing handlers only).
-    pub fn reason(&self) -> Option<&str> {
-        self.reason.as_deref()
+    /// Why a changing handler (create, update, delete, resume, field) is
+    /// called; `None` for other kinds.
+    pub fn reason(&self) -> Option<Reason> {
+        self.reason
     }
 
-    /// The essence (or, for field handlers, the field's value) before the change.
+    /// The essence (or, for field handlers, the field's value) before the
+    /// change; `None` when there was none (creation, a field that was absent).
     pub fn old(&self) -> Option<&Value> {
         self.old.as_ref()
     }
 
-    /// The essence (or the field's value) after the change.
+    /// The essence (or the field's value) after the change; `None` when absent
+    /// (a field that was removed).
     #[allow(
         clippy::new_ret_no_self,
         reason = "Kopf's `new` keyword argument, beside `old`"
@@ -244,9 +321,25 @@ impl Cause {
         self.new.as_ref()
     }
 
-    /// The diff: a list of `[op, path, old, new]`.
-    pub fn diff(&self) -> Option<&Value> {
-        self.diff.as_ref()
+    /// What changed between [`old`](Self::old) and [`new`](Self::new), in
+    /// order; for field handlers, re-rooted at the field. Empty for handlers
+    /// that are not changing handlers.
+    ///
+    /// ```
+    /// use kapsel::{DiffOp, json};
+    ///
+    /// let cause = kapsel::testing::cause()
+    ///     .diff(json!([["change", ["spec", "size"], 1, 2], ["add", ["spec", "tier"], null, "gold"]]))
+    ///     .build();
+    /// for item in cause.diff() {
+    ///     if item.op == DiffOp::Change {
+    ///         assert_eq!((item.field(), &item.old, &item.new), ("spec.size".into(), &Some(json!(1)), &Some(json!(2))));
+    ///     }
+    /// }
+    /// assert!(cause.diff().iter().any(|item| item.is_under(&["spec", "tier"])));
+    /// ```
+    pub fn diff(&self) -> &[DiffItem] {
+        &self.diff
     }
 
     /// The attempt number: 0 on the first attempt.
@@ -254,9 +347,15 @@ impl Cause {
         self.retry
     }
 
-    /// When the first attempt started (RFC 3339).
-    pub fn started(&self) -> &str {
-        &self.started
+    /// When the first attempt started.
+    pub fn started(&self) -> SystemTime {
+        self.started.1
+    }
+
+    /// When the first attempt started, as the host wrote it (RFC 3339 with
+    /// microseconds, UTC).
+    pub fn started_rfc3339(&self) -> &str {
+        &self.started.0
     }
 
     /// Time since the first attempt.
@@ -267,6 +366,15 @@ impl Cause {
     /// The registration's `param`.
     pub fn param(&self) -> Option<&Value> {
         self.param.as_ref()
+    }
+
+    /// The registration's `param` as your own type (`None` when the
+    /// registration has none).
+    ///
+    /// # Errors
+    /// The param does not fit the type.
+    pub fn param_as<T: DeserializeOwned>(&self) -> Result<Option<T>, serde_json::Error> {
+        self.param.as_ref().map(T::deserialize).transpose()
     }
 
     /// The resource the object belongs to.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::bindings::kapsel::operator::types as wit;
-use crate::cause::{Cause, EventType, HandlerKind, Resource};
+use crate::cause::{Cause, EventType, HandlerKind, Reason, Resource};
 use crate::registry::{
     self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration, ResourceName,
 };
@@ -138,13 +138,23 @@ fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
             wit::EventType::Modified => EventType::Modified,
             wit::EventType::Deleted => EventType::Deleted,
         }),
-        reason: cause.reason,
+        reason: cause.reason.as_deref().and_then(Reason::parse),
         body,
-        old: parse_optional("old", cause.old)?,
-        new: parse_optional("new", cause.new)?,
-        diff: parse_optional("diff", cause.diff)?,
+        // JSON `null` is Kopf's `None`: absent.
+        old: parse_optional("old", cause.old)?.filter(|v| !v.is_null()),
+        new: parse_optional("new", cause.new)?.filter(|v| !v.is_null()),
+        diff: match parse_optional("diff", cause.diff)? {
+            Some(json) => crate::diff::parse(&json)
+                .map_err(|e| format!("the host sent an invalid diff: {e}"))?,
+            None => Vec::new(),
+        },
         retry: cause.retry,
-        started: cause.started,
+        started: {
+            let time = crate::time::parse_rfc3339(&cause.started).ok_or_else(|| {
+                format!("the host sent an invalid start time: {:?}", cause.started)
+            })?;
+            (cause.started, time)
+        },
         runtime: Duration::try_from_secs_f64(cause.runtime_seconds).unwrap_or_default(),
         param: parse_optional("param", cause.param)?,
         memo: parse_optional("memo", cause.memo)?.unwrap_or_default(),

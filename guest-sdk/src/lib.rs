@@ -108,6 +108,7 @@ extern crate self as kapsel;
 #[allow(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings;
 mod cause;
+mod diff;
 mod error;
 #[cfg(target_arch = "wasm32")]
 #[allow(
@@ -127,8 +128,10 @@ mod patch;
 mod registry;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+mod time;
 
-pub use cause::{Cause, EventType, HandlerKind, Resource};
+pub use cause::{Cause, EventType, HandlerKind, Reason, Resource};
+pub use diff::{DiffItem, DiffOp};
 pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, TemporaryError};
 #[doc(inline)]
 pub use kapsel_sdk_macros::index;

@@ -173,6 +173,8 @@ pub struct Entry {
     pub when: Option<fn(&Cause) -> bool>,
     /// `module::function`, to tell two functions sharing an id apart.
     pub function: &'static str,
+    /// Where the attribute is written (file, line, column): the declaration order.
+    pub source: (&'static str, u32, u32),
 }
 
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -185,12 +187,20 @@ pub fn register(entry: Entry) {
         .push(entry);
 }
 
-/// A copy of the entries, so that no lock is held while user code runs.
+/// A copy of the entries in declaration order, so that no lock is held while user
+/// code runs.
+///
+/// Static constructors run in link order, which is not the source order; but Kopf's
+/// semantics depend on the declaration order (which handler runs first in a cycle,
+/// which of two same-id registrations wins), so the entries are sorted by where their
+/// attributes are written: by file, then line and column.
 fn entries() -> Vec<Entry> {
-    REGISTRY
+    let mut entries = REGISTRY
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .clone()
+        .clone();
+    entries.sort_by_key(|e| e.source);
+    entries
 }
 
 /// Every registration, in registration order.

@@ -41,7 +41,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutcome};
-use crate::{Cause, EventType, HandlerKind, Patch, Resource};
+use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
 
 pub use crate::log::Level;
 
@@ -267,6 +267,9 @@ pub fn when(cause: &Cause) -> bool {
     registry::when(cause)
 }
 
+/// The first attempt's start in a built [`Cause`], unless told otherwise.
+pub const STARTED: &str = "2026-01-01T00:00:00.000000+00:00";
+
 /// Starts building a [`Cause`]: an `on::event` call for an initial listing,
 /// with an empty body, unless told otherwise.
 pub fn cause() -> CauseBuilder {
@@ -280,9 +283,12 @@ pub fn cause() -> CauseBuilder {
             body: Value::Object(serde_json::Map::new()),
             old: None,
             new: None,
-            diff: None,
+            diff: Vec::new(),
             retry: 0,
-            started: "2026-01-01T00:00:00Z".to_owned(),
+            started: (
+                STARTED.to_owned(),
+                crate::time::parse_rfc3339(STARTED).unwrap_or(std::time::UNIX_EPOCH),
+            ),
             runtime: Duration::ZERO,
             param: None,
             memo: Value::Null,
@@ -334,27 +340,47 @@ impl CauseBuilder {
         self
     }
 
-    /// The reason (`create`, `update`, `delete`, `resume`).
-    pub fn reason(mut self, reason: &str) -> Self {
-        self.cause.reason = Some(reason.to_owned());
+    /// The reason of a changing handler's call.
+    pub fn reason(mut self, reason: Reason) -> Self {
+        self.cause.reason = Some(reason);
         self
     }
 
-    /// The old essence (or field value).
+    /// A changing handler's call for this reason: the kind and the reason
+    /// (`Reason::Create` → `HandlerKind::Create`, ...). For `on::field`
+    /// handlers, add `.kind(HandlerKind::Field)` after this.
+    pub fn changing(self, reason: Reason) -> Self {
+        let kind = match reason {
+            Reason::Create => HandlerKind::Create,
+            Reason::Update => HandlerKind::Update,
+            Reason::Delete => HandlerKind::Delete,
+            Reason::Resume => HandlerKind::Resume,
+        };
+        self.kind(kind).reason(reason)
+    }
+
+    /// The old essence (or field value); `null` means absent, as from the host.
     pub fn old(mut self, old: Value) -> Self {
-        self.cause.old = Some(old);
+        self.cause.old = Some(old).filter(|v| !v.is_null());
         self
     }
 
-    /// The new essence (or field value).
+    /// The new essence (or field value); `null` means absent, as from the host.
     pub fn new(mut self, new: Value) -> Self {
-        self.cause.new = Some(new);
+        self.cause.new = Some(new).filter(|v| !v.is_null());
         self
     }
 
-    /// The diff (`[[op, path, old, new], ...]`).
+    /// The diff, in the host's JSON form: `[[op, [key...], old, new], ...]`
+    /// (Kopf's tuples, `null` for absent values).
+    ///
+    /// # Panics
+    /// When `diff` is not of that form (a test bug).
     pub fn diff(mut self, diff: Value) -> Self {
-        self.cause.diff = Some(diff);
+        self.cause.diff = match crate::diff::parse(&diff) {
+            Ok(items) => items,
+            Err(error) => panic!("kapsel::testing: {error}"),
+        };
         self
     }
 
@@ -364,9 +390,15 @@ impl CauseBuilder {
         self
     }
 
-    /// When the first attempt started (RFC 3339).
+    /// When the first attempt started (RFC 3339, as the host sends it).
+    ///
+    /// # Panics
+    /// When `started` is not an RFC 3339 time (a test bug).
     pub fn started(mut self, started: &str) -> Self {
-        self.cause.started = started.to_owned();
+        let Some(time) = crate::time::parse_rfc3339(started) else {
+            panic!("kapsel::testing: {started:?} is not an RFC 3339 time");
+        };
+        self.cause.started = (started.to_owned(), time);
         self
     }
 

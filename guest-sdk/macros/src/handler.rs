@@ -373,6 +373,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
                     handler: #p::Handler::#handler(__kapsel_dispatch),
                     when: #when,
                     function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
+                    source: (::core::file!(), ::core::line!(), ::core::column!()),
                 });
             }
             // Run `__kapsel_register` when the component (or a native test binary) starts:
