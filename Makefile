@@ -6,10 +6,12 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_TARGET_DIR := $(TARGET_DIR)/guests
 GUEST_DIR := $(GUEST_TARGET_DIR)/$(WASM_TARGET)/release
-GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-test-misbehaving \
-	-p kapsel-test-probes -p kapsel-test-raw-behaviours -p kapsel-test-raw-bad-describe
+GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-example-minimal \
+	-p kapsel-example-lifecycle -p kapsel-test-misbehaving -p kapsel-test-activities \
+	-p kapsel-test-probes -p kapsel-test-raw-behaviours -p kapsel-test-raw-bad-describe \
+	-p kapsel-test-changes
 
-.PHONY: all setup guests build test fmt clippy unit demo clean
+.PHONY: all setup guests build test fmt clippy unit cases demo clean
 
 all: build guests
 
@@ -32,7 +34,16 @@ clippy: setup
 unit: setup guests
 	KAPSEL_GUEST_DIR=$(abspath $(GUEST_DIR)) $(CARGO) test --workspace --no-fail-fast
 
-test: fmt clippy unit
+# `kapsel test` over every example's case files (each example must have some).
+cases: guests build
+	@for dir in examples/*/; do \
+	    grep -qs cdylib "$$dir/Cargo.toml" || continue; \
+	    name=$$(basename "$$dir"); \
+	    [ -d "$$dir/tests/cases" ] || { echo "$$dir has no tests/cases" >&2; exit 1; }; \
+	    $(TARGET_DIR)/debug/kapsel test -q $(GUEST_DIR)/$$name.wasm "$$dir/tests/cases" || exit 1; \
+	done
+
+test: fmt clippy unit cases
 
 demo: setup guests build
 	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh

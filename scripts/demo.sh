@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # The demo: the example guests run on the embedded cluster while kubectl creates,
-# changes and deletes objects; the handlers' log lines show what they saw.
+# changes and deletes objects; kubectl shows what the handlers did to them (status,
+# annotations, finalizers, Events) and the handlers' log lines show what they saw.
+#
+# Guests: seed.wasm (on.event), indexes.wasm (indexes), minimal.wasm (Kopf's first
+# example: on.create returning "hello world"), lifecycle.wasm (create, update, field,
+# delete with a finalizer, temporary and permanent errors).
 set -euo pipefail
 
 KAPSEL=${KAPSEL:-target/debug/kapsel}
@@ -14,12 +19,43 @@ command -v kubectl >/dev/null || { echo "The demo drives the cluster with kubect
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Starting the operator on an embedded cluster (guests: seed.wasm, indexes.wasm)"
+# What the checks found; the demo fails if any check did.
+FAILED=()
+
+# expect DESCRIPTION EXPECTED SECONDS COMMAND...: polls COMMAND until it prints
+# EXPECTED (or SECONDS pass) and reports the outcome.
+expect() {
+    local what=$1 expected=$2 seconds=$3 got=""
+    shift 3
+    for _ in $(seq $((seconds * 5))); do
+        got=$("$@" 2>/dev/null || true)
+        [ "$got" = "$expected" ] && break
+        sleep 0.2
+    done
+    if [ "$got" = "$expected" ]; then
+        printf '  \033[32mok\033[0m   %s: %s\n' "$what" "$got"
+    else
+        printf '  \033[31mFAIL\033[0m %s: expected %q, got %q\n' "$what" "$expected" "$got"
+        FAILED+=("$what")
+    fi
+}
+
+# show TITLE KUBECTL-ARGS...: prints what kubectl answers, indented.
+show() {
+    local title=$1
+    shift
+    echo "  $title:"
+    kubectl "$@" 2>&1 | sed 's/^/    /' || true
+    echo
+}
+
+GUESTS=(seed.wasm indexes.wasm minimal.wasm lifecycle.wasm)
+step "Starting the operator on an embedded cluster (guests: ${GUESTS[*]})"
 "$KAPSEL" run --embedded --kubeconfig "$KUBECONFIG" -A --log-format plain \
-    "$GUEST_DIR/seed.wasm" "$GUEST_DIR/indexes.wasm" >"$LOG" 2>&1 &
+    "${GUESTS[@]/#/$GUEST_DIR/}" >"$LOG" 2>&1 &
 OPERATOR=$!
 trap 'kill -9 $OPERATOR 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 100); do
+for _ in $(seq 600); do  # compiling the guests takes a while on a busy machine
     grep -q "The operator is running" "$LOG" 2>/dev/null && break
     kill -0 $OPERATOR 2>/dev/null || { cat "$LOG"; echo "The operator exited early." >&2; exit 1; }
     sleep 0.1
@@ -33,8 +69,51 @@ trap 'kill $TAIL 2>/dev/null || true; kill -9 $OPERATOR 2>/dev/null || true; rm 
 step "kubectl apply: the KopfExample CRD (served without restarting the operator)"
 kubectl apply -f "$REFERENCE/kopfexamples-crd.yaml"
 sleep 1
-step "kubectl apply: a KopfExample object"
+
+step "kubectl apply: a KopfExample object (minimal.wasm answers hello world)"
 kubectl apply -f "$REFERENCE/kopfexample-obj.yaml"
+expect "status.create_fn.message" "hello world" 15 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.status.create_fn.message}'
+
+step "lifecycle.wasm: the creation handlers, a temporary error retried twice, the finalizer"
+expect "status.created.message" "created kopf-example-1" 15 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.status.created.message}'
+expect "status.flaky.attempts (two temporary errors, then success)" "3" 20 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.status.flaky.attempts}'
+expect "status.phase (set through the patch)" "Greeted" 5 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.status.phase}'
+expect "metadata.finalizers (a non-optional delete handler)" '["kopf.zalando.org/KopfFinalizerMarker"]' 5 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.metadata.finalizers}'
+show "status" get kex kopf-example-1 -o 'jsonpath={.status}'
+show "annotations (progress records, the diff-base)" get kex kopf-example-1 -o 'jsonpath={.metadata.annotations}'
+
+step "kubectl patch spec.field: an update and a field change"
+kubectl patch kex kopf-example-1 --type merge -p '{"spec": {"field": "changed"}}'
+expect "status['field_changed/spec.field'].new" "changed" 15 \
+    kubectl get kex kopf-example-1 -o "jsonpath={.status['field_changed/spec\\.field'].new}"
+expect "status.updated.changes" "1" 15 \
+    kubectl get kex kopf-example-1 -o 'jsonpath={.status.updated.changes}'
+
+step "kubectl apply: a second object labelled demo/break=yes (a permanent failure)"
+kubectl apply -f - <<'EOF'
+apiVersion: kopf.dev/v1
+kind: KopfExample
+metadata:
+  name: kopf-example-2
+  labels:
+    demo/break: "yes"
+spec:
+  field: other
+EOF
+expect "status.flaky.attempts of kopf-example-2 (the others still run)" "3" 20 \
+    kubectl get kex kopf-example-2 -o 'jsonpath={.status.flaky.attempts}'
+expect "the permanent failure, logged once (no retries)" \
+    "[default/kopf-example-2] Handler 'broken' failed permanently: this handler never works (label demo/break=yes)" 5 \
+    grep -F "Handler 'broken'" "$LOG"
+expect "the creation cycle of kopf-example-2" \
+    "[default/kopf-example-2] Creation is processed: 4 succeeded; 1 failed." 5 \
+    grep -F "[default/kopf-example-2] Creation is processed" "$LOG"
+
 step "kubectl run: two pods in 'default', one in 'demo'"
 kubectl create namespace demo
 kubectl run web-1 --image=nginx
@@ -44,18 +123,34 @@ sleep 2
 step "kubectl label + delete: more events"
 kubectl label kex kopf-example-1 demo=yes
 kubectl delete pod web-2 --wait=false
-kubectl delete kex kopf-example-1 --wait=false
-sleep 2
+sleep 1
+
+step "kubectl delete: the delete handler runs, then the finalizer goes and so does the object"
+kubectl delete kex kopf-example-1 --timeout=20s || true
+expect "kopf-example-1 is gone" "" 15 kubectl get kex kopf-example-1 --ignore-not-found -o name
+expect "the delete handler ran" \
+    "[default/kopf-example-1] deleting: Deleting kopf-example-1: the finalizer goes once this returns." 5 \
+    grep -F "[default/kopf-example-1] deleting:" "$LOG"
+kubectl delete kex kopf-example-2 --timeout=20s || true
+
+step "kubectl get events"
+kubectl get events -A 2>&1 | sed 's/^/  /' || true
+expect "the Greeting Event about kopf-example-1" "Greeting: Hello, kopf-example-1!" 5 \
+    kubectl get events --field-selector involvedObject.name=kopf-example-1 \
+    -o 'jsonpath={range .items[?(@.reason=="Greeting")]}{.reason}: {.message}{end}'
 
 step "Stopping the operator (SIGINT)"
 kill -INT $OPERATOR
-wait $OPERATOR
-status=$?
+status=0
+wait $OPERATOR || status=$?
 kill $TAIL 2>/dev/null || true
 
-step "What the handlers did"
-grep -E "handler|event|pods in" "$LOG" | grep -E "guest|seed|indexes" | sed 's/^/  /' || true
-events=$(grep -c "event " "$LOG" || true)
+step "What the handlers did (the on.event lines left out)"
+grep -E '^\[[^]]+\] ' "$LOG" | grep -v ' log_event: ' | sed 's/^/  /' || true
+events=$(grep -c ' log_event: event ' "$LOG" || true)
 echo
-echo "The operator exited with status $status after $events handler log lines."
-[ "$status" -eq 0 ] && [ "$events" -gt 0 ]
+echo "The operator exited with status $status after $events on.event log lines."
+if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "Checks that failed: ${FAILED[*]}" >&2
+fi
+[ "$status" -eq 0 ] && [ "$events" -gt 0 ] && [ ${#FAILED[@]} -eq 0 ]

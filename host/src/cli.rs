@@ -19,10 +19,10 @@ pub struct Cli {
 /// Logging options, shared by every command (as in `kopf run`).
 #[derive(Debug, Clone, Args)]
 pub struct Logging {
-    /// Show debug messages (same as --debug).
+    /// Show the operator's debug messages.
     #[arg(short, long, global = true)]
     pub verbose: bool,
-    /// Show debug messages.
+    /// Show debug messages, the libraries' too (Kubernetes client, HTTP).
     #[arg(short, long, global = true)]
     pub debug: bool,
     /// Show only warnings and errors.
@@ -55,6 +55,93 @@ pub(crate) enum Command {
     },
     /// Serve an in-memory Kubernetes API server on 127.0.0.1 (kubectl works with it).
     DevCluster(DevClusterArgs),
+    /// Pause the operators of lower priority: write a peer record that lasts a while.
+    Freeze(FreezeArgs),
+    /// Remove the record `freeze` wrote, so that the paused operators resume.
+    Resume(ResumeArgs),
+    /// Test a guest against case files, each on a fresh embedded cluster.
+    Test(TestArgs),
+}
+
+/// `kapsel test GUEST CASE...`: exit 0 when every case passes, 1 when one fails,
+/// 2 when the guest or a case file is unusable.
+#[derive(Debug, Args)]
+pub(crate) struct TestArgs {
+    /// The guest: a .wasm file.
+    pub(crate) guest: PathBuf,
+    /// Case files (YAML), or directories of them.
+    #[arg(required = true)]
+    pub(crate) cases: Vec<PathBuf>,
+    /// Run only the cases whose name or path contains this.
+    #[arg(long)]
+    pub(crate) filter: Option<String>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) junit: Option<PathBuf>,
+}
+
+/// Peering options of `run` (Kopf's, KOPF.md §8.2, §8.4). Without `--standalone`
+/// or `--peering`, the peering object `default` is used if it exists.
+#[derive(Debug, Args)]
+pub(crate) struct RunPeeringArgs {
+    /// Run without peering: never pause for other operators.
+    #[arg(long, conflicts_with = "peering")]
+    pub(crate) standalone: bool,
+    /// Peer through this peering object; paused until it exists and no peer blocks this operator.
+    #[arg(short = 'P', long, value_name = "NAME", env = "KAPSEL_RUN_PEERING")]
+    pub(crate) peering: Option<String>,
+    /// Peering priority: operators pause while a live peer has a higher one (equal ones all pause).
+    #[arg(short = 'p', long, default_value_t = 0, allow_negative_numbers = true)]
+    pub(crate) priority: i64,
+    /// Priority 666, for a development operator that pauses the deployed ones.
+    #[arg(long)]
+    pub(crate) dev: bool,
+}
+
+/// Which peer record `freeze` and `resume` write, and where.
+#[derive(Debug, Args)]
+pub(crate) struct PeerRecordArgs {
+    /// The peering object.
+    #[arg(short = 'P', long, value_name = "NAME")]
+    pub(crate) peering: String,
+    /// Freeze the operators of namespaces matching this pattern (repeatable): their KopfPeering objects.
+    #[arg(short = 'n', long = "namespace", conflicts_with = "all_namespaces")]
+    pub(crate) namespaces: Vec<String>,
+    /// Freeze cluster-wide operators: the ClusterKopfPeering object.
+    #[arg(short = 'A', long)]
+    pub(crate) all_namespaces: bool,
+    /// The record's identity (default: env POD_ID, else user@host); resume needs the one freeze used.
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    pub(crate) id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FreezeArgs {
+    #[command(flatten)]
+    pub(crate) record: PeerRecordArgs,
+    /// How long the freeze lasts unless `resume` ends it, in seconds.
+    #[arg(short = 't', long, value_name = "SECONDS")]
+    pub(crate) lifetime: u64,
+    /// The record's priority: operators of lower priority pause.
+    #[arg(
+        short = 'p',
+        long,
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    pub(crate) priority: i64,
+    /// Priority 666.
+    #[arg(long)]
+    pub(crate) dev: bool,
+    /// Why (logged only, as in Kopf).
+    #[arg(short = 'm', long)]
+    pub(crate) message: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    #[command(flatten)]
+    pub(crate) record: PeerRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -68,9 +155,8 @@ pub(crate) struct RunArgs {
     /// Serve all namespaces (cluster-wide).
     #[arg(short = 'A', long)]
     pub(crate) all_namespaces: bool,
-    /// Run without peering (this host version never peers yet; accepted for Kopf compatibility).
-    #[arg(long)]
-    pub(crate) standalone: bool,
+    #[command(flatten)]
+    pub(crate) peering: RunPeeringArgs,
     /// Start an in-memory API server in this process and run the operator on it.
     #[arg(long)]
     pub(crate) embedded: bool,
@@ -82,9 +168,20 @@ pub(crate) struct RunArgs {
     /// The memory cap of one handler call, in MiB, unless the handler declares one.
     #[arg(long, default_value_t = 64)]
     pub(crate) call_memory_mib: u32,
+    /// Serve liveness at this URL (e.g. http://0.0.0.0:8080/healthz), with the metrics at /metrics beside it.
+    #[arg(short = 'L', long, value_name = "URL", value_parser = endpoint_url)]
+    pub(crate) liveness: Option<String>,
+    /// Serve the metrics (Prometheus text format) at this URL (e.g. http://0.0.0.0:9090/metrics).
+    #[arg(long, value_name = "URL", value_parser = endpoint_url)]
+    pub(crate) metrics: Option<String>,
 }
 
-#[derive(Debug, Args)]
+/// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.
+fn endpoint_url(url: &str) -> Result<String, String> {
+    crate::health::Endpoint::parse(url).map(|_| url.to_owned())
+}
+
+#[derive(Debug, Clone, Args)]
 pub(crate) struct EmbeddedArgs {
     /// Port of the in-memory API server (0: any free port).
     #[arg(long, default_value_t = 0)]
@@ -151,7 +248,90 @@ impl Cli {
                 Ok(())
             }
             Command::DevCluster(args) => dev_cluster(args, shutdown).await,
+            Command::Freeze(args) => {
+                if let Some(message) = &args.message {
+                    tracing::info!("Freezing: {message}");
+                }
+                let priority = if args.dev {
+                    crate::peering::DEV_PRIORITY
+                } else {
+                    args.priority
+                };
+                freezer(args.record)
+                    .priority(priority)
+                    .freeze(Duration::from_secs(args.lifetime))
+                    .await
+                    .map_err(|e| CliError::new(error_chain(&e), 1))
+            }
+            Command::Resume(args) => freezer(args.record)
+                .resume()
+                .await
+                .map_err(|e| CliError::new(error_chain(&e), 1)),
+            Command::Test(args) => {
+                let request = crate::cases::TestRequest {
+                    guest: args.guest,
+                    cases: args.cases,
+                    filter: args.filter,
+                    // `-v` of the shared logging flags also shows what a failing case's operator did.
+                    verbose: self.logging.verbose || self.logging.debug,
+                    junit: args.junit,
+                };
+                let summary = crate::cases::run(&request, &mut std::io::stdout())
+                    .await
+                    .map_err(|e| CliError::new(e.to_string(), 2))?;
+                if summary.failed > 0 {
+                    return Err(CliError::new(
+                        format!(
+                            "{} of {} case(s) failed",
+                            summary.failed,
+                            summary.failed + summary.passed
+                        ),
+                        1,
+                    ));
+                }
+                Ok(())
+            }
         }
+    }
+}
+
+/// The operator a `kapsel run` command line describes, for `testing::Runner`: the
+/// arguments after `kapsel` (`["run", "-A", "guest.wasm"]`). `--embedded` is ignored:
+/// the runner brings its own cluster.
+///
+/// # Errors
+/// The usage error, as `kapsel` would print it.
+pub(crate) fn operator_from_args<I, T>(args: I) -> Result<crate::Operator, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(
+        std::iter::once("kapsel".into()).chain(args.into_iter().map(Into::into)),
+    )
+    .map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Run(args) => Ok(operator_for(args)),
+        _ => Err("the runner runs `run` commands only".to_owned()),
+    }
+}
+
+/// The operator of `kapsel run`, everything but the connection.
+fn operator_for(args: RunArgs) -> crate::Operator {
+    let mut operator = crate::Operator::new(args.guests)
+        .call_deadline(Duration::from_millis(args.call_deadline_ms))
+        .call_memory_mib(args.call_memory_mib);
+    operator = peering(operator, &args.peering);
+    if let Some(url) = args.liveness {
+        operator = operator.liveness(url);
+    }
+    if let Some(url) = args.metrics {
+        operator = operator.metrics(url);
+    }
+    if args.namespaces.is_empty() {
+        operator.all_namespaces()
+    } else {
+        operator.namespaces(args.namespaces)
     }
 }
 
@@ -164,19 +344,11 @@ async fn run(
             "Neither -n/--namespace nor -A/--all-namespaces is given: serving the whole cluster."
         );
     }
-    if args.standalone {
-        tracing::debug!("--standalone: peering is off.");
-    }
-    let mut operator = crate::Operator::new(args.guests)
-        .call_deadline(Duration::from_millis(args.call_deadline_ms))
-        .call_memory_mib(args.call_memory_mib);
-    operator = if args.namespaces.is_empty() {
-        operator.all_namespaces()
-    } else {
-        operator.namespaces(args.namespaces)
-    };
-    let server = if args.embedded {
-        let server = start_server(&args.embedded_server, None).await?;
+    let embedded = args.embedded;
+    let embedded_server = args.embedded_server.clone();
+    let mut operator = operator_for(args);
+    let server = if embedded {
+        let server = start_server(&embedded_server, None).await?;
         let client = crate::testing::client_for(&server.url()).map_err(|e| CliError::new(e, 1))?;
         operator = operator.client(client);
         Some(server)
@@ -193,6 +365,39 @@ async fn run(
         );
     }
     result.map_err(|e| CliError::new(error_chain(&e), 1))
+}
+
+/// Applies `run`'s peering flags: `--dev` wins over `--priority`, as in Kopf.
+fn peering(mut operator: crate::Operator, args: &RunPeeringArgs) -> crate::Operator {
+    if args.standalone {
+        operator = operator.standalone();
+    }
+    if let Some(name) = &args.peering {
+        operator = operator.peering(name);
+    }
+    operator.priority(if args.dev {
+        crate::peering::DEV_PRIORITY
+    } else {
+        args.priority
+    })
+}
+
+/// The [`crate::Freezer`] that `freeze`/`resume` use.
+fn freezer(args: PeerRecordArgs) -> crate::Freezer {
+    let mut freezer = crate::Freezer::new(args.peering);
+    if args.namespaces.is_empty() {
+        if !args.all_namespaces {
+            tracing::warn!(
+                "Neither -n/--namespace nor -A/--all-namespaces is given: using the cluster-wide peering."
+            );
+        }
+    } else {
+        freezer = freezer.namespaces(args.namespaces);
+    }
+    if let Some(id) = args.id {
+        freezer = freezer.identity(id);
+    }
+    freezer
 }
 
 async fn dev_cluster(

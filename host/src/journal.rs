@@ -1,7 +1,8 @@
 //! A record of what the operator did: handler calls, their outcomes, guest
 //! log lines. Tests and `kapsel test` assert on it instead of scraping logs.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -36,6 +37,23 @@ pub enum Record {
         /// What went wrong, as logged.
         error: String,
     },
+    /// A handler call ended (after [`Record::HandlerCalled`]).
+    HandlerFinished {
+        /// The guest's name.
+        guest: String,
+        /// The handler id.
+        handler: String,
+        /// `event`, `index`, `create`, ...
+        kind: String,
+        /// The object reference, if the call was about an object.
+        object: Option<String>,
+        /// How long the call took, in seconds.
+        seconds: f64,
+        /// `success`, `retry` (will be retried), `failure` (final) or `ignored`.
+        outcome: String,
+        /// What the sandbox stopped, if anything: `trap`, `timeout` or `memory`.
+        fault: Option<String>,
+    },
     /// A guest logged a line.
     GuestLog {
         /// The guest's name.
@@ -56,41 +74,148 @@ pub enum Record {
         /// Why.
         error: String,
     },
+    /// The operator paused: its watch streams stopped (peering, KOPF.md §8).
+    Paused {
+        /// Who or what it pauses for.
+        reason: String,
+    },
+    /// The operator resumed after [`Record::Paused`]: its streams relist.
+    Resumed,
 }
 
+/// How many records a journal keeps when nobody asked for the full history: enough to
+/// look back at the last moments of a running operator, bounded so that an operator
+/// running for months does not grow without end.
+const RECENT_RECORDS: usize = 1000;
+
+/// Something told of every record as it is pushed (e.g. the metrics).
+type Observer = Arc<dyn Fn(&Record) + Send + Sync>;
+
 /// A shared, append-only list of [`Record`]s that can be waited on.
-#[derive(Debug, Clone)]
+///
+/// By default it keeps only the most recent records (a bounded ring): an operator
+/// nobody watches must not accumulate its history in memory. [`Operator::journal`]
+/// (and so [`crate::testing`]) switches it to keep every record, which tests read.
+///
+/// [`Operator::journal`]: crate::Operator::journal
+#[derive(Clone)]
 pub struct Journal {
-    records: Arc<Mutex<Vec<Record>>>,
-    changed: watch::Sender<usize>,
+    shared: Arc<Shared>,
+    /// Counts pushes, so that waiters wake up on every new record.
+    changed: watch::Sender<u64>,
+}
+
+struct Shared {
+    records: Mutex<Ring>,
+    /// Told of every record, in registration order, before it is stored.
+    observers: RwLock<Vec<Observer>>,
+}
+
+/// The stored records and how many may be kept (`None`: all of them).
+struct Ring {
+    records: VecDeque<Record>,
+    limit: Option<usize>,
 }
 
 impl Default for Journal {
     fn default() -> Self {
         Journal {
-            records: Arc::default(),
+            shared: Arc::new(Shared {
+                records: Mutex::new(Ring {
+                    records: VecDeque::new(),
+                    limit: Some(RECENT_RECORDS),
+                }),
+                observers: RwLock::default(),
+            }),
             changed: watch::Sender::new(0),
         }
     }
 }
 
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ring = self.lock();
+        f.debug_struct("Journal")
+            .field("records", &ring.records.len())
+            .field("limit", &ring.limit)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Journal {
-    fn lock(&self) -> MutexGuard<'_, Vec<Record>> {
-        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    /// Records a guest's log line (its guest, handler and object come from the call).
+    pub(crate) fn push_guest_log(
+        &self,
+        caller: &crate::runtime::Caller,
+        level: crate::runtime::Level,
+        message: &str,
+    ) {
+        let level = match level {
+            crate::runtime::Level::Debug => "debug",
+            crate::runtime::Level::Info => "info",
+            crate::runtime::Level::Warning => "warning",
+            crate::runtime::Level::Error => "error",
+        };
+        self.push(Record::GuestLog {
+            guest: caller.guest.to_string(),
+            handler: caller.handler_id.clone(),
+            object: caller.object.clone(),
+            level: level.to_owned(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ring> {
+        self.shared
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps every record from now on, instead of only the most recent ones.
+    pub(crate) fn keep_everything(&self) {
+        self.lock().limit = None;
+    }
+
+    /// Tells `observer` of every record pushed from now on.
+    ///
+    /// # Caveats
+    /// Observers run inside [`Journal::push`], on the pushing task: they must be quick
+    /// and must not push records themselves.
+    pub(crate) fn observe(&self, observer: impl Fn(&Record) + Send + Sync + 'static) {
+        self.shared
+            .observers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::new(observer));
     }
 
     pub(crate) fn push(&self, record: Record) {
-        let len = {
-            let mut records = self.lock();
-            records.push(record);
-            records.len()
-        };
-        self.changed.send_replace(len);
+        for observer in self
+            .shared
+            .observers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            observer(&record);
+        }
+        {
+            let mut ring = self.lock();
+            if let Some(limit) = ring.limit {
+                while ring.records.len() >= limit.max(1) {
+                    ring.records.pop_front();
+                }
+            }
+            ring.records.push_back(record);
+        }
+        self.changed.send_modify(|pushed| *pushed += 1);
     }
 
-    /// A copy of every record so far.
+    /// A copy of the records kept so far: every record once [`crate::Operator::journal`]
+    /// was asked for, else the most recent ones.
     pub fn records(&self) -> Vec<Record> {
-        self.lock().clone()
+        self.lock().records.iter().cloned().collect()
     }
 
     /// Waits until `check` holds for the records, or `timeout` passes.
@@ -105,7 +230,10 @@ impl Journal {
         let mut rx = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if check(&self.lock()) {
+            // Mark the current version seen before checking, so that a record pushed
+            // right after the check still wakes us.
+            rx.borrow_and_update();
+            if check(self.lock().records.make_contiguous()) {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, rx.changed())
@@ -115,5 +243,63 @@ impl Journal {
                 return Err(self.records());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(n: usize) -> Record {
+        Record::GuestRejected {
+            path: format!("{n}.wasm"),
+            error: String::new(),
+        }
+    }
+
+    #[test]
+    fn keeps_only_recent_records_unless_asked_for_everything() {
+        let bounded = Journal::default();
+        for n in 0..RECENT_RECORDS + 5 {
+            bounded.push(rejected(n));
+        }
+        let records = bounded.records();
+        assert_eq!(records.len(), RECENT_RECORDS);
+        assert_eq!(records[0], rejected(5), "the oldest records go first");
+
+        let full = Journal::default();
+        full.keep_everything();
+        for n in 0..RECENT_RECORDS + 5 {
+            full.push(rejected(n));
+        }
+        assert_eq!(full.records().len(), RECENT_RECORDS + 5);
+    }
+
+    #[test]
+    fn observers_see_every_record_even_those_not_kept() {
+        let journal = Journal::default();
+        let seen = Arc::new(Mutex::new(0_usize));
+        let counter = seen.clone();
+        journal.observe(move |_| *counter.lock().unwrap() += 1);
+        for n in 0..RECENT_RECORDS * 2 {
+            journal.push(rejected(n));
+        }
+        assert_eq!(*seen.lock().unwrap(), RECENT_RECORDS * 2);
+    }
+
+    #[tokio::test]
+    async fn waiters_wake_up_on_new_records() {
+        let journal = Journal::default();
+        let pusher = journal.clone();
+        let waiter = tokio::spawn(async move {
+            journal
+                .wait_for(Duration::from_secs(5), |records| records.len() == 3)
+                .await
+        });
+        for n in 0..3 {
+            tokio::task::yield_now().await;
+            pusher.push(rejected(n));
+        }
+        assert!(waiter.await.unwrap().is_ok());
     }
 }

@@ -11,9 +11,18 @@
 //! # }
 //! ```
 
+mod activities;
+mod capture;
+mod cases;
 mod cli;
+mod clock;
+mod embedding;
+mod health;
 mod journal;
+mod metrics;
+mod object_log;
 mod operator;
+mod peering;
 mod runtime;
 pub mod testing;
 
@@ -24,7 +33,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use cli::{Cli, CliError, LogFormat, Logging};
+pub use embedding::OperatorHandle;
 pub use journal::{Journal, Record};
+pub use peering::Freezer;
 
 /// The handlers a guest declares, as JSON (what `kapsel inspect` prints).
 ///
@@ -36,6 +47,9 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, String> {
     let guest = runtime.load(guest).await.map_err(|e| e.to_string())?;
     Ok(runtime::describe_json(guest.describe()))
 }
+
+/// How long cleanup handlers may take, retries included, when the operator stops.
+const CLEANUP_BUDGET: Duration = Duration::from_secs(10);
 
 /// Errors that stop an operator.
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +64,18 @@ pub enum Error {
     /// None of the given guests could be loaded (each reason was logged).
     #[error("no guest could be loaded: {}", .0.join("; "))]
     NoGuests(Vec<String>),
+    /// A startup handler failed for good, so the operator did not start.
+    #[error("startup handlers failed: {0}")]
+    Startup(String),
     /// The operator failed while running.
     #[error("the operator failed")]
     Operator(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The liveness or metrics endpoint cannot be served (a bad URL, a port in use).
+    #[error("the liveness or metrics endpoint cannot be served")]
+    Endpoint(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A peer record could not be written (`freeze`, `resume`).
+    #[error("the peer record could not be written")]
+    Peering(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// An operator: guests (WebAssembly handlers) served on a cluster.
@@ -67,6 +90,11 @@ pub struct Operator {
     journal: Journal,
     settings: operator::Settings,
     runtime: runtime::RuntimeConfig,
+    /// Guests compiled already (`kapsel test` compiles a guest once for all its cases).
+    preloaded: Option<(runtime::Runtime, Vec<runtime::Guest>)>,
+    /// Fed by the journal and the streams; served by the endpoints.
+    metrics: metrics::Metrics,
+    endpoints: health::Endpoints,
 }
 
 impl std::fmt::Debug for Operator {
@@ -87,13 +115,20 @@ impl Operator {
         I: IntoIterator<Item = P>,
         P: Into<PathBuf>,
     {
+        let journal = Journal::default();
+        let metrics = metrics::Metrics::default();
+        let observer = metrics.clone();
+        journal.observe(move |record| observer.observe(record));
         Operator {
             guests: guests.into_iter().map(Into::into).collect(),
             namespaces: Vec::new(),
             client: None,
-            journal: Journal::default(),
+            journal,
             settings: operator::Settings::default(),
             runtime: runtime::RuntimeConfig::default(),
+            preloaded: None,
+            metrics,
+            endpoints: health::Endpoints::default(),
         }
     }
 
@@ -128,6 +163,50 @@ impl Operator {
         self
     }
 
+    /// Run without peering (`--standalone`): never pause for other operators.
+    pub fn standalone(mut self) -> Operator {
+        self.settings.peering.mode = peering::Mode::Standalone;
+        self
+    }
+
+    /// Peer through the peering object of this name (`--peering NAME`), and
+    /// stay paused until it exists and no peer blocks this operator. Without
+    /// this or [`Operator::standalone`], the object `default` is used if it
+    /// exists (Kopf's auto-detection).
+    pub fn peering(mut self, name: impl Into<String>) -> Operator {
+        self.settings.peering.mode = peering::Mode::Mandatory;
+        self.settings.peering.name = name.into();
+        self
+    }
+
+    /// The peering priority (`--priority`, default 0): operators pause while a
+    /// live peer has a higher one; equal priorities pause everyone.
+    pub fn priority(mut self, priority: i64) -> Operator {
+        self.settings.peering.priority = priority;
+        self
+    }
+
+    /// Priority 666 (`--dev`), above deployed operators, which then pause.
+    pub fn dev(self) -> Operator {
+        self.priority(peering::DEV_PRIORITY)
+    }
+
+    /// The identity among peers. Default: env `POD_ID`, else
+    /// `user@host/<start time>/<random>`.
+    pub fn identity(mut self, identity: impl Into<String>) -> Operator {
+        self.settings.peering.identity = Some(identity.into());
+        self
+    }
+
+    /// How long this operator's peer record lasts without a keep-alive, in
+    /// whole seconds (at least 1; default 60). Keep-alives come 5–10 s
+    /// before it ends (every second for lifetimes under 11 s).
+    pub fn peering_lifetime(mut self, lifetime: Duration) -> Operator {
+        self.settings.peering.lifetime =
+            i64::try_from(lifetime.as_secs().max(1)).unwrap_or(i64::MAX);
+        self
+    }
+
     /// The wall-clock budget of one handler call, unless the handler declares its own. Default 5 s.
     pub fn call_deadline(mut self, deadline: Duration) -> Operator {
         self.runtime.default_deadline = deadline;
@@ -140,8 +219,30 @@ impl Operator {
         self
     }
 
+    /// Serve liveness at this URL (`--liveness`, e.g. `http://0.0.0.0:8080/healthz`):
+    /// GET answers 200 with the probe handlers' results as a JSON object (cached 10 s),
+    /// or 500 when a probe fails or one of the operator's loops died. The metrics are
+    /// served beside it, at `/metrics`. Only `http://`; the host defaults to `localhost`,
+    /// the port to 80. Nothing is served unless asked for.
+    pub fn liveness(mut self, url: impl Into<String>) -> Operator {
+        self.endpoints.liveness = Some(url.into());
+        self
+    }
+
+    /// Serve the metrics (Prometheus text format) at this URL (`--metrics`), e.g.
+    /// `http://0.0.0.0:9090/metrics` (`/metrics` when the URL has no path).
+    pub fn metrics(mut self, url: impl Into<String>) -> Operator {
+        self.endpoints.metrics = Some(url.into());
+        self
+    }
+
     /// The record of what this operator does (shared: clone it before [`Operator::run`]).
+    ///
+    /// From this call on, the journal keeps every record; an operator whose journal
+    /// nobody asked for keeps only the most recent ones, so that it does not grow
+    /// without bound.
     pub fn journal(&self) -> Journal {
+        self.journal.keep_everything();
         self.journal.clone()
     }
 
@@ -158,9 +259,15 @@ impl Operator {
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
-        let runtime =
-            runtime::Runtime::new(self.runtime).map_err(|e| Error::Runtime(Box::new(e)))?;
-        let (guests, errors) = runtime.load_all(&self.guests).await;
+        let (_runtime, guests, errors) = match self.preloaded {
+            Some((runtime, guests)) => (runtime, guests, Vec::new()),
+            None => {
+                let runtime =
+                    runtime::Runtime::new(self.runtime).map_err(|e| Error::Runtime(Box::new(e)))?;
+                let (guests, errors) = runtime.load_all(&self.guests).await;
+                (runtime, guests, errors)
+            }
+        };
         for error in &errors {
             tracing::error!("{error}");
             self.journal.push(Record::GuestRejected {
@@ -181,15 +288,59 @@ impl Operator {
                 guest.describe().handlers.len()
             );
         }
+        // Stopped when dropped, on every way out of this function.
+        let _endpoints = health::serve(&self.endpoints, &guests, &self.journal, &self.metrics)
+            .await
+            .map_err(|e| Error::Endpoint(Box::new(e)))?;
+        let mut settings = self.settings;
+        settings.streams.metrics = self.metrics.clone();
+        tokio::pin!(shutdown);
+
+        // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
+        let startup = activities::of_kind(&guests, runtime::HandlerKind::Startup);
+        if !startup.is_empty() {
+            tokio::select! {
+                finished = activities::run_all(&startup, &self.journal, None) => {
+                    let failed: Vec<String> = startup
+                        .iter()
+                        .zip(finished)
+                        .filter_map(|(a, f)| match f {
+                            activities::Finished::Failed(e) => Some(format!("'{}' {e}", a.key)),
+                            activities::Finished::Done(_) => None,
+                        })
+                        .collect();
+                    if !failed.is_empty() {
+                        return Err(Error::Startup(failed.join("; ")));
+                    }
+                }
+                () = &mut shutdown => return Ok(()),
+            }
+        }
+
         let stop = CancellationToken::new();
         let trigger = stop.clone();
-        let operator = operator::run(client, &guests, self.settings, self.journal, stop);
+        let journal = self.journal.clone();
+        let operator = operator::run(client, &guests, settings, self.journal, stop);
         tokio::pin!(operator);
-        tokio::pin!(shutdown);
-        tokio::select! {
-            result = &mut operator => return result.map_err(|e| Error::Operator(Box::new(e))),
-            () = &mut shutdown => trigger.cancel(),
+        let result = tokio::select! {
+            result = &mut operator => result,
+            () = &mut shutdown => {
+                trigger.cancel();
+                operator.await
+            }
+        };
+
+        // Cleanup handlers last, bounded: a stopping operator must stop.
+        let cleanup = activities::of_kind(&guests, runtime::HandlerKind::Cleanup);
+        if !cleanup.is_empty() {
+            let finished = activities::run_all(&cleanup, &journal, Some(CLEANUP_BUDGET));
+            if tokio::time::timeout(CLEANUP_BUDGET, finished)
+                .await
+                .is_err()
+            {
+                tracing::warn!("Cleanup handlers did not finish within {CLEANUP_BUDGET:?}.");
+            }
         }
-        operator.await.map_err(|e| Error::Operator(Box::new(e)))
+        result.map_err(|e| Error::Operator(Box::new(e)))
     }
 }

@@ -2,8 +2,18 @@
 //! host against the embedded API server over HTTP. One binary, one module per
 //! capability.
 
+mod activities;
+mod cases;
+mod changes;
+mod embedding;
 mod events;
+mod filters;
+mod finalizers;
+mod health;
 mod indexes;
 mod loading;
+mod migration;
+mod peering;
+mod retries;
 mod sandbox;
 mod streams;

@@ -1,6 +1,12 @@
 //! Support for the integration tests: the compiled guests, and small helpers
 //! to drive the embedded cluster.
 
+mod kopf;
+mod tracker;
+
+pub use kopf::*;
+pub use tracker::{Seen, Tracker};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -11,18 +17,20 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use serde_json::Value;
 
 /// The guests the tests use (cargo packages built for wasm32-wasip2).
-const GUEST_PACKAGES: [&str; 4] = [
+const GUEST_PACKAGES: [&str; 6] = [
     "kapsel-example-seed",
     "kapsel-example-indexes",
     "kapsel-test-misbehaving",
+    "kapsel-test-activities",
     "kapsel-test-probes",
+    "kapsel-test-changes",
 ];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The path of a compiled guest (`seed`, `indexes`, `misbehaving`, `probes`).
+/// The path of a compiled guest (`seed`, `indexes`, `misbehaving`, `probes`, `changes`).
 ///
 /// `make test` builds the guests first and says where (`KAPSEL_GUEST_DIR`);
 /// a plain `cargo test` builds them here, once, in their own target directory
@@ -228,6 +236,205 @@ pub fn calls(records: &[Record], handler: &str) -> Vec<(String, Option<String>)>
                 event_type,
                 ..
             } if h == handler => Some((object.clone(), event_type.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Calls of one handler for one object (`namespace/name`).
+pub fn calls_for(records: &[Record], handler: &str, object: &str) -> usize {
+    calls(records, handler)
+        .iter()
+        .filter(|(o, _)| o == object)
+        .count()
+}
+
+/// Creates a namespace.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    create(
+        client,
+        &core("Namespace", "namespaces"),
+        None,
+        serde_json::json!({"metadata": {"name": name}}),
+    )
+    .await;
+}
+
+/// Merge-patches an object's `/status` subresource.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn patch_status(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+    patch: Value,
+) {
+    api(client, resource, namespace)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch status");
+}
+
+/// A kopfexample opting into the `changes` guest's handler groups (`kapsel.test/<group>`
+/// labels), with more labels, annotations and a spec.
+pub fn kopfexample(
+    name: &str,
+    groups: &[&str],
+    labels: Value,
+    annotations: Value,
+    spec: Value,
+) -> Value {
+    let mut all_labels = serde_json::Map::new();
+    for group in groups {
+        all_labels.insert(format!("kapsel.test/{group}"), Value::from("yes"));
+    }
+    if let Value::Object(more) = labels {
+        all_labels.extend(more);
+    }
+    let mut metadata = serde_json::json!({"name": name, "labels": all_labels});
+    if annotations.as_object().is_some_and(|a| !a.is_empty()) {
+        metadata["annotations"] = annotations;
+    }
+    serde_json::json!({
+        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": metadata,
+        "spec": spec,
+    })
+}
+
+/// Lets a short time pass, to show that something does NOT happen in it.
+pub async fn quiet_period() {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}
+
+/// A fresh cluster with the kopfexamples CRD, one namespace, and a [`Tracker`] on it:
+/// the stage of a change-handling test.
+pub struct Scene {
+    /// The cluster (one per test).
+    pub cluster: kapsel_host::testing::Cluster,
+    /// A client of it.
+    pub client: kube::Client,
+    /// The namespace the test's objects live in.
+    pub namespace: String,
+    /// Every version of those objects.
+    pub tracker: Tracker,
+}
+
+impl Scene {
+    /// Starts a cluster with the CRD and the namespace.
+    ///
+    /// # Panics
+    /// When the cluster cannot start.
+    pub async fn start(namespace: &str) -> Scene {
+        let cluster = kapsel_host::testing::Cluster::start()
+            .await
+            .expect("cluster");
+        let client = cluster.client();
+        create_kopfexamples_crd(&client).await;
+        create_namespace(&client, namespace).await;
+        let tracker = Tracker::start(&client, namespace).await;
+        Scene {
+            cluster,
+            client,
+            namespace: namespace.to_owned(),
+            tracker,
+        }
+    }
+
+    /// Starts an operator with the `changes` guest.
+    pub fn operator(&self) -> kapsel_host::testing::RunningOperator {
+        self.cluster
+            .start_operator(kapsel_host::Operator::new([guest("changes")]))
+    }
+
+    /// `namespace/name`, as the journal names objects.
+    pub fn object(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
+    }
+
+    /// Creates a kopfexample in the namespace.
+    pub async fn create(&self, body: Value) {
+        create(&self.client, &kopfexamples(), Some(&self.namespace), body).await;
+    }
+
+    /// Merge-patches a kopfexample.
+    pub async fn patch(&self, name: &str, body: Value) {
+        patch(
+            &self.client,
+            &kopfexamples(),
+            Some(&self.namespace),
+            name,
+            body,
+        )
+        .await;
+    }
+
+    /// Merge-patches a kopfexample's status.
+    pub async fn patch_status(&self, name: &str, body: Value) {
+        patch_status(
+            &self.client,
+            &kopfexamples(),
+            Some(&self.namespace),
+            name,
+            body,
+        )
+        .await;
+    }
+
+    /// Deletes a kopfexample.
+    pub async fn delete(&self, name: &str) {
+        delete(&self.client, &kopfexamples(), Some(&self.namespace), name).await;
+    }
+
+    /// The Kubernetes Events about an object.
+    ///
+    /// # Panics
+    /// When events cannot be listed.
+    pub async fn events_about(&self, name: &str) -> Vec<Value> {
+        let events: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &core("Event", "events"),
+        );
+        events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .map(|e| serde_json::to_value(e).expect("json"))
+            .filter(|e| e["involvedObject"]["name"] == name)
+            .collect()
+    }
+
+    /// Stops the cluster.
+    ///
+    /// # Panics
+    /// When it does not stop cleanly.
+    pub async fn shutdown(self) {
+        drop(self.tracker);
+        self.cluster.shutdown().await.expect("shutdown");
+    }
+}
+
+/// How each call of a handler for an object ended (`success`, `retry`, `failure`,
+/// `ignored`), with the sandbox fault if any, in order.
+pub fn outcomes(records: &[Record], handler: &str, object: &str) -> Vec<(String, Option<String>)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::HandlerFinished {
+                handler: h,
+                object: Some(o),
+                outcome,
+                fault,
+                ..
+            } if h == handler && o == object => Some((outcome.clone(), fault.clone())),
             _ => None,
         })
         .collect()

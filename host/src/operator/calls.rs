@@ -7,14 +7,13 @@ use std::time::Duration;
 use super::convert;
 use super::discovery::Resource;
 use super::indexes::{IndexUpdate, Indexes};
+use super::posting::{self, Poster};
 use super::process::Processor;
 use super::registry::Handler;
 use super::stream::{EventType, ObjectEvent};
-use crate::journal::{Journal, Record};
-use crate::runtime::{self, CallContext, Caller, HostServices};
-
-/// Kopf's default delay of a `TemporaryError` without an explicit one.
-pub(crate) const DEFAULT_TEMPORARY_DELAY: Duration = Duration::from_secs(60);
+use crate::activities::{DEFAULT_TEMPORARY_DELAY, seconds_or};
+use crate::journal::Journal;
+use crate::runtime::{self, BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeError};
 
 /// How a failed call failed, as far as retries and indexes care.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,28 +39,19 @@ pub(crate) enum CallOutcome {
     },
 }
 
-/// The services a guest may use while handling one object: its own indexes;
-/// and what it logs goes to the journal.
+/// The services a guest may use while handling one object: its own indexes,
+/// Events about its object (or others); and what it logs goes to the journal.
 struct ObjectServices {
     indexes: Indexes,
     journal: Journal,
+    poster: Poster,
+    /// The object of the call, for Events that name no other object.
+    body: Arc<serde_json::Value>,
 }
 
 impl HostServices for ObjectServices {
     fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
-        let level = match level {
-            runtime::Level::Debug => "debug",
-            runtime::Level::Info => "info",
-            runtime::Level::Warning => "warning",
-            runtime::Level::Error => "error",
-        };
-        self.journal.push(Record::GuestLog {
-            guest: caller.guest.to_string(),
-            handler: caller.handler_id.clone(),
-            object: caller.object.clone(),
-            level: level.to_owned(),
-            message: message.to_owned(),
-        });
+        self.journal.push_guest_log(caller, level, message);
     }
 
     fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
@@ -71,6 +61,34 @@ impl HostServices for ObjectServices {
     fn index_keys(&self, caller: &Caller, index: &str) -> Vec<String> {
         self.indexes.keys(&caller.guest, index)
     }
+
+    fn post_event<'a>(
+        &'a self,
+        _caller: &'a Caller,
+        event: GuestEvent,
+    ) -> BoxFuture<'a, Result<(), KubeError>> {
+        let queued = posting::from_guest(&self.body, event)
+            .map(|event| self.poster.post(event))
+            .map_err(|message| KubeError::local("Invalid", message));
+        Box::pin(async move { queued })
+    }
+}
+
+/// What a changing handler's cause carries beyond the event (KOPF.md §1.13).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChangeDetails {
+    /// `create`, `update`, `delete`, `resume`.
+    pub(crate) reason: String,
+    /// JSON: essences, or the field's values for field handlers.
+    pub(crate) old: String,
+    pub(crate) new: String,
+    /// JSON: Kopf's diff, a list of `[op, [path...], old, new]`.
+    pub(crate) diff: String,
+    /// 0 on the first attempt.
+    pub(crate) retry: u32,
+    /// RFC 3339 time of the first attempt.
+    pub(crate) started: String,
+    pub(crate) runtime_seconds: f64,
 }
 
 fn cause(
@@ -78,7 +96,13 @@ fn cause(
     resource: &Resource,
     event: &ObjectEvent,
     body: &Arc<str>,
+    details: Option<&ChangeDetails>,
+    memo: Option<String>,
 ) -> runtime::Cause {
+    let started = details.map_or_else(
+        || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+        |d| d.started.clone(),
+    );
     runtime::Cause {
         handler_id: handler.spec.id.clone(),
         kind: convert::wit_kind(handler.spec.kind),
@@ -95,62 +119,99 @@ fn cause(
             EventType::Modified => Some(runtime::EventType::Modified),
             EventType::Deleted => Some(runtime::EventType::Deleted),
         },
-        reason: None,
+        reason: details.map(|d| d.reason.clone()),
         body: body.to_string(),
-        old: None,
-        new: None,
-        diff: None,
-        retry: 0,
-        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
-        runtime_seconds: 0.0,
+        old: details.map(|d| d.old.clone()),
+        new: details.map(|d| d.new.clone()),
+        diff: details.map(|d| d.diff.clone()),
+        retry: details.map_or(0, |d| d.retry),
+        started,
+        runtime_seconds: details.map_or(0.0, |d| d.runtime_seconds),
         param: handler.spec.param.clone(),
-        memo: None,
+        memo,
     }
 }
 
-fn context(handler: &Handler, object: &str, processor: &Processor) -> CallContext {
+fn context(
+    handler: &Handler,
+    event: &ObjectEvent,
+    object: &str,
+    processor: &Processor,
+) -> CallContext {
     CallContext::new(
         handler.spec.id.clone(),
         Some(object.to_owned()),
         Arc::new(ObjectServices {
             indexes: processor.indexes.clone(),
             journal: processor.journal.clone(),
+            poster: processor.poster.clone(),
+            body: event.body.clone(),
         }),
     )
 }
 
 fn delay(seconds: f64) -> Duration {
-    if seconds.is_finite() && seconds >= 0.0 {
-        Duration::try_from_secs_f64(seconds).unwrap_or(DEFAULT_TEMPORARY_DELAY)
-    } else {
-        DEFAULT_TEMPORARY_DELAY
-    }
+    seconds_or(seconds, DEFAULT_TEMPORARY_DELAY)
 }
 
-/// Calls an event (or, later, changing) handler.
+/// What one call of an event or changing handler produced.
+#[derive(Debug)]
+pub(crate) struct Invocation {
+    pub(crate) outcome: CallOutcome,
+    /// The handler's merge-patch for its object, JSON.
+    pub(crate) patch: Option<String>,
+    /// The memo for later calls, JSON.
+    pub(crate) memo: Option<String>,
+    /// What the sandbox stopped, if anything: `trap`, `timeout` or `memory`.
+    pub(crate) fault: Option<&'static str>,
+    /// How long the call took.
+    pub(crate) elapsed: Duration,
+}
+
+/// Calls an event or changing handler.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts of one call; bundling them would only rename them"
+)]
 pub(crate) async fn invoke(
     handler: &Handler,
     resource: &Resource,
     event: &ObjectEvent,
     object: &str,
     body: &Arc<str>,
+    details: Option<&ChangeDetails>,
+    memo: Option<String>,
     processor: &Processor,
-) -> CallOutcome {
-    let cause = cause(handler, resource, event, body);
-    match handler
+) -> Invocation {
+    let cause = cause(handler, resource, event, body, details, memo);
+    let started = std::time::Instant::now();
+    let result = handler
         .guest
-        .invoke(cause, context(handler, object, processor))
-        .await
-    {
-        Ok(reply) => match reply.outcome {
-            runtime::Outcome::Done(result) => CallOutcome::Done(result),
-            runtime::Outcome::Temporary((message, seconds)) => {
-                failed(message, Failure::Temporary(delay(seconds)))
-            }
-            runtime::Outcome::Permanent(message) => failed(message, Failure::Permanent),
-            runtime::Outcome::Failed(message) => failed(message, Failure::Arbitrary),
+        .invoke(cause, context(handler, event, object, processor))
+        .await;
+    let elapsed = started.elapsed();
+    match result {
+        Ok(reply) => Invocation {
+            outcome: match reply.outcome {
+                runtime::Outcome::Done(result) => CallOutcome::Done(result),
+                runtime::Outcome::Temporary((message, seconds)) => {
+                    failed(message, Failure::Temporary(delay(seconds)))
+                }
+                runtime::Outcome::Permanent(message) => failed(message, Failure::Permanent),
+                runtime::Outcome::Failed(message) => failed(message, Failure::Arbitrary),
+            },
+            patch: reply.patch,
+            memo: reply.memo,
+            fault: None,
+            elapsed,
         },
-        Err(error) => failed(error.to_string(), Failure::Arbitrary),
+        Err(error) => Invocation {
+            fault: crate::metrics::sandbox_fault(&error),
+            outcome: failed(error.to_string(), Failure::Arbitrary),
+            patch: None,
+            memo: None,
+            elapsed,
+        },
     }
 }
 
@@ -167,10 +228,10 @@ pub(crate) async fn index(
     body: &Arc<str>,
     processor: &Processor,
 ) -> CallOutcome {
-    let cause = cause(handler, resource, event, body);
+    let cause = cause(handler, resource, event, body, None, None);
     match handler
         .guest
-        .index(cause, context(handler, object, processor))
+        .index(cause, context(handler, event, object, processor))
         .await
     {
         Ok(runtime::IndexOutcome::Keep) => CallOutcome::Index(IndexUpdate::Keep),
@@ -186,19 +247,21 @@ pub(crate) async fn index(
     }
 }
 
-/// Evaluates a handler's `when` filter in the guest.
+/// Evaluates a handler's `when` filter in the guest (changing handlers' filters also
+/// see the reason, old, new and diff).
 pub(crate) async fn when(
     handler: &Handler,
     resource: &Resource,
     event: &ObjectEvent,
     object: &str,
     body: &Arc<str>,
+    details: Option<&ChangeDetails>,
     processor: &Processor,
 ) -> Result<bool, String> {
-    let cause = cause(handler, resource, event, body);
+    let cause = cause(handler, resource, event, body, details, None);
     handler
         .guest
-        .when(cause, context(handler, object, processor))
+        .when(cause, context(handler, event, object, processor))
         .await
         .map_err(|e| e.to_string())
 }

@@ -36,6 +36,12 @@ pub(crate) fn handler_spec(reg: &runtime::Registration) -> HandlerSpec {
             runtime::ErrorsMode::Ignored => ErrorsMode::Ignored,
         }),
         backoff_seconds: reg.backoff_seconds,
+        timeout_seconds: reg.timeout_seconds,
+        retries: reg.retries,
+        optional: reg.optional,
+        deleted: reg.deleted,
+        old: reg.old_value.as_ref().map(matcher),
+        new: reg.new_value.as_ref().map(matcher),
         param: reg.param.clone(),
     }
 }

@@ -4,11 +4,15 @@
 
 mod calls;
 mod changes;
+mod changing;
 mod convert;
 mod discovery;
 mod filters;
 mod indexes;
+mod memory;
 mod namespaces;
+mod patching;
+mod posting;
 mod process;
 mod queue;
 mod registry;
@@ -29,10 +33,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use discovery::Resource;
+pub(crate) use memory::Memories;
 pub(crate) use namespaces::Scope;
 pub(crate) use stream::StreamSettings;
 
-use crate::journal::Journal;
+use crate::journal::{Journal, Record};
+use crate::peering::Peering;
 use crate::runtime::Guest;
 use discovery::Resource as Discovered;
 use indexes::{Indexes, Readiness};
@@ -48,6 +54,19 @@ pub(crate) struct Settings {
     pub(crate) max_concurrent_calls: usize,
     /// How long in-flight handlers may take to finish when stopping.
     pub(crate) exit_grace: Duration,
+    /// Kopf's persistence settings (annotation prefix, finalizer, consistency timeout).
+    pub(crate) changes: changes::ChangeSettings,
+    /// Handler time (a manual clock under `kapsel test`).
+    pub(crate) clock: Arc<dyn crate::clock::Clock>,
+    /// How this operator pauses for its peers (KOPF.md §8).
+    pub(crate) peering: crate::peering::Settings,
+    /// Set once the operator has started its streams (the embedding API's ready signal).
+    pub(crate) started: tokio::sync::watch::Sender<bool>,
+    /// What the operator remembers about objects; shared so `kapsel test` can tell when
+    /// the operator has settled.
+    pub(crate) memories: Memories,
+    /// What it watches now.
+    pub(crate) watched: Watched,
 }
 
 impl Default for Settings {
@@ -58,6 +77,12 @@ impl Default for Settings {
             max_concurrent_calls: 16,
             // Kopf's `queueing.exit_timeout`.
             exit_grace: Duration::from_secs(2),
+            changes: changes::ChangeSettings::default(),
+            clock: Arc::new(crate::clock::SystemClock),
+            peering: crate::peering::Settings::default(),
+            started: tokio::sync::watch::Sender::new(false),
+            memories: Memories::default(),
+            watched: Watched::default(),
         }
     }
 }
@@ -122,11 +147,22 @@ pub(crate) async fn run(
             indexes.declare(guest.name(), &reg.id);
         }
     }
+    let pauses = journal.clone();
+    // Events go out until the streams have stopped, then get a short grace.
+    let posting = CancellationToken::new();
+    let (poster, poster_task) = posting::Poster::start(client.clone(), posting.clone());
+    // An early return (a failed discovery) stops the poster too.
+    let _stop_posting = posting.clone().drop_guard();
     let processor = Processor {
+        client: client.clone(),
         indexes,
         readiness: Readiness::default(),
         journal,
         calls: Arc::new(Semaphore::new(settings.max_concurrent_calls.max(1))),
+        memories: settings.memories.clone(),
+        changes: Arc::new(settings.changes.clone()),
+        clock: settings.clock.clone(),
+        poster,
     };
 
     let mut discovered = discovery::scan(&client).await?;
@@ -147,22 +183,69 @@ pub(crate) async fn run(
         ));
     }
 
-    let mut running: HashMap<StreamKey, Running> = HashMap::new();
-    reconcile(
-        &client,
-        &registry,
-        &discovered,
+    let mut peering = Peering::start(
+        client.clone(),
+        settings.peering.clone(),
+        settings.scope == Scope::Cluster,
         &namespaces,
-        &settings,
-        &processor,
-        &mut running,
     );
+    let mut pause = peering.pause();
+    let mut paused = pause.borrow_and_update().clone();
+    let mut running: HashMap<StreamKey, Running> = HashMap::new();
+    match &paused {
+        Some(reason) => {
+            tracing::info!("Starting paused: {reason}.");
+            pauses.push(Record::Paused {
+                reason: reason.clone(),
+            });
+        }
+        None => reconcile(
+            &client,
+            &registry,
+            &discovered,
+            &namespaces,
+            &settings,
+            &processor,
+            &mut running,
+        ),
+    }
     processor.readiness.check();
     tracing::info!("The operator is running: {} stream(s).", running.len());
+    settings.started.send_replace(true);
 
+    let mut pause_open = true;
     loop {
         let trigger = tokio::select! {
             () = shutdown.cancelled() => break,
+            changed = pause.changed(), if pause_open => {
+                pause_open = changed.is_ok();
+                let now = pause.borrow_and_update().clone();
+                match (&paused, &now) {
+                    (None, Some(reason)) => {
+                        tracing::info!("Pausing operations: {reason}.");
+                        stop_streams(&mut running).await;
+                        // Recorded once nothing is handled any more.
+                        pauses.push(Record::Paused { reason: reason.clone() });
+                    }
+                    (Some(_), None) => {
+                        tracing::info!("Resuming operations: relisting.");
+                        pauses.push(Record::Resumed);
+                        reconcile(
+                            &client,
+                            &registry,
+                            &discovered,
+                            &namespaces,
+                            &settings,
+                            &processor,
+                            &mut running,
+                        );
+                    }
+                    (Some(_), Some(reason)) => tracing::debug!("Still paused: {reason}."),
+                    (None, None) => {}
+                }
+                paused = now;
+                continue;
+            }
             trigger = triggers.recv() => trigger,
         };
         let Some(trigger) = trigger else { break };
@@ -174,10 +257,16 @@ pub(crate) async fn run(
             }
             Trigger::NamespaceAdded(ns) => {
                 namespaces.insert(ns);
+                peering.serve_namespaces(&namespaces);
             }
             Trigger::NamespaceRemoved(ns) => {
                 namespaces.remove(&ns);
+                peering.serve_namespaces(&namespaces);
             }
+        }
+        if paused.is_some() {
+            // Resuming reconciles with whatever changed meanwhile.
+            continue;
         }
         reconcile(
             &client,
@@ -192,18 +281,30 @@ pub(crate) async fn run(
 
     observers.cancel();
     tracing::info!("Stopping {} stream(s).", running.len());
+    stop_streams(&mut running).await;
+    posting.cancel();
+    let _ = poster_task.await;
+    peering.stop().await;
+    Ok(())
+}
+
+/// Stops every watch stream and waits until their in-flight handlers are done.
+async fn stop_streams(running: &mut HashMap<StreamKey, Running>) {
     let tasks: Vec<JoinHandle<()>> = running
-        .into_values()
-        .map(|r| {
+        .drain()
+        .map(|(_, r)| {
             r.cancel.cancel();
             r.task
         })
         .collect();
     futures::future::join_all(tasks).await;
-    Ok(())
 }
 
-async fn initial_namespaces(client: &Client, scope: &Scope) -> Result<BTreeSet<String>, Error> {
+/// The namespaces a scope serves now (none for cluster-wide).
+pub(crate) async fn initial_namespaces(
+    client: &Client,
+    scope: &Scope,
+) -> Result<BTreeSet<String>, Error> {
     match scope {
         Scope::Cluster => Ok(BTreeSet::new()),
         Scope::Namespaces(_) => {
@@ -269,11 +370,11 @@ fn reconcile(
         }
         tracing::info!("Starting the watch stream for {}.", describe_stream(&key));
         let cancel = CancellationToken::new();
-        let context = Arc::new(StreamContext {
-            id: describe_stream(&key),
+        let context = Arc::new(StreamContext::new(
+            describe_stream(&key),
             resource,
-            handlers: handlers.as_ref().clone(),
-        });
+            handlers.as_ref().clone(),
+        ));
         if !context.handlers.index.is_empty() {
             processor.readiness.expect_stream(&context.id);
         }
@@ -286,6 +387,30 @@ fn reconcile(
             cancel.clone(),
         ));
         running.insert(key, Running { cancel, task });
+    }
+    settings.watched.replace(
+        running
+            .keys()
+            .map(|(resource, _)| resource.clone())
+            .collect(),
+    );
+}
+
+/// The resources the operator watches now (keys as [`Resource::key`]); shared so that
+/// `kapsel test` knows which of its writes the operator will see.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watched(Arc<std::sync::Mutex<BTreeSet<String>>>);
+
+impl Watched {
+    fn replace(&self, keys: BTreeSet<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = keys;
+    }
+
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
     }
 }
 
@@ -316,12 +441,14 @@ async fn run_stream(
     ));
     let indexed = !context.handlers.index.is_empty();
     let readiness = processor.readiness.clone();
+    let memories = processor.memories.clone();
     let ctx = context.clone();
     let mut router = queue::Router::new(move |event| {
         let processor = processor.clone();
         let ctx = ctx.clone();
         async move { processor.process(&ctx, event).await }
-    });
+    })
+    .counted(settings.streams.metrics.queue(&context.resource.key()));
     loop {
         let signal = tokio::select! {
             () = cancel.cancelled() => break,
@@ -338,6 +465,8 @@ async fn run_stream(
                 if indexed && event.event_type == stream::EventType::Listed {
                     readiness.listed_object(&context.id, &event.key);
                 }
+                // Before routing: a sleep of this object's worker may end for it.
+                memories.arrived(&event.key);
                 router.route(event);
             }
         }
@@ -441,5 +570,58 @@ async fn observe_namespaces(
         {
             return;
         }
+    }
+}
+
+/// The one resource a name means, as kubectl and case files write it: a plural, kind,
+/// singular or short name, optionally followed by its group (`kopfexamples.kopf.dev`).
+pub(crate) async fn find_resource(client: &Client, name: &str) -> Result<Resource, String> {
+    let (name_part, group) = match name.split_once('.') {
+        Some((n, g)) => (n, Some(g.to_owned())),
+        None => (name, None),
+    };
+    let selector = selector::Selector {
+        group,
+        version: None,
+        name: selector::Name::Any(name_part.to_owned()),
+    };
+    find(client, &selector, name).await
+}
+
+/// The resource of objects with this `apiVersion` and `kind`.
+pub(crate) async fn find_kind(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<Resource, String> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let selector = selector::Selector {
+        group: Some(group.to_owned()),
+        version: Some(version.to_owned()),
+        name: selector::Name::Kind(kind.to_owned()),
+    };
+    find(client, &selector, &format!("{kind} ({api_version})")).await
+}
+
+async fn find(
+    client: &Client,
+    selector: &selector::Selector,
+    name: &str,
+) -> Result<Resource, String> {
+    let discovered = discovery::scan(client)
+        .await
+        .map_err(|e| format!("discovery failed: {e}"))?;
+    match selector::resolve(selector, &discovered) {
+        selector::Resolution::Resolved(found) if found.len() == 1 => {
+            found.into_iter().next().ok_or_else(|| name.to_owned())
+        }
+        selector::Resolution::Resolved(found) | selector::Resolution::Ambiguous(found) => {
+            let names: Vec<String> = found.iter().map(Resource::key).collect();
+            Err(format!(
+                "{name} is ambiguous: {} (add the group)",
+                names.join(", ")
+            ))
+        }
+        selector::Resolution::Unresolved => Err(format!("the cluster serves no resource {name}")),
     }
 }

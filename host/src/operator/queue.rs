@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::indexes::ObjectKey;
 use super::stream::{EventType, ObjectEvent};
+use crate::metrics::QueueGauge;
 
 /// Kopf's `queueing.idle_timeout`: a worker with nothing to do goes away.
 const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,11 +21,65 @@ const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct Router<F> {
     workers: HashMap<ObjectKey, Worker>,
     process: Arc<F>,
+    /// Counts the objects with events queued or in progress (a metric).
+    gauge: QueueGauge,
 }
 
 struct Worker {
     tx: mpsc::UnboundedSender<ObjectEvent>,
     task: JoinHandle<()>,
+    pending: Arc<Pending>,
+}
+
+/// The events routed to one worker and not yet processed. The gauge counts the workers
+/// with any: it goes up when the count leaves 0 and down when it returns to 0, so that
+/// whatever the interleaving of routing, processing and a worker's end, each worker
+/// adds 0 or 1.
+struct Pending {
+    events: Mutex<usize>,
+    gauge: QueueGauge,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self) {
+        let mut events = self.lock();
+        if *events == 0 {
+            self.gauge.increment();
+        }
+        *events += 1;
+    }
+
+    fn done(&self) {
+        let mut events = self.lock();
+        if *events > 0 {
+            *events -= 1;
+            if *events == 0 {
+                self.gauge.decrement();
+            }
+        }
+    }
+
+    /// The worker ended (idle, aborted at shutdown, or panicked): nothing is pending.
+    fn clear(&self) {
+        let mut events = self.lock();
+        if *events > 0 {
+            *events = 0;
+            self.gauge.decrement();
+        }
+    }
+}
+
+/// Clears a worker's [`Pending`] however its task ends.
+struct ClearOnDrop(Arc<Pending>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
 }
 
 impl<F, Fut> Router<F>
@@ -36,7 +91,14 @@ where
         Router {
             workers: HashMap::new(),
             process: Arc::new(process),
+            gauge: QueueGauge::default(),
         }
+    }
+
+    /// Counts this router's objects with work in `gauge`.
+    pub(crate) fn counted(mut self, gauge: QueueGauge) -> Self {
+        self.gauge = gauge;
+        self
     }
 
     /// Queues an event behind the object's earlier events.
@@ -44,11 +106,17 @@ where
         let key = event.key.clone();
         let deleted = event.event_type == EventType::Deleted;
         let event = match self.workers.get(&key) {
-            Some(worker) => match worker.tx.send(event) {
-                Ok(()) => None,
-                // The worker went idle and closed its queue: start a new one below.
-                Err(mpsc::error::SendError(event)) => Some(event),
-            },
+            Some(worker) => {
+                worker.pending.add();
+                match worker.tx.send(event) {
+                    Ok(()) => None,
+                    // The worker went idle and closed its queue: start a new one below.
+                    Err(mpsc::error::SendError(event)) => {
+                        worker.pending.done();
+                        Some(event)
+                    }
+                }
+            }
             None => Some(event),
         };
         if let Some(event) = event {
@@ -69,8 +137,14 @@ where
 
     fn spawn(&self, previous: Option<JoinHandle<()>>, first: ObjectEvent) -> Worker {
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(Pending {
+            events: Mutex::new(0),
+            gauge: self.gauge.clone(),
+        });
+        pending.add();
         let _ = tx.send(first);
         let process = self.process.clone();
+        let done = ClearOnDrop(pending.clone());
         let task = tokio::spawn(async move {
             // A previous worker of this object may still be draining its queue;
             // waiting for it keeps the object's events in order.
@@ -79,19 +153,23 @@ where
             }
             loop {
                 match tokio::time::timeout(WORKER_IDLE_TIMEOUT, rx.recv()).await {
-                    Ok(Some(event)) => process(event).await,
+                    Ok(Some(event)) => {
+                        process(event).await;
+                        done.0.done();
+                    }
                     Ok(None) => return,
                     Err(_idle) => {
                         rx.close();
                         while let Ok(event) = rx.try_recv() {
                             process(event).await;
+                            done.0.done();
                         }
                         return;
                     }
                 }
             }
         });
-        Worker { tx, task }
+        Worker { tx, task, pending }
     }
 
     /// Stops routing; workers finish what they have (bounded by `grace`), then are aborted.
@@ -151,5 +229,56 @@ mod tests {
         assert_eq!(of("a"), vec![0, 1, 2, 3, 4]);
         assert_eq!(of("b"), vec![0, 1, 2, 3, 4]);
         assert_eq!(seen[0].0, "b", "objects are processed in parallel");
+    }
+
+    fn queued(metrics: &crate::metrics::Metrics) -> Option<String> {
+        metrics
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix("kapsel_queue_objects{resource=\"r\"} "))
+            .map(str::to_owned)
+    }
+
+    /// The gauge once it shows `expected`, or after 2 s.
+    async fn eventually(metrics: &crate::metrics::Metrics, expected: &str) -> Option<String> {
+        for _ in 0..200 {
+            if queued(metrics).as_deref() == Some(expected) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        queued(metrics)
+    }
+
+    #[tokio::test]
+    async fn the_gauge_counts_objects_with_work() {
+        let metrics = crate::metrics::Metrics::default();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let held = gate.clone();
+        let mut router = Router::new(move |_: ObjectEvent| {
+            let held = held.clone();
+            async move {
+                let _ = held.acquire().await.map(|p| p.forget());
+            }
+        })
+        .counted(metrics.queue("r"));
+        for n in 0..3 {
+            router.route(ev("a", n));
+        }
+        router.route(ev("b", 0));
+        assert_eq!(
+            queued(&metrics).as_deref(),
+            Some("2"),
+            "two objects, four events"
+        );
+        gate.add_permits(3);
+        assert_eq!(
+            eventually(&metrics, "1").await.as_deref(),
+            Some("1"),
+            "one object still waits"
+        );
+        // Stopping aborts the waiting worker: nothing is left counted.
+        router.shutdown(Duration::from_millis(50)).await;
+        assert_eq!(eventually(&metrics, "0").await.as_deref(), Some("0"));
     }
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::discovery::Resource;
-use super::filters::Filters;
+use super::filters::{Filters, Matcher};
 use super::selector::{Resolution, Selector};
 use crate::runtime::Guest;
 
@@ -44,6 +44,18 @@ pub(crate) struct HandlerSpec {
     pub(crate) errors: Option<ErrorsMode>,
     /// Seconds to wait after an arbitrary failure before retrying.
     pub(crate) backoff_seconds: Option<f64>,
+    /// Changing handlers: give up this long after the first attempt.
+    pub(crate) timeout_seconds: Option<f64>,
+    /// Changing handlers: at most this many attempts.
+    pub(crate) retries: Option<u32>,
+    /// on.delete: no finalizer is needed for this handler.
+    pub(crate) optional: bool,
+    /// on.resume: also resume objects that are being deleted.
+    pub(crate) deleted: bool,
+    /// on.update/on.field: the field's old value must match.
+    pub(crate) old: Option<Matcher>,
+    /// on.update/on.field: the field's new value must match.
+    pub(crate) new: Option<Matcher>,
     /// JSON, passed back to the handler.
     pub(crate) param: Option<String>,
 }
@@ -87,11 +99,28 @@ impl Handler {
 pub(crate) struct ResourceHandlers {
     pub(crate) index: Vec<Arc<Handler>>,
     pub(crate) event: Vec<Arc<Handler>>,
+    /// create, update, delete, resume and field handlers (KOPF.md §1.6).
+    pub(crate) changing: Vec<Arc<Handler>>,
 }
 
 impl ResourceHandlers {
     pub(crate) fn is_empty(&self) -> bool {
-        self.index.is_empty() && self.event.is_empty()
+        self.index.is_empty() && self.event.is_empty() && self.changing.is_empty()
+    }
+}
+
+impl Kind {
+    /// The kinds that take part in change detection.
+    pub(crate) fn is_changing(self) -> bool {
+        matches!(
+            self,
+            Kind::Create | Kind::Update | Kind::Delete | Kind::Resume | Kind::Field
+        )
+    }
+
+    /// Resource kinds this host version serves.
+    fn is_served(self) -> bool {
+        matches!(self, Kind::Event | Kind::Index) || self.is_changing()
     }
 }
 
@@ -171,8 +200,9 @@ impl Registry {
                     match h.spec.kind {
                         Kind::Index => handlers.index.push(h.clone()),
                         Kind::Event => handlers.event.push(h.clone()),
-                        // Changing handlers, timers and daemons come with their own issue;
-                        // until then they are declared but not served (see `unserved_kinds`).
+                        kind if kind.is_changing() => handlers.changing.push(h.clone()),
+                        // Timers and daemons come with their own issue; until then they
+                        // are declared but not served (see `unserved`).
                         _ => {}
                     }
                 }
@@ -186,7 +216,8 @@ impl Registry {
     pub(crate) fn unserved(&self) -> Vec<(String, String, Kind)> {
         self.handlers
             .iter()
-            .filter(|h| !matches!(h.spec.kind, Kind::Event | Kind::Index))
+            // Probes are run by the liveness endpoint (crate::health), not by the streams.
+            .filter(|h| !h.spec.kind.is_served() && h.spec.kind != Kind::Probe)
             .map(|h| (h.guest.name().to_owned(), h.spec.id.clone(), h.spec.kind))
             .collect()
     }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::discovery::Resource;
 use super::indexes::ObjectKey;
+use crate::metrics::Metrics;
 
 /// A raw event's type as handlers see it (Kopf's `type` kwarg).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,8 @@ pub(crate) struct StreamSettings {
     pub(crate) inactivity_timeout: Duration,
     /// `limit` for list pages.
     pub(crate) page_size: Option<u32>,
+    /// Where the streams and their queues report restarts, queue depth and panics.
+    pub(crate) metrics: Metrics,
 }
 
 impl Default for StreamSettings {
@@ -70,6 +73,7 @@ impl Default for StreamSettings {
             // Kopf's `watching.inactivity_timeout`.
             inactivity_timeout: Duration::from_secs(70),
             page_size: Some(500),
+            metrics: Metrics::default(),
         }
     }
 }
@@ -138,6 +142,10 @@ pub(crate) async fn run(
         Some(ns) => format!("{} in {ns}", resource.key()),
         None => resource.key(),
     };
+    // A stream that dies of a host bug is never reopened: liveness must fail.
+    let _alive = settings
+        .metrics
+        .loop_watch(format!("the watch stream for {stream_name}"));
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
@@ -148,6 +156,7 @@ pub(crate) async fn run(
             Ok(event) => event,
             Err(err) => {
                 tracing::warn!("Watch stream for {stream_name} failed, retrying: {err}");
+                settings.metrics.stream_restarted(&resource.key());
                 continue;
             }
         };

@@ -233,7 +233,7 @@ fn permission_json(p: &Permission) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runtime::bindings::{ErrorsMode, HandlerKind, ResourceName};
 

@@ -17,6 +17,10 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+/// A registration for tests: `id`, `kind`, on pods, nothing else set.
+#[cfg(test)]
+pub(crate) use describe::tests::registration;
+
 // The runtime's API for the operator. Parts of it (Kubernetes calls, Events) are not wired
 // yet, hence the `allow`s.
 #[allow(

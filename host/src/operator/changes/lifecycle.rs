@@ -16,7 +16,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::causes::{ChangingCause, capitalize, title};
 use super::essence::DiffBaseStorage;
 use super::patch::Patch;
-use super::progress::{HandlerState, ProgressStorage};
+use super::progress::{HandlerState, ProgressStorage, seconds};
 use super::pyjson::py_eq;
 use super::retries::Outcome;
 
@@ -27,8 +27,16 @@ pub(crate) enum Lifecycle {
     #[default]
     Asap,
     /// Every awakened handler in this cycle.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "selectable once the lifecycle becomes a setting")
+    )]
     AllAtOnce,
     /// The first awakened handler in declaration order.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "selectable once the lifecycle becomes a setting")
+    )]
     OneByOne,
 }
 
@@ -158,13 +166,6 @@ impl State {
             }
         }
     }
-}
-
-#[expect(clippy::cast_precision_loss, reason = "delays are far below 2^52 µs")]
-fn seconds(delta: chrono::TimeDelta) -> f64 {
-    delta
-        .num_microseconds()
-        .map_or(f64::MAX, |us| us as f64 / 1e6)
 }
 
 /// The start of a cycle: the state, Kopf's log lines, and the handlers to run now.

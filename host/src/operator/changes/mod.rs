@@ -1,10 +1,3 @@
-#![cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "wired into the per-object pipeline by the change-handling integration"
-    )
-)]
 //! The pure core of Kopf's change handling (KOPF.md §1.6, §3, §4, §5).
 //!
 //! No I/O, no guests, no clock: every function takes the body, the handlers and `now`
@@ -42,8 +35,8 @@ use std::time::Duration;
     reason = "the curated API of the integration; not all of it is used yet"
 )]
 pub(crate) use causes::{
-    CallbackEval, CallbackSlot, ChangingCause, ChangingHandler, Criterion, Reason, detect_cause,
-    handler_view, is_stealth, prematch, select_handlers,
+    CallbackEval, CallbackSlot, ChangingCause, ChangingHandler, Criterion, Reason, capitalize,
+    detect_cause, handler_view, is_stealth, prematch, select_handlers, title,
 };
 #[allow(
     unused_imports,
@@ -84,7 +77,7 @@ pub(crate) use patch::{FinalizerChange, Patch, inconsistencies};
     unused_imports,
     reason = "the curated API of the integration; not all of it is used yet"
 )]
-pub(crate) use progress::{HandlerState, ProgressStorage, format_time, parse_time};
+pub(crate) use progress::{HandlerState, ProgressStorage, format_time, parse_time, seconds};
 #[allow(
     unused_imports,
     reason = "the curated API of the integration; not all of it is used yet"

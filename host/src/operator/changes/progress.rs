@@ -16,6 +16,17 @@ use super::patch::{Patch, body_annotation};
 use super::pyjson;
 
 /// Kopf's timestamp format: ISO-8601 with microseconds and `+00:00`.
+/// A time difference in seconds, with microsecond precision (Kopf's `total_seconds()`).
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "handler runtimes and delays are far below 2^52 µs"
+)]
+pub(crate) fn seconds(delta: TimeDelta) -> f64 {
+    delta
+        .num_microseconds()
+        .map_or(f64::MAX, |us| us as f64 / 1e6)
+}
+
 pub(crate) fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, false)
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::progress::HandlerState;
+use super::progress::{HandlerState, seconds};
 use super::pyjson::{py_repr_str, py_seconds};
 
 /// Kopf's `DEFAULT_RETRY_DELAY` for arbitrary errors and `TemporaryError` without a delay argument.
@@ -50,6 +50,10 @@ pub(crate) enum Attempt {
     /// Any other failure: an error, a trap, a timeout or memory overrun of the guest.
     Arbitrary { message: String },
     /// Sub-handlers are unfinished (Kopf's internal `HandlerChildrenRetry`).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "sub-handlers are not in the contract yet")
+    )]
     ChildrenRetry { delay: Option<f64> },
 }
 
@@ -126,16 +130,6 @@ pub(crate) fn precheck(
         error: Some(message),
         ..Outcome::default()
     })
-}
-
-#[expect(
-    clippy::cast_precision_loss,
-    reason = "handler runtimes are far below 2^52 µs"
-)]
-fn seconds(delta: chrono::TimeDelta) -> f64 {
-    delta
-        .num_microseconds()
-        .map_or(f64::MAX, |us| us as f64 / 1e6)
 }
 
 /// The outcome of an attempt, per the handler's errors mode and limits.

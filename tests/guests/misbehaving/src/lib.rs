@@ -41,6 +41,23 @@ fn hog(cause: &Cause) {
     }
 }
 
+/// Fails with a one-minute `TemporaryError` on its first attempt, then succeeds and
+/// records its attempts in an annotation: `kapsel test` advances time instead of waiting.
+#[kapsel::on::create("v1", "configmaps", labels("kapsel.test/behaviour" = "slow-retry"))]
+fn slow_retry(cause: &mut Cause) -> kapsel::Result<()> {
+    if cause.retry() == 0 {
+        return Err(kapsel::TemporaryError::new("come back in a minute")
+            .with_delay(60.0)
+            .into());
+    }
+    let attempts = (cause.retry() + 1).to_string();
+    cause.patch.set_at(
+        &["metadata", "annotations", "kapsel.test/attempts"],
+        attempts,
+    );
+    Ok(())
+}
+
 /// Panics; the message reaches the guest's stderr (which the host logs).
 #[kapsel::on::event("v1", "configmaps", labels("kapsel.test/behaviour" = "crash"))]
 fn crash(cause: &Cause) {

@@ -1,6 +1,7 @@
 //! Handlers that make the host's behaviour observable, for its integration tests:
 //! overlapping selectors (one call per event, KOPF.md §1.4) and each rule of
 //! index results (KOPF.md §7). Every handler logs one line the tests parse.
+//! Its probe handlers feed the liveness endpoint (KOPF.md §9).
 
 use std::collections::BTreeMap;
 
@@ -67,4 +68,22 @@ fn report(cause: &Cause) {
 fn seen(cause: &Cause) {
     let event = cause.event_type().map_or("None", |t| t.as_str());
     kapsel::debug!("seen {event} {}", cause.name().unwrap_or_default());
+}
+
+/// Liveness: a fixed result.
+#[kapsel::on::probe]
+fn status() -> &'static str {
+    "ok"
+}
+
+/// Liveness: no result, so the report leaves it out (as Kopf does).
+#[kapsel::on::probe]
+fn quiet() {}
+
+/// Liveness: needs 40 MiB, so it fails under a smaller memory cap (the host's
+/// `call_memory_mib`); reports the MiB it got.
+#[kapsel::on::probe]
+fn roomy() -> usize {
+    let room = vec![1_u8; 40 << 20];
+    std::hint::black_box(&room).len() >> 20
 }

@@ -1,0 +1,623 @@
+//! The case-file format of `kapsel test`: YAML written for humans.
+//!
+//! ```yaml
+//! name: the create handler says hello      # optional; the file name otherwise
+//! given:                                   # exists before the operator starts
+//!   - file: ../../manifests/kopfexamples-crd.yaml   # relative to this file
+//!   - apiVersion: kopf.dev/v1                     # or an object, inline
+//!     kind: KopfExample
+//!     metadata: {name: ex1, namespace: default}
+//!     spec: {field: value}
+//! steps:
+//!   - expect:
+//!       object: kopfexamples/ex1         # plural, kind, singular or short name / name
+//!       matches: {status: {create_fn: {message: hello world}}}
+//!   - patch: {object: kopfexamples/ex1, merge: {spec: {field: changed}}}
+//!   - advance: 60s                       # handler time, instantly
+//!   - expect: {called: update_fn, times: 1}
+//!   - delete: kopfexamples/ex1
+//!   - expect: {gone: kopfexamples/ex1}
+//! ```
+//!
+//! Steps are single-key maps. Expectations wait (default 5 s, `within:` to change it)
+//! before failing. `advance` first lets the operator settle (it has seen the case's
+//! writes and has nothing left to do but wait for handler time), then moves handler time:
+//! so `advance: 1s` after a handler asked for a retry in 1 s runs exactly that retry. Every error names the file, the line and column, and what is wrong:
+//! the checks run while parsing, so the YAML parser can point at the node.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// How long an expectation waits by default.
+pub(crate) const DEFAULT_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long `not-called` watches by default: it can only pass at the end of its time.
+pub(crate) const NOT_CALLED_WITHIN: Duration = Duration::from_millis(500);
+
+/// One parsed case file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Case {
+    /// The `name`, or the file name without its extension.
+    pub(crate) name: String,
+    /// The file it came from.
+    pub(crate) path: PathBuf,
+    /// Objects that exist before the operator starts.
+    pub(crate) given: Vec<Source>,
+    pub(crate) steps: Vec<Step>,
+}
+
+/// A case file could not be read or understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CaseError {
+    pub(crate) path: PathBuf,
+    /// 1-based line and column, when the parser knows them.
+    pub(crate) location: Option<(usize, usize)>,
+    pub(crate) message: String,
+}
+
+impl fmt::Display for CaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.location {
+            Some((line, column)) => write!(
+                f,
+                "{}:{line}:{column}: {}",
+                self.path.display(),
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for CaseError {}
+
+/// Where objects come from: a manifest file (one or more documents) or an inline object.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Source {
+    File(PathBuf),
+    Object(Value),
+}
+
+/// One step of a case.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Step {
+    /// Create the objects, or update them if they exist.
+    Apply(Source),
+    /// Merge-patch an object.
+    Patch {
+        target: Target,
+        merge: Value,
+    },
+    /// Delete an object (it may linger while finalizers hold it).
+    Delete(Target),
+    /// Let the operator settle, then move handler time forward (retry delays, timers)
+    /// without waiting.
+    Advance(Duration),
+    /// Wait in real time (rarely needed: expectations wait by themselves).
+    Sleep(Duration),
+    Expect(Expectation),
+}
+
+/// An object, as a case names it: `plural/name` (or kind, singular, short name),
+/// optionally `group` qualified (`kopfexamples.kopf.dev/name`), in `namespace`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// The resource, as a Kopf selector names it.
+    pub(crate) resource: String,
+    pub(crate) name: String,
+    /// `default` unless given; ignored for cluster-scoped resources.
+    pub(crate) namespace: String,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{} in {}", self.resource, self.name, self.namespace)
+    }
+}
+
+/// Something that must hold, within `within`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Expectation {
+    pub(crate) what: Expected,
+    pub(crate) within: Duration,
+}
+
+/// What an expectation checks.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expected {
+    /// The object exists and contains this partial document.
+    Object { target: Target, matches: Value },
+    /// The object does not exist.
+    Gone(Target),
+    /// A Kubernetes Event about the object was posted.
+    Event {
+        about: Target,
+        event_type: Option<String>,
+        reason: Option<String>,
+        /// A substring of the message.
+        message: Option<String>,
+    },
+    /// The handler was called: at least once, or exactly `times`.
+    Called {
+        handler: String,
+        times: Option<usize>,
+    },
+    /// The handler was not called, over all of `within` (default 0.5 s).
+    NotCalled(String),
+    /// A guest log line containing `text` appeared (from `handler`, if given).
+    Log {
+        text: String,
+        handler: Option<String>,
+    },
+    /// No handler failed unexpectedly and the operator still runs.
+    Healthy,
+}
+
+/// Reads and parses a case file.
+pub(crate) fn load(path: &Path) -> Result<Case, CaseError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CaseError {
+        path: path.to_owned(),
+        location: None,
+        message: format!("cannot read the case file: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Parses a case file's text; `path` names it in errors and anchors relative files.
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
+    let raw: RawCase = serde_yaml::from_str(text).map_err(|e| CaseError {
+        path: path.to_owned(),
+        location: e.location().map(|l| (l.line(), l.column())),
+        message: strip_location(&e.to_string()),
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let anchor = |source: Source| match source {
+        Source::File(file) if file.is_relative() => Source::File(base.join(file)),
+        other => other,
+    };
+    let name = raw.name.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    if raw.steps.is_empty() {
+        return Err(CaseError {
+            path: path.to_owned(),
+            location: None,
+            message: "the case has no steps: add at least one `expect`".into(),
+        });
+    }
+    Ok(Case {
+        name,
+        path: path.to_owned(),
+        given: raw.given.into_iter().map(anchor).collect(),
+        steps: raw
+            .steps
+            .into_iter()
+            .map(|step| match step {
+                Step::Apply(source) => Step::Apply(anchor(source)),
+                other => other,
+            })
+            .collect(),
+    })
+}
+
+/// serde_yaml appends " at line L column C"; the location is reported separately.
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    name: Option<String>,
+    #[serde(default)]
+    given: Vec<Source>,
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    steps: Vec<Step>,
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        enum RawStep {
+            Apply(Source),
+            Patch(RawPatch),
+            Delete(RawTarget),
+            Advance(Seconds),
+            Sleep(Seconds),
+            Expect(RawExpect),
+        }
+        Ok(match RawStep::deserialize(deserializer)? {
+            RawStep::Apply(source) => Step::Apply(source),
+            RawStep::Patch(p) => Step::Patch {
+                target: p.object.into_target(p.namespace),
+                merge: p.merge,
+            },
+            RawStep::Delete(t) => Step::Delete(t.into_target(None)),
+            RawStep::Advance(s) => Step::Advance(s.0),
+            RawStep::Sleep(s) => Step::Sleep(s.0),
+            RawStep::Expect(e) => Step::Expect(e.0),
+        })
+    }
+}
+
+/// `file: PATH`, or an inline Kubernetes object.
+impl<'de> Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        if let Some(map) = value.as_object()
+            && map.len() == 1
+            && let Some(file) = map.get("file")
+        {
+            return match file.as_str() {
+                Some(file) if !file.is_empty() => Ok(Source::File(PathBuf::from(file))),
+                _ => Err(D::Error::custom("`file` must be a path")),
+            };
+        }
+        let has = |pointer: &str| {
+            value
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        if !value.is_object() || !has("/apiVersion") || !has("/kind") || !has("/metadata/name") {
+            return Err(D::Error::custom(
+                "expected `file: PATH` or a Kubernetes object with apiVersion, kind and metadata.name",
+            ));
+        }
+        Ok(Source::Object(value))
+    }
+}
+
+/// A duration: `90s`, `1.5s`, `500ms`, `2m`, `1h`, or a number of seconds.
+struct Seconds(Duration);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        let parsed = match &value {
+            Value::Number(n) => n.as_f64().and_then(|s| duration(s, 1.0)),
+            Value::String(text) => parse_duration(text),
+            _ => None,
+        };
+        parsed.map(Seconds).ok_or_else(|| {
+            D::Error::custom(format!(
+                "expected a duration like 60s, 500ms, 2m or 1h, got {value}"
+            ))
+        })
+    }
+}
+
+fn duration(amount: f64, unit_seconds: f64) -> Option<Duration> {
+    let seconds = amount * unit_seconds;
+    (seconds.is_finite() && seconds >= 0.0)
+        .then(|| Duration::try_from_secs_f64(seconds).ok())
+        .flatten()
+}
+
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let amount: f64 = number.parse().ok()?;
+    let unit_seconds = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    duration(amount, unit_seconds)
+}
+
+/// `resource/name`, as a string.
+struct RawTarget {
+    resource: String,
+    name: String,
+}
+
+impl RawTarget {
+    fn into_target(self, namespace: Option<String>) -> Target {
+        Target {
+            resource: self.resource,
+            name: self.name,
+            namespace: namespace.unwrap_or_else(|| "default".into()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let text = String::deserialize(deserializer)?;
+        match text.split_once('/') {
+            Some((resource, name))
+                if !resource.is_empty() && !name.is_empty() && !name.contains('/') =>
+            {
+                Ok(RawTarget {
+                    resource: resource.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
+            _ => Err(D::Error::custom(format!(
+                "expected RESOURCE/NAME (like kopfexamples/ex1), got {text:?}"
+            ))),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPatch {
+    object: RawTarget,
+    namespace: Option<String>,
+    merge: Value,
+}
+
+/// An expectation: exactly one subject key, plus its options.
+struct RawExpect(Expectation);
+
+impl<'de> Deserialize<'de> for RawExpect {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        struct Fields {
+            object: Option<RawTarget>,
+            matches: Option<Value>,
+            gone: Option<RawTarget>,
+            event: Option<RawTarget>,
+            #[serde(rename = "type")]
+            event_type: Option<String>,
+            reason: Option<String>,
+            message: Option<String>,
+            called: Option<String>,
+            times: Option<usize>,
+            not_called: Option<String>,
+            log: Option<String>,
+            handler: Option<String>,
+            namespace: Option<String>,
+            healthy: Option<bool>,
+            within: Option<Seconds>,
+        }
+
+        // `expect: healthy` is a plain word; everything else a map. (Read as a value
+        // first: an untagged enum would swallow the precise messages below.)
+        let fields: Fields = match Value::deserialize(deserializer)? {
+            Value::String(word) if word == "healthy" => {
+                return Ok(RawExpect(Expectation {
+                    what: Expected::Healthy,
+                    within: DEFAULT_WITHIN,
+                }));
+            }
+            Value::String(word) => {
+                return Err(D::Error::custom(format!(
+                    "unknown expectation {word:?}: use `healthy`, or a map with one of object, gone, event, called, not-called, log"
+                )));
+            }
+            map => serde_json::from_value(map).map_err(D::Error::custom)?,
+        };
+        let subjects = [
+            fields.object.is_some(),
+            fields.gone.is_some(),
+            fields.event.is_some(),
+            fields.called.is_some(),
+            fields.not_called.is_some(),
+            fields.log.is_some(),
+            fields.healthy.is_some(),
+        ];
+        if subjects.iter().filter(|s| **s).count() != 1 {
+            return Err(D::Error::custom(
+                "an expectation needs exactly one of: object, gone, event, called, not-called, log, healthy",
+            ));
+        }
+        let misplaced = |key: &str, subject: &str| {
+            Err(D::Error::custom(format!(
+                "`{key}` only goes with `{subject}`"
+            )))
+        };
+        if fields.matches.is_some() && fields.object.is_none() {
+            return misplaced("matches", "object");
+        }
+        if fields.times.is_some() && fields.called.is_none() {
+            return misplaced("times", "called");
+        }
+        if fields.handler.is_some() && fields.log.is_none() {
+            return misplaced("handler", "log");
+        }
+        if (fields.event_type.is_some() || fields.reason.is_some() || fields.message.is_some())
+            && fields.event.is_none()
+        {
+            return misplaced("type/reason/message", "event");
+        }
+        let namespace = fields.namespace;
+        let what = if let Some(object) = fields.object {
+            let Some(matches) = fields.matches else {
+                return Err(D::Error::custom(
+                    "`object` needs `matches`: the partial document it must contain",
+                ));
+            };
+            Expected::Object {
+                target: object.into_target(namespace),
+                matches,
+            }
+        } else if let Some(gone) = fields.gone {
+            Expected::Gone(gone.into_target(namespace))
+        } else if let Some(about) = fields.event {
+            Expected::Event {
+                about: about.into_target(namespace),
+                event_type: fields.event_type,
+                reason: fields.reason,
+                message: fields.message,
+            }
+        } else if let Some(handler) = fields.called {
+            Expected::Called {
+                handler,
+                times: fields.times,
+            }
+        } else if let Some(handler) = fields.not_called {
+            Expected::NotCalled(handler)
+        } else if let Some(text) = fields.log {
+            Expected::Log {
+                text,
+                handler: fields.handler,
+            }
+        } else {
+            Expected::Healthy
+        };
+        let default = if matches!(what, Expected::NotCalled(_)) {
+            NOT_CALLED_WITHIN
+        } else {
+            DEFAULT_WITHIN
+        };
+        Ok(RawExpect(Expectation {
+            what,
+            within: fields.within.map_or(default, |s| s.0),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn case(text: &str) -> Result<Case, CaseError> {
+        parse(Path::new("examples/minimal/tests/cases/hello.yaml"), text)
+    }
+
+    fn error(text: &str) -> String {
+        case(text).expect_err("must fail").to_string()
+    }
+
+    #[test]
+    fn a_full_case_parses() {
+        let parsed = case(
+            r#"
+given:
+  - file: ../../../manifests/kopfexamples-crd.yaml
+  - apiVersion: kopf.dev/v1
+    kind: KopfExample
+    metadata: {name: ex1}
+steps:
+  - expect:
+      object: kopfexamples/ex1
+      matches: {status: {create_fn: {message: hello world}}}
+  - patch: {object: kex/ex1, namespace: other, merge: {spec: {field: x}}}
+  - advance: 60s
+  - sleep: 250ms
+  - expect: {called: update_fn, times: 1, within: 2s}
+  - expect: {not-called: delete_fn}
+  - expect: {log: hello, handler: create_fn}
+  - expect: {event: kopfexamples/ex1, type: Normal, reason: Created}
+  - delete: kopfexamples/ex1
+  - expect: {gone: kopfexamples/ex1}
+  - expect: healthy
+"#,
+        )
+        .expect("parses");
+        assert_eq!(parsed.name, "hello");
+        assert_eq!(
+            parsed.given[0],
+            Source::File(PathBuf::from(
+                "examples/minimal/tests/cases/../../../manifests/kopfexamples-crd.yaml"
+            ))
+        );
+        assert_eq!(parsed.steps.len(), 11);
+        assert_eq!(
+            parsed.steps[1],
+            Step::Patch {
+                target: Target {
+                    resource: "kex".into(),
+                    name: "ex1".into(),
+                    namespace: "other".into()
+                },
+                merge: json!({"spec": {"field": "x"}}),
+            }
+        );
+        assert_eq!(parsed.steps[2], Step::Advance(Duration::from_secs(60)));
+        assert_eq!(parsed.steps[3], Step::Sleep(Duration::from_millis(250)));
+        assert_eq!(
+            parsed.steps[4],
+            Step::Expect(Expectation {
+                what: Expected::Called {
+                    handler: "update_fn".into(),
+                    times: Some(1)
+                },
+                within: Duration::from_secs(2),
+            })
+        );
+        assert!(matches!(
+            &parsed.steps[0],
+            Step::Expect(Expectation { what: Expected::Object { target, .. }, within })
+                if target.namespace == "default" && *within == DEFAULT_WITHIN
+        ));
+        assert!(matches!(
+            &parsed.steps[10],
+            Step::Expect(Expectation {
+                what: Expected::Healthy,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_problem() {
+        let e = error("steps:\n  - advance: 60s\n  - aply: {file: x.yaml}\n");
+        assert!(
+            e.starts_with(
+                "examples/minimal/tests/cases/hello.yaml:3:5: steps[1]: unknown variant `aply`"
+            ),
+            "{e}"
+        );
+        let e = error("steps:\n  - advance: 60 parsecs\n");
+        assert!(
+            e.contains(":2:5:") && e.contains("expected a duration"),
+            "{e}"
+        );
+        let e = error("steps:\n  - delete: ex1\n");
+        assert!(e.contains(":2:5:") && e.contains("RESOURCE/NAME"), "{e}");
+        let e = error("steps:\n  - expect:\n      object: kex/a\n      gone: kex/b\n");
+        assert!(e.contains(":2:5:") && e.contains("exactly one of"), "{e}");
+        let e = error("steps:\n  - expect: {object: kex/a}\n");
+        assert!(e.contains("needs `matches`"), "{e}");
+        let e = error("steps:\n  - expect: {called: f, handler: g}\n");
+        assert!(e.contains("`handler` only goes with `log`"), "{e}");
+        let e = error("given:\n  - kind: Pod\nsteps:\n  - expect: healthy\n");
+        assert!(
+            e.contains(":2:3:") && e.contains("apiVersion, kind and metadata.name"),
+            "{e}"
+        );
+        let e = error("steps: []\n");
+        assert!(e.contains("no steps"), "{e}");
+        let e = error("stepz: []\n");
+        assert!(e.contains("unknown field `stepz`"), "{e}");
+        let e = error("steps:\n  - expect: happy\n");
+        assert!(e.contains("unknown expectation \"happy\""), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("s"), None);
+        assert_eq!(parse_duration("5 days"), None);
+    }
+}

@@ -1,0 +1,127 @@
+//! `kapsel test`: case files run against a guest on a fresh embedded cluster.
+//!
+//! `format` reads case files (with located errors); `runner` runs one case with the real
+//! host machinery and a manual clock; `matching` compares objects with the partial
+//! documents cases expect; `report` prints the results and writes JUnit XML.
+
+mod format;
+mod matching;
+mod report;
+mod runner;
+
+use std::path::{Path, PathBuf};
+
+pub(crate) use report::Summary;
+
+/// What `kapsel test` was asked to do.
+#[derive(Debug, Clone)]
+pub(crate) struct TestRequest {
+    pub(crate) guest: PathBuf,
+    pub(crate) cases: Vec<PathBuf>,
+    /// Only cases whose name or path contains this.
+    pub(crate) filter: Option<String>,
+    /// Print what the operator did for failing cases.
+    pub(crate) verbose: bool,
+    pub(crate) junit: Option<PathBuf>,
+}
+
+/// Why `kapsel test` could not run at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TestError {
+    #[error("{0}")]
+    Guest(String),
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Cases(Vec<format::CaseError>),
+    #[error("no case matches the filter {0:?}")]
+    NothingSelected(String),
+    #[error("cannot write the JUnit report {path}: {error}")]
+    Junit {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// Runs the cases; `Ok(summary)` tells how many passed.
+pub(crate) async fn run(
+    request: &TestRequest,
+    out: &mut impl std::io::Write,
+) -> Result<Summary, TestError> {
+    let (cases, errors): (Vec<_>, Vec<_>) = expand(&request.cases)
+        .iter()
+        .map(|path| format::load(path))
+        .partition(Result::is_ok);
+    let errors: Vec<format::CaseError> = errors.into_iter().filter_map(Result::err).collect();
+    if !errors.is_empty() {
+        return Err(TestError::Cases(errors));
+    }
+    let cases: Vec<format::Case> = cases
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|case| {
+            request
+                .filter
+                .as_deref()
+                .is_none_or(|f| case.name.contains(f) || case.path.to_string_lossy().contains(f))
+        })
+        .collect();
+    if cases.is_empty() {
+        return Err(TestError::NothingSelected(
+            request.filter.clone().unwrap_or_default(),
+        ));
+    }
+    // Compiled once for all cases; a guest that cannot load would fail every case the
+    // same way: say it once.
+    let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig::default())
+        .map_err(|e| TestError::Guest(crate::cli::error_chain(&e)))?;
+    let guest = runtime
+        .load(&request.guest)
+        .await
+        .map_err(|e| TestError::Guest(e.to_string()))?;
+    let mut runs = Vec::new();
+    let _ = writeln!(
+        out,
+        "kapsel test: {} case(s) of {}",
+        cases.len(),
+        request.guest.display()
+    );
+    for case in &cases {
+        let run = runner::run(&runtime, &guest, case).await;
+        report::print_case(out, &run, request.verbose);
+        runs.push(run);
+    }
+    let summary = Summary::of(&runs);
+    report::print_summary(out, &summary);
+    if let Some(path) = &request.junit {
+        let xml = report::junit(&request.guest, &runs);
+        std::fs::write(path, xml).map_err(|error| TestError::Junit {
+            path: path.clone(),
+            error,
+        })?;
+    }
+    Ok(summary)
+}
+
+/// Case arguments: files, or directories of `*.yaml`/`*.yml` files (sorted).
+fn expand(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| is_case_file(p))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    files
+}
+
+fn is_case_file(path: &Path) -> bool {
+    path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml")
+}

@@ -1,0 +1,111 @@
+//! Time as the operator's handler logic sees it: "now" for progress records, retries and
+//! timeouts, and the sleeps before delayed handlers run again.
+//!
+//! Production uses the system clock. `kapsel test` swaps in a clock it can advance, so a
+//! 60-second retry delay takes no wall time; everything that decides on handler time goes
+//! through this trait, never through `Utc::now()` or `tokio::time::sleep` directly.
+//! (API-level timing — request backoffs, consistency waits, watch timeouts — stays on real
+//! time: it is about the server, not about the handlers.)
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// A sleep that a clock hands out.
+pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// The source of handler time.
+pub(crate) trait Clock: fmt::Debug + Send + Sync + 'static {
+    /// The current time.
+    fn now(&self) -> DateTime<Utc>;
+
+    /// A future that completes once this clock reaches `deadline`. Deadlines are
+    /// absolute so that a manual clock advanced between computing a delay and starting
+    /// the sleep still wakes it.
+    fn sleep_until(&self, deadline: DateTime<Utc>) -> Sleep;
+}
+
+/// The system clock and tokio's timers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    fn sleep_until(&self, deadline: DateTime<Utc>) -> Sleep {
+        let remaining = (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        Box::pin(tokio::time::sleep(remaining))
+    }
+}
+
+/// A clock that moves only when told to (`kapsel test`'s `advance` step): sleeps end
+/// as soon as the clock has been advanced past their deadline, without waiting.
+#[derive(Debug, Clone)]
+pub(crate) struct ManualClock {
+    start: DateTime<Utc>,
+    /// How far the clock has been advanced.
+    offset: tokio::sync::watch::Sender<Duration>,
+}
+
+impl ManualClock {
+    /// A clock that starts at the current system time.
+    pub(crate) fn new() -> ManualClock {
+        ManualClock {
+            start: Utc::now(),
+            offset: tokio::sync::watch::Sender::new(Duration::ZERO),
+        }
+    }
+
+    /// Moves the clock forward, ending the sleeps that are due.
+    pub(crate) fn advance(&self, by: Duration) {
+        self.offset.send_modify(|offset| *offset += by);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        let offset = *self.offset.borrow();
+        chrono::TimeDelta::from_std(offset)
+            .ok()
+            .and_then(|delta| self.start.checked_add_signed(delta))
+            .unwrap_or(self.start)
+    }
+
+    fn sleep_until(&self, deadline: DateTime<Utc>) -> Sleep {
+        let mut offset = self.offset.subscribe();
+        let due = (deadline - self.start).to_std().unwrap_or(Duration::ZERO);
+        Box::pin(async move {
+            // The sender lives as long as the clock; if it is gone, nothing will wake us.
+            if offset.wait_for(|now| *now >= due).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn manual_sleeps_end_when_the_clock_is_advanced() {
+        let clock = ManualClock::new();
+        let before = clock.now();
+        let sleep = clock.sleep_until(before + chrono::TimeDelta::seconds(60));
+        let waiter = tokio::spawn(sleep);
+        clock.advance(Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "30 of 60 seconds passed");
+        clock.advance(Duration::from_secs(30));
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the sleep ends at once")
+            .expect("no panic");
+        assert_eq!(clock.now() - before, chrono::TimeDelta::seconds(60));
+    }
+}

@@ -1,0 +1,544 @@
+//! The operator's metrics, in Prometheus' text exposition format (version 0.0.4).
+//!
+//! Kopf has none; these are what controller-runtime and shell-operator users look for:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `kapsel_handler_invocations_total` | counter | guest, handler, kind |
+//! | `kapsel_handler_failures_total` (final, retried or ignored) | counter | guest, handler, kind |
+//! | `kapsel_handler_retries_total` (failures that will be retried) | counter | guest, handler, kind |
+//! | `kapsel_handler_duration_seconds` | histogram | guest, handler, kind |
+//! | `kapsel_sandbox_faults_total` | counter | guest, handler, kind, fault (`trap`, `timeout`, `memory`) |
+//! | `kapsel_watch_stream_restarts_total` | counter | resource |
+//! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
+//! | `kapsel_paused` (1 while peering pauses the operator) | gauge | |
+//!
+//! Handler figures and the paused state come from the journal ([`Record::HandlerFinished`],
+//! [`Record::Paused`], [`Record::Resumed`]); the streams and queues report directly
+//! through a [`Metrics`] handle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::journal::Record;
+use crate::runtime::CallError;
+
+/// The `Content-Type` of [`Metrics::render`]'s output.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Upper bounds (seconds) of the handler duration buckets. A fresh sandboxed call takes
+/// well under a millisecond and the default deadline is 5 s, so the buckets start finer
+/// and end later than Prometheus' defaults.
+const DURATION_BUCKETS: [f64; 15] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The fault label of a failed guest call: `trap`, `timeout` or `memory`; `None` when the
+/// sandbox did not stop the guest (the host failed to run the call).
+pub(crate) fn sandbox_fault(error: &CallError) -> Option<&'static str> {
+    match error {
+        CallError::Trap { .. } => Some("trap"),
+        CallError::Timeout { .. } => Some("timeout"),
+        CallError::MemoryExceeded { .. } => Some("memory"),
+        CallError::HostBug(_) => None,
+    }
+}
+
+/// The operator's metrics; cheap to clone (all clones share the figures).
+#[derive(Clone, Default)]
+pub(crate) struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    state: Mutex<State>,
+    paused: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    handlers: BTreeMap<HandlerLabels, HandlerStats>,
+    faults: BTreeMap<(HandlerLabels, String), u64>,
+    restarts: BTreeMap<String, u64>,
+    /// Shared with every queue of the resource (one per namespace).
+    queues: BTreeMap<String, Arc<AtomicI64>>,
+    /// Operator loops that ended in a panic; liveness fails while any is listed.
+    dead_loops: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct HandlerLabels {
+    guest: String,
+    handler: String,
+    kind: String,
+}
+
+/// Reads one counter of a handler's figures.
+type Count = fn(&HandlerStats) -> u64;
+
+#[derive(Debug)]
+struct HandlerStats {
+    invocations: u64,
+    failures: u64,
+    retries: u64,
+    duration: Histogram,
+}
+
+impl Metrics {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts what a journal record tells (handler calls; the paused state).
+    pub(crate) fn observe(&self, record: &Record) {
+        match record {
+            Record::HandlerFinished {
+                guest,
+                handler,
+                kind,
+                seconds,
+                outcome,
+                fault,
+                ..
+            } => {
+                let labels = HandlerLabels {
+                    guest: guest.clone(),
+                    handler: handler.clone(),
+                    kind: kind.clone(),
+                };
+                let mut state = self.state();
+                if let Some(fault) = fault {
+                    *state
+                        .faults
+                        .entry((labels.clone(), fault.clone()))
+                        .or_default() += 1;
+                }
+                let stats = state
+                    .handlers
+                    .entry(labels)
+                    .or_insert_with(|| HandlerStats {
+                        invocations: 0,
+                        failures: 0,
+                        retries: 0,
+                        duration: Histogram::new(&DURATION_BUCKETS),
+                    });
+                stats.invocations += 1;
+                stats.failures += u64::from(outcome != "success");
+                stats.retries += u64::from(outcome == "retry");
+                stats.duration.observe(*seconds);
+            }
+            Record::Paused { .. } => self.set_paused(true),
+            Record::Resumed => self.set_paused(false),
+            _ => {}
+        }
+    }
+
+    /// The operator was paused (`true`) or resumed (`false`) by peering.
+    fn set_paused(&self, paused: bool) {
+        self.inner.paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// A watch stream of `resource` broke and is being reopened.
+    pub(crate) fn stream_restarted(&self, resource: &str) {
+        *self
+            .state()
+            .restarts
+            .entry(resource.to_owned())
+            .or_default() += 1;
+    }
+
+    /// The gauge of objects in the queues of `resource`.
+    pub(crate) fn queue(&self, resource: &str) -> QueueGauge {
+        QueueGauge(
+            self.state()
+                .queues
+                .entry(resource.to_owned())
+                .or_default()
+                .clone(),
+        )
+    }
+
+    /// A guard for a loop of the operator: if the loop ends by panicking (a host bug),
+    /// the guard marks it dead, and the liveness endpoint fails from then on.
+    /// Ending normally, or being cancelled, is fine.
+    pub(crate) fn loop_watch(&self, name: impl Into<String>) -> LoopWatch {
+        LoopWatch {
+            metrics: self.clone(),
+            name: name.into(),
+        }
+    }
+
+    /// The loops that died, by name.
+    pub(crate) fn dead_loops(&self) -> Vec<String> {
+        self.state().dead_loops.iter().cloned().collect()
+    }
+
+    /// Every metric, in the text exposition format.
+    pub(crate) fn render(&self) -> String {
+        let state = self.state();
+        let mut out = Exposition::default();
+        let handler_labels = |l: &HandlerLabels| {
+            vec![
+                ("guest", l.guest.clone()),
+                ("handler", l.handler.clone()),
+                ("kind", l.kind.clone()),
+            ]
+        };
+        let counters: [(&str, &str, Count); 3] = [
+            ("kapsel_handler_invocations_total", "Handler calls.", |s| {
+                s.invocations
+            }),
+            (
+                "kapsel_handler_failures_total",
+                "Handler calls that failed (for good, to be retried, or ignored).",
+                |s| s.failures,
+            ),
+            (
+                "kapsel_handler_retries_total",
+                "Handler calls that failed and will be retried.",
+                |s| s.retries,
+            ),
+        ];
+        for (name, help, value) in counters {
+            out.family(name, help, "counter");
+            for (labels, stats) in &state.handlers {
+                out.sample(name, &handler_labels(labels), value(stats));
+            }
+        }
+        out.family(
+            "kapsel_handler_duration_seconds",
+            "How long handler calls took.",
+            "histogram",
+        );
+        for (labels, stats) in &state.handlers {
+            stats.duration.render(
+                &mut out,
+                "kapsel_handler_duration_seconds",
+                &handler_labels(labels),
+            );
+        }
+        out.family(
+            "kapsel_sandbox_faults_total",
+            "Handler calls the sandbox stopped: trap, timeout (deadline) or memory (cap).",
+            "counter",
+        );
+        for ((labels, fault), count) in &state.faults {
+            let mut labels = handler_labels(labels);
+            labels.push(("fault", fault.clone()));
+            out.sample("kapsel_sandbox_faults_total", &labels, *count);
+        }
+        out.family(
+            "kapsel_watch_stream_restarts_total",
+            "Watch streams that broke and were reopened.",
+            "counter",
+        );
+        for (resource, count) in &state.restarts {
+            out.sample(
+                "kapsel_watch_stream_restarts_total",
+                &[("resource", resource.clone())],
+                *count,
+            );
+        }
+        out.family(
+            "kapsel_queue_objects",
+            "Objects with events queued or being processed.",
+            "gauge",
+        );
+        for (resource, gauge) in &state.queues {
+            out.sample(
+                "kapsel_queue_objects",
+                &[("resource", resource.clone())],
+                gauge.load(Ordering::Relaxed).max(0),
+            );
+        }
+        out.family(
+            "kapsel_paused",
+            "1 while peering pauses the operator, else 0.",
+            "gauge",
+        );
+        out.sample(
+            "kapsel_paused",
+            &[],
+            u8::from(self.inner.paused.load(Ordering::Relaxed)),
+        );
+        out.text
+    }
+}
+
+/// The count of objects with work in one resource's queues.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QueueGauge(Arc<AtomicI64>);
+
+impl QueueGauge {
+    pub(crate) fn increment(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn decrement(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// See [`Metrics::loop_watch`].
+#[derive(Debug)]
+pub(crate) struct LoopWatch {
+    metrics: Metrics,
+    name: String,
+}
+
+impl Drop for LoopWatch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.metrics
+                .state()
+                .dead_loops
+                .insert(std::mem::take(&mut self.name));
+        }
+    }
+}
+
+/// A Prometheus histogram: counts per bucket, the sum and the count of observations.
+#[derive(Debug, Clone)]
+struct Histogram {
+    /// Upper bounds, ascending; `+Inf` is implied.
+    bounds: &'static [f64],
+    /// Observations per bucket (not cumulative); the last entry is `+Inf`'s own.
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    fn observe(&mut self, value: f64) {
+        // A broken clock must not poison the sum forever.
+        let value = if value.is_finite() {
+            value.max(0.0)
+        } else {
+            0.0
+        };
+        let bucket = self
+            .bounds
+            .iter()
+            .position(|bound| value <= *bound)
+            .unwrap_or(self.bounds.len());
+        self.counts[bucket] += 1;
+        self.sum += value;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut Exposition, name: &str, labels: &[(&str, String)]) {
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0;
+        let bounds = self
+            .bounds
+            .iter()
+            .map(|b| b.to_string())
+            .chain(["+Inf".to_owned()]);
+        for (bound, count) in bounds.zip(&self.counts) {
+            cumulative += count;
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", bound));
+            out.sample(&bucket, &with_le, cumulative);
+        }
+        out.sample(&format!("{name}_sum"), labels, self.sum);
+        out.sample(&format!("{name}_count"), labels, self.count);
+    }
+}
+
+/// Builds the text exposition format: `# HELP`/`# TYPE` lines, then samples.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, help: &str, kind: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: impl std::fmt::Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{key}=\"{}\"", escape_label(value));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+}
+
+/// Label values escape backslashes, double quotes and newlines.
+fn escape_label(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(handler: &str, seconds: f64, outcome: &str, fault: Option<&str>) -> Record {
+        Record::HandlerFinished {
+            guest: "seed".into(),
+            handler: handler.into(),
+            kind: "event".into(),
+            object: Some("default/a".into()),
+            seconds,
+            outcome: outcome.into(),
+            fault: fault.map(str::to_owned),
+        }
+    }
+
+    fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .collect()
+    }
+
+    #[test]
+    fn histograms_count_cumulatively_with_sum_and_count() {
+        let mut h = Histogram::new(&[0.125, 1.0]);
+        for value in [0.0625, 0.125, 0.5, 3.0, f64::NAN] {
+            h.observe(value);
+        }
+        let mut out = Exposition::default();
+        h.render(&mut out, "d", &[("h", "x".to_owned())]);
+        assert_eq!(
+            out.text,
+            "d_bucket{h=\"x\",le=\"0.125\"} 3\n\
+             d_bucket{h=\"x\",le=\"1\"} 4\n\
+             d_bucket{h=\"x\",le=\"+Inf\"} 5\n\
+             d_sum{h=\"x\"} 3.6875\n\
+             d_count{h=\"x\"} 5\n"
+        );
+    }
+
+    #[test]
+    fn handler_records_feed_counters_faults_and_durations() {
+        let metrics = Metrics::default();
+        metrics.observe(&finished("a", 0.002, "success", None));
+        metrics.observe(&finished("a", 0.3, "retry", Some("timeout")));
+        metrics.observe(&finished("a", 0.001, "failure", Some("trap")));
+        metrics.observe(&finished("a", 0.001, "ignored", None));
+        let text = metrics.render();
+        let labels = "{guest=\"seed\",handler=\"a\",kind=\"event\"}";
+        assert_eq!(
+            lines_of(&text, "kapsel_handler_invocations_total"),
+            [format!("kapsel_handler_invocations_total{labels} 4")]
+        );
+        assert_eq!(
+            lines_of(&text, "kapsel_handler_failures_total"),
+            [format!("kapsel_handler_failures_total{labels} 3")]
+        );
+        assert_eq!(
+            lines_of(&text, "kapsel_handler_retries_total"),
+            [format!("kapsel_handler_retries_total{labels} 1")]
+        );
+        assert!(text.contains(
+            "kapsel_handler_duration_seconds_count{guest=\"seed\",handler=\"a\",kind=\"event\"} 4\n"
+        ));
+        assert!(text.contains("kapsel_handler_duration_seconds_bucket{guest=\"seed\",handler=\"a\",kind=\"event\",le=\"0.001\"} 2\n"));
+        assert_eq!(
+            lines_of(&text, "kapsel_sandbox_faults_total"),
+            [
+                "kapsel_sandbox_faults_total{guest=\"seed\",handler=\"a\",kind=\"event\",fault=\"timeout\"} 1",
+                "kapsel_sandbox_faults_total{guest=\"seed\",handler=\"a\",kind=\"event\",fault=\"trap\"} 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_family_is_declared_once_even_without_samples() {
+        let text = Metrics::default().render();
+        for family in [
+            "kapsel_handler_invocations_total counter",
+            "kapsel_handler_failures_total counter",
+            "kapsel_handler_retries_total counter",
+            "kapsel_handler_duration_seconds histogram",
+            "kapsel_sandbox_faults_total counter",
+            "kapsel_watch_stream_restarts_total counter",
+            "kapsel_queue_objects gauge",
+            "kapsel_paused gauge",
+        ] {
+            let line = format!("# TYPE {family}");
+            assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{line}");
+        }
+        assert!(text.ends_with("kapsel_paused 0\n"));
+    }
+
+    #[test]
+    fn streams_queues_and_pausing_are_reported() {
+        let metrics = Metrics::default();
+        metrics.stream_restarted("pods.v1");
+        metrics.stream_restarted("pods.v1");
+        let one = metrics.queue("configmaps.v1");
+        let other = metrics.queue("configmaps.v1");
+        one.increment();
+        other.increment();
+        one.decrement();
+        metrics.observe(&Record::Paused {
+            reason: "a peer".into(),
+        });
+        let text = metrics.render();
+        assert!(text.contains("kapsel_watch_stream_restarts_total{resource=\"pods.v1\"} 2\n"));
+        assert!(text.contains("kapsel_queue_objects{resource=\"configmaps.v1\"} 1\n"));
+        assert!(text.contains("kapsel_paused 1\n"));
+        metrics.observe(&Record::Resumed);
+        assert!(metrics.render().contains("kapsel_paused 0\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut out = Exposition::default();
+        out.sample("m", &[("id", "x\"y".to_owned())], 1);
+        assert_eq!(out.text, "m{id=\"x\\\"y\"} 1\n");
+    }
+
+    #[test]
+    fn a_loop_that_panics_is_dead_one_that_ends_is_not() {
+        let metrics = Metrics::default();
+        drop(metrics.loop_watch("ends"));
+        let watched = metrics.clone();
+        let panicked = std::thread::spawn(move || {
+            let _watch = watched.loop_watch("panics");
+            panic!("a host bug");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert_eq!(metrics.dead_loops(), ["panics"]);
+    }
+}

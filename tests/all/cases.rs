@@ -1,0 +1,74 @@
+//! `kapsel test` itself: case files run against real guests, each on a fresh embedded
+//! cluster, with time advanced instead of waited for.
+
+use std::path::PathBuf;
+
+use kapsel_host::testing::{CaseSummary, run_cases};
+use kapsel_tests::guest;
+
+fn case(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("cases")
+        .join(name)
+}
+
+async fn run(name: &str) -> (Result<CaseSummary, String>, String) {
+    let mut out = Vec::new();
+    let result = run_cases(&guest("misbehaving"), &[case(name)], &mut out).await;
+    (result, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Under `kapsel test` handler time moves only when a case advances it, so this case
+/// can pass only if `advance` woke the delayed handler: no wall-clock bound is needed.
+#[tokio::test]
+async fn a_one_minute_retry_delay_passes_instantly() {
+    let (result, report) = run("slow-retry.yaml").await;
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 1,
+            failed: 0
+        }),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_expectation_fails_the_case_with_a_diff() {
+    let (result, report) = run("broken-expectation.yaml").await;
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 0,
+            failed: 1
+        }),
+        "{report}"
+    );
+    assert!(
+        report.contains("FAIL  a wrong expectation fails with a diff"),
+        "{report}"
+    );
+    assert!(report.contains("step 3, "), "{report}");
+    assert!(
+        report.contains("- metadata.annotations.kapsel.test/attempts: expected \"3\", got \"2\""),
+        "{report}"
+    );
+    // --verbose: what the operator did.
+    assert!(
+        report.contains("called slow_retry for default/patient"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_case_files_are_reported_with_their_location() {
+    let (result, report) = run("malformed.yaml").await;
+    let error = result.expect_err("a malformed case is an input error");
+    assert!(
+        error.ends_with(
+            "tests/cases/malformed.yaml:7:5: steps[1]: expected a duration like 60s, 500ms, 2m or 1h, got \"soon\""
+        ),
+        "{error}"
+    );
+    assert!(report.is_empty(), "nothing runs: {report}");
+}

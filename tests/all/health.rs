@@ -1,0 +1,247 @@
+//! The operator's HTTP endpoints: liveness with the probe handlers' results
+//! (KOPF.md §9), and the metrics moving as handlers run, fail and streams break.
+
+use std::time::{Duration, Instant};
+
+use kapsel_host::testing::{Cluster, Fault, RequestMatcher};
+use kapsel_host::{Operator, Record};
+use kapsel_tests::*;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One HTTP/1.1 request; the status code and the body. `None` when nothing listens.
+async fn http(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    tokio::time::timeout(PATIENCE * 2, stream.read_to_string(&mut response))
+        .await
+        .expect("an answer in time")
+        .expect("a readable answer");
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// The first answer once the operator serves on `port`.
+async fn served(port: u16, path: &str) -> (u16, String) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(answer) = http(port, "GET", path).await {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "nothing served on port {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The value of one sample (`name{labels}`) in a metrics text, if present.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn liveness_reports_the_probes_and_fails_when_one_fails() {
+    let cluster = Cluster::start().await.unwrap();
+    let port = free_port();
+    let healthy = cluster.start_operator(
+        Operator::new([guest("probes")]).liveness(format!("http://127.0.0.1:{port}/healthz")),
+    );
+
+    let (code, body) = served(port, "/healthz").await;
+    assert_eq!(code, 200, "{body}");
+    let results: Value = serde_json::from_str(&body).unwrap();
+    // `quiet` returns nothing and is left out, as in Kopf.
+    assert_eq!(results, json!({"status": "ok", "roomy": 40}));
+
+    // Results are reused for 10 s: a second request calls no probe.
+    let (code, _) = served(port, "/healthz").await;
+    assert_eq!(code, 200);
+    let (code, metrics) = served(port, "/metrics").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kapsel_handler_invocations_total{guest="probes",handler="status",kind="probe"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+
+    // Only GET on the exact path.
+    assert_eq!(http(port, "GET", "/other").await.unwrap().0, 404);
+    assert_eq!(http(port, "POST", "/healthz").await.unwrap().0, 405);
+
+    // A probe that cannot get its memory fails the request.
+    let port = free_port();
+    let cramped = cluster.start_operator(
+        Operator::new([guest("probes")])
+            .call_memory_mib(32)
+            .liveness(format!("http://127.0.0.1:{port}/healthz")),
+    );
+    let (code, body) = served(port, "/healthz").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("roomy") && body.contains("memory"), "{body}");
+    let (_, metrics) = served(port, "/metrics").await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kapsel_sandbox_faults_total{guest="probes",handler="roomy",kind="probe",fault="memory"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+
+    healthy.stop().await.unwrap();
+    cramped.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn liveness_is_served_only_when_asked_for() {
+    let cluster = Cluster::start().await.unwrap();
+    let port = free_port();
+    let operator = cluster.start_operator(
+        Operator::new([guest("probes")]).metrics(format!("http://127.0.0.1:{port}")),
+    );
+    // The metrics URL has no path: they are served at /metrics; no liveness beside them.
+    let (code, metrics) = served(port, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(metrics.contains("# TYPE kapsel_paused gauge"), "{metrics}");
+    assert_eq!(http(port, "GET", "/healthz").await.unwrap().0, 404);
+    operator.stop().await.unwrap();
+
+    // Nothing at all without a flag: the port stays free after a handler ran.
+    let port = free_port();
+    let operator = cluster.start_operator(Operator::new([guest("probes")]));
+    create(
+        &cluster.client(),
+        &core("ConfigMap", "configmaps"),
+        Some("default"),
+        configmap("unserved", json!({})),
+    )
+    .await;
+    operator
+        .journal()
+        .wait_for(PATIENCE, |r| !calls(r, "seen").is_empty())
+        .await
+        .expect("the operator runs");
+    assert!(http(port, "GET", "/healthz").await.is_none());
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn metrics_move_with_calls_faults_and_stream_restarts() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let cm = core("ConfigMap", "configmaps");
+    let port = free_port();
+    let operator = cluster.start_operator(
+        Operator::new([guest("misbehaving")])
+            .call_deadline(Duration::from_millis(300))
+            .call_memory_mib(32)
+            .metrics(format!("http://127.0.0.1:{port}/metrics")),
+    );
+    let journal = operator.journal().clone();
+    for behaviour in ["spin", "hog", "crash"] {
+        create(
+            &client,
+            &cm,
+            Some("default"),
+            configmap(behaviour, json!({"kapsel.test/behaviour": behaviour})),
+        )
+        .await;
+    }
+    let finished = |records: &[Record], handler: &str| {
+        records
+            .iter()
+            .filter(|r| matches!(r, Record::HandlerFinished { handler: h, .. } if h == handler))
+            .count()
+    };
+    journal
+        .wait_for(PATIENCE, |r| {
+            ["spin", "hog", "crash"].iter().all(|h| finished(r, h) > 0) && finished(r, "ok") >= 3
+        })
+        .await
+        .expect("every handler call ends");
+
+    let (code, metrics) = served(port, "/metrics").await;
+    assert_eq!(code, 200);
+    let series = |name: &str, handler: &str, extra: &str| {
+        format!(r#"{name}{{guest="misbehaving",handler="{handler}",kind="event"{extra}}}"#)
+    };
+    let value = |series: String| sample(&metrics, &series).unwrap_or(0.0);
+    assert!(
+        value(series("kapsel_handler_invocations_total", "ok", "")) >= 3.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        value(series("kapsel_handler_failures_total", "ok", "")),
+        0.0
+    );
+    assert!(value(series("kapsel_handler_duration_seconds_count", "ok", "")) >= 3.0);
+    for (handler, fault) in [("spin", "timeout"), ("hog", "memory"), ("crash", "trap")] {
+        let fault = format!(r#",fault="{fault}""#);
+        assert_eq!(
+            value(series("kapsel_sandbox_faults_total", handler, &fault)),
+            1.0,
+            "{handler}: {metrics}"
+        );
+        assert_eq!(
+            value(series("kapsel_handler_failures_total", handler, "")),
+            1.0
+        );
+    }
+    assert!(
+        sample(
+            &metrics,
+            r#"kapsel_queue_objects{resource="configmaps.v1"}"#
+        )
+        .is_some(),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "kapsel_paused"), Some(0.0));
+
+    // The configmaps stream breaks (its next watch answers 500) and is reopened.
+    let restarts = r#"kapsel_watch_stream_restarts_total{resource="configmaps.v1"}"#;
+    assert_eq!(sample(&metrics, restarts), None);
+    cluster.server().faults().fail_next(
+        1,
+        RequestMatcher::any().verb("watch").plural("configmaps"),
+        Fault::InternalError,
+    );
+    cluster.server().faults().drop_watches();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (_, metrics) = served(port, "/metrics").await;
+        if sample(&metrics, restarts).is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart counted: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}

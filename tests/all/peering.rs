@@ -1,0 +1,420 @@
+//! Peering (KOPF.md §8): an operator pauses while a live peer has a higher
+//! priority, everyone pauses on equal priorities, `freeze`/`resume` pause and
+//! resume, dead peers are removed, Kopf's own records are understood, and
+//! `--peering` without its object stays paused. Paused means unhandled:
+//! changes meanwhile reach no handler, and resuming relists.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff;
+use kapsel_host::testing::{Cluster, RunningOperator};
+use kapsel_host::{Freezer, Journal, Operator, Record};
+use kapsel_tests::*;
+use kube::api::{Api, ApiResource, DynamicObject};
+use serde_json::{Value, json};
+
+/// Short records, so that expiry shows within a test (keep-alives come every second).
+const LIFETIME: Duration = Duration::from_secs(3);
+
+fn crds() -> ApiResource {
+    ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+fn cluster_peerings() -> ApiResource {
+    ApiResource {
+        group: "kopf.dev".into(),
+        version: "v1".into(),
+        api_version: "kopf.dev/v1".into(),
+        kind: "ClusterKopfPeering".into(),
+        plural: "clusterkopfpeerings".into(),
+    }
+}
+
+fn namespaced_peerings() -> ApiResource {
+    ApiResource {
+        kind: "KopfPeering".into(),
+        plural: "kopfpeerings".into(),
+        ..cluster_peerings()
+    }
+}
+
+/// Applies `deploy/peering-crds.yaml`: the two CRDs, and with `objects` the
+/// `default` peering objects it also holds.
+async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/peering-crds.yaml");
+    let text = std::fs::read_to_string(path).expect("the peering manifests");
+    for doc in text.split("\n---") {
+        let doc: Value = serde_yaml::from_str(doc).expect("YAML");
+        match doc["kind"].as_str() {
+            Some("CustomResourceDefinition") => create(client, &crds(), None, doc).await,
+            Some("ClusterKopfPeering") if objects => {
+                create(client, &cluster_peerings(), None, doc).await
+            }
+            Some("KopfPeering") if objects => {
+                create(client, &namespaced_peerings(), Some("default"), doc).await
+            }
+            _ => continue,
+        };
+    }
+}
+
+/// The status of the `default` peering object: cluster-wide, or in a namespace.
+async fn peers(client: &kube::Client, namespace: Option<&str>) -> Value {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &namespaced_peerings()),
+        None => Api::all_with(client.clone(), &cluster_peerings()),
+    };
+    let object = api.get("default").await.expect("the peering object");
+    object.data.get("status").cloned().unwrap_or(json!({}))
+}
+
+/// Polls the peers until `check` holds.
+async fn wait_for_peers(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let status = peers(client, namespace).await;
+        if check(&status) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: the peers are {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn has_peer(status: &Value, identity: &str) -> bool {
+    status.get(identity).is_some_and(|r| !r.is_null())
+}
+
+fn seed(identity: &str) -> Operator {
+    Operator::new([guest("seed")])
+        .identity(identity)
+        .peering_lifetime(LIFETIME)
+}
+
+/// The reasons of every pause so far.
+fn pauses(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Paused { reason } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn resumes(records: &[Record]) -> usize {
+    records
+        .iter()
+        .filter(|r| matches!(r, Record::Resumed))
+        .count()
+}
+
+fn handled(records: &[Record], object: &str) -> bool {
+    calls(records, "log_event").iter().any(|(o, _)| o == object)
+}
+
+async fn wait_paused_for(journal: &Journal, what: &str) {
+    journal
+        .wait_for(PATIENCE, |r| pauses(r).iter().any(|p| p.contains(what)))
+        .await
+        .unwrap_or_else(|r| panic!("no pause for {what:?}: {:?}", pauses(&r)));
+}
+
+async fn wait_handled(journal: &Journal, object: &str) {
+    journal
+        .wait_for(PATIENCE, |r| handled(r, object))
+        .await
+        .unwrap_or_else(|r| panic!("{object} not handled: {:?}", calls(&r, "log_event")));
+}
+
+/// Creates a pod while `operator` is paused and shows that no handler sees it.
+async fn unhandled_while_paused(client: &kube::Client, operator: &RunningOperator, name: &str) {
+    create(client, &core("Pod", "pods"), Some("default"), pod(name)).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let records = operator.journal().records();
+    assert!(
+        !handled(&records, &format!("default/{name}")),
+        "a paused operator handled {name}: {:?}",
+        calls(&records, "log_event")
+    );
+    assert_eq!(resumes(&records), 0, "resumed too early");
+}
+
+/// After resuming, the stream relists: the pod comes as a listed object (event type None).
+async fn handled_after_resume(operator: &RunningOperator, name: &str) {
+    let journal = operator.journal();
+    let object = format!("default/{name}");
+    wait_handled(journal, &object).await;
+    let records = journal.records();
+    assert_eq!(resumes(&records), 1, "{:?}", pauses(&records));
+    assert!(
+        calls(&records, "log_event").contains(&(object.clone(), None)),
+        "{object} should come with the relisting: {:?}",
+        calls(&records, "log_event")
+    );
+}
+
+/// Now as Kopf writes `lastseen`: naive UTC, Python's `isoformat()`.
+fn kopf_time(ago: Duration) -> String {
+    let ago = jiff::SignedDuration::try_from(ago).expect("a short duration");
+    let time = jiff::Timestamp::now()
+        .checked_sub(ago)
+        .expect("a time after the epoch");
+    format!(
+        "{}.{:06}",
+        time.strftime("%Y-%m-%dT%H:%M:%S"),
+        time.subsec_microsecond()
+    )
+}
+
+#[tokio::test]
+async fn a_dev_operator_pauses_the_deployed_one_until_it_leaves() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    create(
+        &client,
+        &core("Pod", "pods"),
+        Some("default"),
+        pod("before"),
+    )
+    .await;
+    let deployed = cluster.start_operator(seed("deployed"));
+    wait_handled(deployed.journal(), "default/before").await;
+
+    let dev = cluster.start_operator(seed("dev").dev());
+    wait_paused_for(deployed.journal(), "dev").await;
+    wait_for_peers(&client, None, "both records", |s| {
+        s["dev"]["priority"] == 666 && s["deployed"]["priority"] == 0
+    })
+    .await;
+    unhandled_while_paused(&client, &deployed, "during").await;
+    wait_handled(dev.journal(), "default/during").await;
+
+    let dev_journal = dev.journal().clone();
+    dev.stop().await.unwrap();
+    assert!(
+        pauses(&dev_journal.records()).is_empty(),
+        "the dev operator never pauses"
+    );
+    handled_after_resume(&deployed, "during").await;
+    wait_for_peers(&client, None, "the dev record is removed at exit", |s| {
+        !has_peer(s, "dev") && has_peer(s, "deployed")
+    })
+    .await;
+
+    deployed.stop().await.unwrap();
+    wait_for_peers(&client, None, "no records after both left", |s| {
+        s.as_object().is_some_and(serde_json::Map::is_empty)
+    })
+    .await;
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn equal_priorities_pause_everyone_until_one_leaves() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    let first = cluster.start_operator(seed("first").priority(7));
+    let second = cluster.start_operator(seed("second").priority(7));
+    wait_paused_for(first.journal(), "same priority: second").await;
+    wait_paused_for(second.journal(), "same priority: first").await;
+    unhandled_while_paused(&client, &first, "contested").await;
+    assert!(!handled(&second.journal().records(), "default/contested"));
+
+    second.stop().await.unwrap();
+    handled_after_resume(&first, "contested").await;
+    first.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn freeze_pauses_namespaced_operators_until_resume() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    let operator = cluster.start_operator(seed("op").namespaces(["default"]));
+    wait_for_peers(&client, Some("default"), "the operator's record", |s| {
+        has_peer(s, "op")
+    })
+    .await;
+    let freezer = Freezer::new("default")
+        .namespaces(["default"])
+        .identity("admin@console")
+        .client(client.clone());
+
+    freezer
+        .clone()
+        .freeze(Duration::from_secs(600))
+        .await
+        .unwrap();
+    wait_paused_for(operator.journal(), "admin@console").await;
+    let record = &peers(&client, Some("default")).await["admin@console"];
+    assert_eq!(record["priority"], 100, "{record}");
+    assert_eq!(record["lifetime"], 600, "{record}");
+    assert!(record["lastseen"].is_string(), "{record}");
+    assert_eq!(
+        record.as_object().map(serde_json::Map::len),
+        Some(3),
+        "{record}"
+    );
+    unhandled_while_paused(&client, &operator, "frozen").await;
+
+    freezer.resume().await.unwrap();
+    handled_after_resume(&operator, "frozen").await;
+    let status = peers(&client, Some("default")).await;
+    assert!(!has_peer(&status, "admin@console"), "{status}");
+
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn expired_peers_are_removed_and_block_nobody() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    // An operator that crashed an hour ago, without removing its record.
+    patch(
+        &client,
+        &cluster_peerings(),
+        None,
+        "default",
+        json!({"status": {"crashed": {
+            "priority": 1000, "lifetime": 60, "lastseen": kopf_time(Duration::from_secs(3600))
+        }}}),
+    )
+    .await;
+    create(&client, &core("Pod", "pods"), Some("default"), pod("p")).await;
+    // Kopf's lifetime: no keep-alive comes within the test, so only the
+    // operator's own expiry timer can notice that the freeze ended.
+    let operator = cluster.start_operator(seed("op").peering_lifetime(Duration::from_secs(60)));
+    wait_handled(operator.journal(), "default/p").await;
+    wait_for_peers(&client, None, "the dead record is removed", |s| {
+        !has_peer(s, "crashed") && has_peer(s, "op")
+    })
+    .await;
+    assert!(pauses(&operator.journal().records()).is_empty());
+
+    // A freeze that nobody resumes: it expires, the operator resumes and removes it.
+    Freezer::new("default")
+        .identity("short")
+        .client(client.clone())
+        .freeze(Duration::from_secs(2))
+        .await
+        .unwrap();
+    wait_paused_for(operator.journal(), "short").await;
+    operator
+        .journal()
+        .wait_for(PATIENCE, |r| resumes(r) == 1)
+        .await
+        .expect("resumes when the freeze expires");
+    wait_for_peers(&client, None, "the expired freeze is removed", |s| {
+        !has_peer(s, "short")
+    })
+    .await;
+
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn records_in_kopf_format_are_written_and_obeyed() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    let operator = cluster.start_operator(seed("kapsel-op").priority(5));
+    wait_for_peers(&client, None, "the operator's record", |s| {
+        has_peer(s, "kapsel-op")
+    })
+    .await;
+
+    // What Kapsel writes is what Kopf writes.
+    let ours = peers(&client, None).await["kapsel-op"].clone();
+    assert_eq!(ours["priority"], 5, "{ours}");
+    assert_eq!(ours["lifetime"], 3, "{ours}");
+    let mut keys: Vec<&String> = ours.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["lastseen", "lifetime", "priority"], "{ours}");
+    let lastseen = ours["lastseen"].as_str().unwrap();
+    let shape_ok = matches!(lastseen.len(), 19 | 26)
+        && lastseen.as_bytes()[10] == b'T'
+        && lastseen[..4].parse::<u16>().is_ok()
+        && !lastseen.contains(['Z', '+']);
+    assert!(shape_ok, "Python's naive isoformat(), got {lastseen}");
+
+    // What Kopf writes (a merge patch of its record) pauses Kapsel ...
+    let kopf_id = "kopf-operator-7d9f8b6c5-x2xq4";
+    patch(
+        &client,
+        &cluster_peerings(),
+        None,
+        "default",
+        json!({"status": {kopf_id: {
+            "priority": 10, "lifetime": 60, "lastseen": kopf_time(Duration::ZERO)
+        }}}),
+    )
+    .await;
+    wait_paused_for(operator.journal(), kopf_id).await;
+    unhandled_while_paused(&client, &operator, "while-kopf").await;
+    // ... and Kopf leaving (its record set to null) resumes it.
+    patch(
+        &client,
+        &cluster_peerings(),
+        None,
+        "default",
+        json!({"status": {kopf_id: null}}),
+    )
+    .await;
+    handled_after_resume(&operator, "while-kopf").await;
+
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn mandatory_peering_stays_paused_until_the_object_exists() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, false).await;
+    let operator = cluster.start_operator(seed("op").peering("default"));
+    wait_paused_for(
+        operator.journal(),
+        "waiting for the peering object 'default'",
+    )
+    .await;
+    unhandled_while_paused(&client, &operator, "early").await;
+    tokio::time::sleep(LIFETIME).await;
+    assert_eq!(resumes(&operator.journal().records()), 0, "still paused");
+
+    create(
+        &client,
+        &cluster_peerings(),
+        None,
+        json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "default"}}),
+    )
+    .await;
+    handled_after_resume(&operator, "early").await;
+    wait_for_peers(&client, None, "the operator's record", |s| {
+        has_peer(s, "op")
+    })
+    .await;
+
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}

@@ -1,0 +1,289 @@
+//! A guest for the host's change-handling tests (KOPF.md §1.6, §3, §4, §5), on
+//! `kopfexamples`.
+//!
+//! Every handler is filtered on a label `kapsel.test/<group>` being present, so an
+//! object opts into a group of handlers by its labels and each test gets exactly the
+//! handlers it is about (objects with none of these labels match nothing: Kopf's
+//! "stealth mode"). The groups:
+//!
+//! - `basic`: `create_fn`, `update_fn`, `field_fn` (on `spec.field`), `delete_fn`
+//!   (needs the finalizer), `delete_optional_fn` (optional), `resume_fn`;
+//! - `optional`: `create_quiet` and the optional `delete_quiet` (no finalizer);
+//! - `flaky`: `flaky` fails with a 1 s temporary error on attempts 0 and 1;
+//! - `permanent`: `permanent_fn` fails permanently; `after_permanent` succeeds on
+//!   its second attempt;
+//! - `limits`: `limited` (`retries = 2`) and `slow` (`timeout = 1.5`) always fail
+//!   temporarily;
+//! - `trap`: `trapper` panics on its first attempt (backoff 0.5 s), `trap_permanent`
+//!   always panics with `errors = "permanent"`, `trap_ignored` with `"ignored"`;
+//! - `long`: a handler with a 73-character id, failing once (0.3 s);
+//! - `filters`: one handler per kind of filter (labels, annotations, field value,
+//!   old/new transitions, `when`).
+//!
+//! Results land in `status.<handler id>`, so tests read what each handler saw there.
+//!
+//! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-changes`
+//! (the component is `target/wasm32-wasip2/release/changes.wasm`).
+
+use kapsel::{Cause, PermanentError, TemporaryError, Value, json};
+
+// ---- basic: the whole lifecycle ------------------------------------------------------
+
+/// Returns the field it saw at creation.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/basic" = present))]
+fn create_fn(cause: &Cause) -> Value {
+    json!({"message": "created", "field": cause.spec().get("field")})
+}
+
+/// Returns the essences and the diff it was given.
+#[kapsel::on::update("kopfexamples", labels("kapsel.test/basic" = present))]
+fn update_fn(cause: &Cause) -> Value {
+    json!({"old": cause.old(), "new": cause.new(), "diff": cause.diff()})
+}
+
+/// Returns the field's old and new values and the cause it ran for.
+#[kapsel::on::field("kopfexamples", field = "spec.field", labels("kapsel.test/basic" = present))]
+fn field_fn(cause: &Cause) -> Value {
+    json!({"old": cause.old(), "new": cause.new(), "reason": cause.reason()})
+}
+
+/// Requires the finalizer; logs so that tests see it ran (the object goes away).
+#[kapsel::on::delete("kopfexamples", labels("kapsel.test/basic" = present))]
+fn delete_fn(cause: &Cause) {
+    kapsel::info!("deleting {}", cause.name().unwrap_or_default());
+}
+
+/// Optional: runs only because `delete_fn` holds the finalizer.
+#[kapsel::on::delete("kopfexamples", optional, labels("kapsel.test/basic" = present))]
+fn delete_optional_fn(cause: &Cause) {
+    kapsel::info!("optionally deleting {}", cause.name().unwrap_or_default());
+}
+
+/// Returns the cause it ran for: `resume` alone, or `update` when the object changed
+/// while the operator was down.
+#[kapsel::on::resume("kopfexamples", labels("kapsel.test/basic" = present))]
+fn resume_fn(cause: &Cause) -> Value {
+    json!({"reason": cause.reason()})
+}
+
+// ---- optional: no finalizer ------------------------------------------------------------
+
+/// Creation without any deletion handler that needs a finalizer.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/optional" = present))]
+fn create_quiet() -> Value {
+    json!({"done": true})
+}
+
+/// Never runs: nothing holds the finalizer for it.
+#[kapsel::on::delete("kopfexamples", optional, labels("kapsel.test/optional" = present))]
+fn delete_quiet(cause: &Cause) {
+    kapsel::info!("quietly deleting {}", cause.name().unwrap_or_default());
+}
+
+// ---- errors and retries ----------------------------------------------------------------
+
+/// Fails temporarily (retry in 1 s) on attempts 0 and 1, succeeds on attempt 2.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/flaky" = present))]
+fn flaky(cause: &Cause) -> kapsel::Result<Value> {
+    if cause.retry() < 2 {
+        return Err(TemporaryError::new("not yet").with_delay(1.0).into());
+    }
+    Ok(json!({"retry": cause.retry(), "runtime": cause.runtime().as_secs_f64()}))
+}
+
+/// Fails for good at once.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/permanent" = present))]
+fn permanent_fn() -> kapsel::Result<Value> {
+    Err(PermanentError::new("nope").into())
+}
+
+/// Fails once (0.3 s), then succeeds: whichever of the two runs first, the cycle stays
+/// open after `permanent_fn` fails, so that its record is seen on the object.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/permanent" = present))]
+fn after_permanent(cause: &Cause) -> kapsel::Result<Value> {
+    if cause.retry() == 0 {
+        return Err(TemporaryError::new("wait").with_delay(0.3).into());
+    }
+    Ok(json!({"done": true}))
+}
+
+/// Two attempts in total (KOPF.md §5.2: `retries = N` means N attempts).
+#[kapsel::on::create("kopfexamples", retries = 2, labels("kapsel.test/limits" = present))]
+fn limited() -> kapsel::Result<Value> {
+    Err(TemporaryError::new("always failing").with_delay(0.3).into())
+}
+
+/// The second failure would retry after the 1.5 s timeout: final at once.
+#[kapsel::on::create("kopfexamples", timeout = 1.5, labels("kapsel.test/limits" = present))]
+fn slow() -> kapsel::Result<Value> {
+    Err(TemporaryError::new("too slow").with_delay(1.0).into())
+}
+
+/// Traps on the first attempt (an arbitrary error: retried after the backoff).
+#[kapsel::on::create("kopfexamples", backoff = 0.5, labels("kapsel.test/trap" = present))]
+fn trapper(cause: &Cause) -> Value {
+    if cause.retry() == 0 {
+        panic!("trapped on purpose");
+    }
+    json!({"recovered_at_retry": cause.retry()})
+}
+
+/// Always traps; arbitrary errors are final for it.
+#[kapsel::on::create(
+    "kopfexamples",
+    errors = "permanent",
+    labels("kapsel.test/trap" = present)
+)]
+fn trap_permanent() -> Value {
+    panic!("trapped for good");
+}
+
+/// Always traps; arbitrary errors count as success without a result.
+#[kapsel::on::create("kopfexamples", errors = "ignored", labels("kapsel.test/trap" = present))]
+fn trap_ignored() -> Value {
+    panic!("trapped and ignored");
+}
+
+/// A 73-character id: its annotation keys are cut and hashed (KOPF.md §4.3). Fails
+/// once, so that its progress record stays on the object for a moment.
+#[kapsel::on::create(
+    "kopfexamples",
+    id = "a_handler_whose_id_is_far_too_long_for_the_name_part_of_an_annotation_key",
+    labels("kapsel.test/long" = present)
+)]
+fn long_id(cause: &Cause) -> kapsel::Result<Value> {
+    if cause.retry() == 0 {
+        return Err(TemporaryError::new("once more").with_delay(0.3).into());
+    }
+    Ok(json!({"done": true}))
+}
+
+// ---- filters (KOPF.md §3) --------------------------------------------------------------
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present, "kapsel.test/colour" = "red")
+)]
+fn by_label_value() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present, "kapsel.test/size" = present)
+)]
+fn by_label_present() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present, "kapsel.test/skip" = absent)
+)]
+fn by_label_absent() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present),
+    annotations("kapsel.test/mode" = "fast")
+)]
+fn by_annotation_value() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present),
+    annotations("kapsel.test/owner" = present)
+)]
+fn by_annotation_present() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/filters" = present),
+    annotations("kapsel.test/skip" = absent)
+)]
+fn by_annotation_absent() -> bool {
+    true
+}
+
+/// Id `by_field_value/spec.size`.
+#[kapsel::on::create(
+    "kopfexamples",
+    field = "spec.size",
+    value = 3,
+    labels("kapsel.test/filters" = present)
+)]
+fn by_field_value() -> bool {
+    true
+}
+
+/// A field without a value: the field must be present.
+#[kapsel::on::create(
+    "kopfexamples",
+    field = "spec.size",
+    labels("kapsel.test/filters" = present)
+)]
+fn by_field_present() -> bool {
+    true
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    field = "spec.size",
+    value = absent,
+    labels("kapsel.test/filters" = present, "kapsel.test/skip" = absent)
+)]
+fn by_field_absent() -> bool {
+    true
+}
+
+/// Objects whose `spec.special` is `true`.
+fn wants_special(cause: &Cause) -> bool {
+    cause.spec().get("special") == Some(&Value::Bool(true))
+}
+
+#[kapsel::on::create(
+    "kopfexamples",
+    when = wants_special,
+    labels("kapsel.test/filters" = present)
+)]
+fn by_when() -> bool {
+    true
+}
+
+/// Transitions away from 3.
+#[kapsel::on::update(
+    "kopfexamples",
+    field = "spec.size",
+    old = 3,
+    labels("kapsel.test/filters" = present)
+)]
+fn from_three(cause: &Cause) -> Value {
+    json!({"old": cause.old(), "new": cause.new()})
+}
+
+/// Transitions to 5.
+#[kapsel::on::update(
+    "kopfexamples",
+    field = "spec.size",
+    new = 5,
+    labels("kapsel.test/filters" = present)
+)]
+fn to_five(cause: &Cause) -> Value {
+    json!({"old": cause.old(), "new": cause.new()})
+}
+
+/// Any change of the field (updates require it to change).
+#[kapsel::on::update(
+    "kopfexamples",
+    field = "spec.size",
+    labels("kapsel.test/filters" = present)
+)]
+fn size_changed(cause: &Cause) -> Value {
+    json!({"old": cause.old(), "new": cause.new()})
+}
