@@ -31,6 +31,10 @@ pub struct Logging {
     /// How log lines look.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Full)]
     pub log_format: LogFormat,
+    /// Only the command's own messages: set for commands whose output is a report
+    /// (`kapsel test`) unless `-v`/`-d` asks for the operators' lines too.
+    #[arg(skip)]
+    pub report_only: bool,
 }
 
 /// Log line formats, as Kopf names them.
@@ -224,8 +228,11 @@ impl CliError {
 
 impl Cli {
     /// The logging options, to set up logging before [`Cli::execute`].
-    pub fn logging(&self) -> &Logging {
-        &self.logging
+    pub fn logging(&self) -> Logging {
+        let mut logging = self.logging.clone();
+        logging.report_only =
+            matches!(self.command, Command::Test(_)) && !logging.verbose && !logging.debug;
+        logging
     }
 
     /// Runs the command until it is done or `shutdown` completes.

@@ -10,11 +10,11 @@ use kapsel_host::Cli;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init(cli.logging());
+    telemetry::init(&cli.logging());
     match cli.execute(shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error}");
+            tracing::error!(target: telemetry::COMMAND_TARGET, "{error}");
             ExitCode::from(error.exit_code())
         }
     }

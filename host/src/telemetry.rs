@@ -24,6 +24,10 @@ use tracing_subscriber::registry::LookupSpan;
 /// The tracing target of guest lines (the host library's `GUEST_LOG_TARGET`).
 const GUEST_TARGET: &str = "kapsel::guest";
 
+/// The target of the command's own messages (its final error), kept when only the
+/// command's report is wanted.
+pub(crate) const COMMAND_TARGET: &str = "kapsel::command";
+
 /// Installs the global subscriber; `RUST_LOG` overrides the verbosity flags.
 pub(crate) fn init(logging: &Logging) {
     // Libraries stay quiet unless asked: their debug output drowns the operator's.
@@ -37,7 +41,13 @@ pub(crate) fn init(logging: &Logging) {
     } else {
         ("info", "warn")
     };
-    let default = format!("{libraries},kapsel={own},kapsel_host={own},kapsel_apiserver={own}");
+    let default = if logging.report_only {
+        // The command's own messages and nothing else. (Directives match target
+        // prefixes: `kapsel` alone would let `kapsel_host` through.)
+        format!("off,{COMMAND_TARGET}={own}")
+    } else {
+        format!("{libraries},kapsel={own},kapsel_host={own},kapsel_apiserver={own}")
+    };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)

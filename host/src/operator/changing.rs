@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::calls::{self, CallOutcome, ChangeDetails, Failure};
+use super::calls::{CallOutcome, ChangeDetails, Failure};
 use super::changes::{
     self, Attempt, CallbackSlot, ChangingCause, ChangingHandler, Criterion, CycleContext,
     FinalizerChange, FinalizerDecision, Lifecycle, Outcome, Patch, Reason, RetryPolicy, Wakeup,
@@ -441,22 +441,18 @@ impl Processor {
             }
             let started = state.started.unwrap_or(now);
             let details = details(&changing.views[index], cause, state.retries, started, now);
-            self.record_call(handler, stream, event, object);
             let memo = memory.state().memo.clone();
-            let invocation = {
-                let _permit = self.calls.acquire().await;
-                calls::invoke(
+            let invocation = self
+                .call(
                     handler,
-                    &stream.resource,
+                    stream,
                     event,
                     object,
                     &body_json,
                     Some(&details),
                     memo,
-                    self,
                 )
-                .await
-            };
+                .await;
             if let Some(memo) = invocation.memo {
                 memory.state().memo = Some(memo);
             }

@@ -321,21 +321,9 @@ impl Processor {
         body: &Arc<str>,
     ) -> Option<Value> {
         debug_assert_eq!(handler.spec.kind, Kind::Event);
-        self.record_call(handler, stream, event, object);
-        let invocation = {
-            let _permit = self.calls.acquire().await;
-            calls::invoke(
-                handler,
-                &stream.resource,
-                event,
-                object,
-                body,
-                None,
-                None,
-                self,
-            )
-            .await
-        };
+        let invocation = self
+            .call(handler, stream, event, object, body, None, None)
+            .await;
         let (verdict, result) = match invocation.outcome {
             CallOutcome::Done(result) => {
                 object_log!(debug, object, "Handler '{}' succeeded.", handler.spec.id);
@@ -363,6 +351,37 @@ impl Processor {
             invocation.fault,
         );
         result
+    }
+
+    /// Calls an event or changing handler: recorded in the journal, and within the
+    /// bound on concurrent guest calls.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one call; bundling them would only rename them"
+    )]
+    pub(crate) async fn call(
+        &self,
+        handler: &Handler,
+        stream: &StreamContext,
+        event: &ObjectEvent,
+        object: &str,
+        body: &Arc<str>,
+        details: Option<&calls::ChangeDetails>,
+        memo: Option<String>,
+    ) -> calls::Invocation {
+        self.record_call(handler, stream, event, object);
+        let _permit = self.calls.acquire().await;
+        calls::invoke(
+            handler,
+            &stream.resource,
+            event,
+            object,
+            body,
+            details,
+            memo,
+            self,
+        )
+        .await
     }
 
     /// Records how a handler call ended: `success`, `retry`, `failure` or `ignored`.
