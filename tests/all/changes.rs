@@ -129,15 +129,17 @@ async fn creation_adds_the_finalizer_then_runs_create_and_field_handlers() {
     quiet_period().await;
     let records = operator.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("create_fn", 1),
-        ("field_fn/spec.field", 1),
-        ("update_fn", 0),
-        ("resume_fn", 0),
-        ("delete_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("create_fn", 1),
+            ("field_fn/spec.field", 1),
+            ("update_fn", 0),
+            ("resume_fn", 0),
+            ("delete_fn", 0),
+        ],
+    );
     assert_eq!(
         s.tracker.versions("obj").len(),
         count,
@@ -213,14 +215,16 @@ async fn a_spec_change_runs_update_and_field_handlers_and_moves_the_diff_base() 
 
     let records = operator.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("create_fn", 1),
-        ("update_fn", 1),
-        ("field_fn/spec.field", 2),
-        ("resume_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("create_fn", 1),
+            ("update_fn", 1),
+            ("field_fn/spec.field", 2),
+            ("resume_fn", 0),
+        ],
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -429,13 +433,15 @@ async fn an_object_created_while_the_operator_was_down_gets_creation_handlers_on
     quiet_period().await;
     let records = operator.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("create_fn", 1),
-        ("field_fn/spec.field", 1),
-        ("resume_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("create_fn", 1),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 0),
+        ],
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -479,14 +485,16 @@ async fn a_restart_without_changes_runs_only_resume_handlers_once() {
     quiet_period().await;
     let records = second.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("resume_fn", 1),
-        ("create_fn", 0),
-        ("update_fn", 0),
-        ("field_fn/spec.field", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("resume_fn", 1),
+            ("create_fn", 0),
+            ("update_fn", 0),
+            ("field_fn/spec.field", 0),
+        ],
+    );
     second.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -528,14 +536,16 @@ async fn a_restart_after_a_change_runs_update_field_and_resume_handlers() {
     assert_eq!(kopf_keys(&done), [DIFF_BASE]);
     let records = second.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("update_fn", 1),
-        ("field_fn/spec.field", 1),
-        ("resume_fn", 1),
-        ("create_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("update_fn", 1),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 1),
+            ("create_fn", 0),
+        ],
+    );
     second.stop().await.expect("stop");
     s.shutdown().await;
 }

@@ -205,13 +205,15 @@ async fn old_and_new_filters_select_update_handlers_by_transition() {
         .await;
     let o = s.object("obj");
     let records = operator.journal().records();
-    for (handler, n) in [
-        ("from_three/spec.size", 1),
-        ("to_five/spec.size", 1),
-        ("size_changed/spec.size", 2),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("from_three/spec.size", 1),
+            ("to_five/spec.size", 1),
+            ("size_changed/spec.size", 2),
+        ],
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

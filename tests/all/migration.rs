@@ -71,14 +71,16 @@ async fn a_creation_kopf_left_unfinished_is_continued() {
     quiet_period().await;
     let records = operator.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("create_fn", 0),
-        ("field_fn/spec.field", 1),
-        ("resume_fn", 0),
-        ("update_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("create_fn", 0),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 0),
+            ("update_fn", 0),
+        ],
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -143,14 +145,16 @@ async fn an_update_kopf_left_unfinished_is_continued() {
     quiet_period().await;
     let records = operator.journal().records();
     let o = s.object("obj");
-    for (handler, n) in [
-        ("update_fn", 0),
-        ("field_fn/spec.field", 1),
-        ("resume_fn", 1),
-        ("create_fn", 0),
-    ] {
-        assert_eq!(calls_for(&records, handler, &o), n, "{handler}");
-    }
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("update_fn", 0),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 1),
+            ("create_fn", 0),
+        ],
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

@@ -241,6 +241,20 @@ pub fn calls(records: &[Record], handler: &str) -> Vec<(String, Option<String>)>
         .collect()
 }
 
+/// Asserts how often each handler was called for `object` (`namespace/name`).
+///
+/// # Panics
+/// When a count differs, naming the handler.
+pub fn assert_calls(records: &[Record], object: &str, expected: &[(&str, usize)]) {
+    for (handler, n) in expected {
+        assert_eq!(
+            calls_for(records, handler, object),
+            *n,
+            "calls of {handler} for {object}"
+        );
+    }
+}
+
 /// Calls of one handler for one object (`namespace/name`).
 pub fn calls_for(records: &[Record], handler: &str, object: &str) -> usize {
     calls(records, handler)
