@@ -227,13 +227,16 @@ pub(crate) async fn index(
     object: &str,
     body: &Arc<str>,
     processor: &Processor,
-) -> CallOutcome {
+) -> Invocation {
     let cause = cause(handler, resource, event, body, None, None);
-    match handler
+    let started = std::time::Instant::now();
+    let result = handler
         .guest
         .index(cause, context(handler, event, object, processor))
-        .await
-    {
+        .await;
+    let elapsed = started.elapsed();
+    let mut fault = None;
+    let outcome = match result {
         Ok(runtime::IndexOutcome::Keep) => CallOutcome::Index(IndexUpdate::Keep),
         Ok(runtime::IndexOutcome::Entries(entries)) => {
             CallOutcome::Index(IndexUpdate::Entries(entries))
@@ -243,7 +246,17 @@ pub(crate) async fn index(
         }
         Ok(runtime::IndexOutcome::Permanent(message)) => failed(message, Failure::Permanent),
         Ok(runtime::IndexOutcome::Failed(message)) => failed(message, Failure::Arbitrary),
-        Err(error) => failed(error.to_string(), Failure::Arbitrary),
+        Err(error) => {
+            fault = crate::metrics::sandbox_fault(&error);
+            failed(error.to_string(), Failure::Arbitrary)
+        }
+    };
+    Invocation {
+        outcome,
+        patch: None,
+        memo: None,
+        fault,
+        elapsed,
     }
 }
 

@@ -249,12 +249,11 @@ impl Processor {
                 continue;
             }
             self.record_call(handler, stream, event, object);
-            let started = std::time::Instant::now();
-            let outcome = {
+            let invocation = {
                 let _permit = self.calls.acquire().await;
                 calls::index(handler, &stream.resource, event, object, body, self).await
             };
-            let (update, verdict) = match outcome {
+            let (update, verdict) = match invocation.outcome {
                 CallOutcome::Index(update) => (update, "success"),
                 CallOutcome::Failed { error, failure } => {
                     self.record_failure(handler, object, &error);
@@ -268,7 +267,13 @@ impl Processor {
                 }
                 CallOutcome::Done(_) => (IndexUpdate::Keep, "success"),
             };
-            self.record_finished(handler, object, started.elapsed(), verdict, None);
+            self.record_finished(
+                handler,
+                object,
+                invocation.elapsed,
+                verdict,
+                invocation.fault,
+            );
             self.indexes.apply(&guest, &id, &event.key, update);
         }
     }
