@@ -191,7 +191,13 @@ pub(crate) async fn run(
     );
     let mut pause = peering.pause();
     let mut paused = pause.borrow_and_update().clone();
-    let mut running: HashMap<StreamKey, Running> = HashMap::new();
+    let mut streams = Streams {
+        client: &client,
+        registry: &registry,
+        settings: &settings,
+        processor: &processor,
+        running: HashMap::new(),
+    };
     match &paused {
         Some(reason) => {
             tracing::info!("Starting paused: {reason}.");
@@ -199,18 +205,13 @@ pub(crate) async fn run(
                 reason: reason.clone(),
             });
         }
-        None => reconcile(
-            &client,
-            &registry,
-            &discovered,
-            &namespaces,
-            &settings,
-            &processor,
-            &mut running,
-        ),
+        None => streams.reconcile(&discovered, &namespaces),
     }
     processor.readiness.check();
-    tracing::info!("The operator is running: {} stream(s).", running.len());
+    tracing::info!(
+        "The operator is running: {} stream(s).",
+        streams.running.len()
+    );
     settings.started.send_replace(true);
 
     let mut pause_open = true;
@@ -223,22 +224,14 @@ pub(crate) async fn run(
                 match (&paused, &now) {
                     (None, Some(reason)) => {
                         tracing::info!("Pausing operations: {reason}.");
-                        stop_streams(&mut running).await;
+                        stop_streams(&mut streams.running).await;
                         // Recorded once nothing is handled any more.
                         pauses.push(Record::Paused { reason: reason.clone() });
                     }
                     (Some(_), None) => {
                         tracing::info!("Resuming operations: relisting.");
                         pauses.push(Record::Resumed);
-                        reconcile(
-                            &client,
-                            &registry,
-                            &discovered,
-                            &namespaces,
-                            &settings,
-                            &processor,
-                            &mut running,
-                        );
+                        streams.reconcile(&discovered, &namespaces);
                     }
                     (Some(_), Some(reason)) => tracing::debug!("Still paused: {reason}."),
                     (None, None) => {}
@@ -268,20 +261,12 @@ pub(crate) async fn run(
             // Resuming reconciles with whatever changed meanwhile.
             continue;
         }
-        reconcile(
-            &client,
-            &registry,
-            &discovered,
-            &namespaces,
-            &settings,
-            &processor,
-            &mut running,
-        );
+        streams.reconcile(&discovered, &namespaces);
     }
 
     observers.cancel();
-    tracing::info!("Stopping {} stream(s).", running.len());
-    stop_streams(&mut running).await;
+    tracing::info!("Stopping {} stream(s).", streams.running.len());
+    stop_streams(&mut streams.running).await;
     posting.cancel();
     let _ = poster_task.await;
     peering.stop().await;
@@ -326,10 +311,34 @@ pub(crate) async fn initial_namespaces(
     }
 }
 
+/// The watch streams that run, and what starting more of them needs.
+struct Streams<'a> {
+    client: &'a Client,
+    registry: &'a Registry,
+    settings: &'a Settings,
+    processor: &'a Processor,
+    running: HashMap<StreamKey, Running>,
+}
+
+impl Streams<'_> {
+    /// Starts the streams that should run and stops those that should not.
+    fn reconcile(&mut self, discovered: &[Discovered], namespaces: &BTreeSet<String>) {
+        reconcile(
+            self.client,
+            self.registry,
+            discovered,
+            namespaces,
+            self.settings,
+            self.processor,
+            &mut self.running,
+        );
+    }
+}
+
 /// Starts the streams that should run and stops those that should not.
 #[allow(
     clippy::too_many_arguments,
-    reason = "one call site; the parts are distinct"
+    reason = "called by `Streams::reconcile` alone; the parts are distinct"
 )]
 fn reconcile(
     client: &Client,
