@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use crate::bindings::kapsel::operator::types as wit;
 use crate::cause::{Cause, EventType, HandlerKind, Reason, Resource};
-use crate::registry::{
-    self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration, ResourceName,
-};
+use crate::host::selector_to_wit;
+use crate::registry::{self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration};
 
 struct Component;
 
@@ -68,22 +67,7 @@ fn registration_to_wit(r: Registration) -> wit::Registration {
     wit::Registration {
         id: r.id,
         kind: kind_to_wit(r.kind),
-        selectors: r
-            .selectors
-            .into_iter()
-            .map(|s| wit::Selector {
-                group: s.group,
-                version: s.version,
-                name: match s.name {
-                    ResourceName::Any(n) => wit::ResourceName::Any(n),
-                    ResourceName::Kind(n) => wit::ResourceName::Kind(n),
-                    ResourceName::Plural(n) => wit::ResourceName::Plural(n),
-                    ResourceName::Singular(n) => wit::ResourceName::Singular(n),
-                    ResourceName::Shortcut(n) => wit::ResourceName::Shortcut(n),
-                    ResourceName::Category(n) => wit::ResourceName::Category(n),
-                },
-            })
-            .collect(),
+        selectors: r.selectors.iter().map(selector_to_wit).collect(),
         labels: meta(r.labels),
         annotations: meta(r.annotations),
         field: r.field,
@@ -171,7 +155,13 @@ impl crate::bindings::Guest for Component {
                 .into_iter()
                 .map(registration_to_wit)
                 .collect(),
-            permissions: Vec::new(),
+            permissions: registry::permissions()
+                .iter()
+                .map(|p| wit::Permission {
+                    target: selector_to_wit(&p.target),
+                    verbs: p.verbs.clone(),
+                })
+                .collect(),
         }
     }
 

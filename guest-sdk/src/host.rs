@@ -1,12 +1,79 @@
 //! The host imports, as the rest of the SDK calls them: the real host in the
 //! wasm build, the thread-local fake host of `kapsel::testing` natively.
 
+use crate::api::ApiError;
 use crate::log::Level;
+use crate::registry::Selector;
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) use imp::selector_to_wit;
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
-    use super::Level;
+    use super::{ApiError, Level, Selector};
     use crate::bindings::kapsel::operator::host;
+    use crate::bindings::kapsel::operator::types as wit;
+    use crate::registry::ResourceName;
+
+    pub(crate) fn selector_to_wit(selector: &Selector) -> wit::Selector {
+        wit::Selector {
+            group: selector.group.clone(),
+            version: selector.version.clone(),
+            name: match &selector.name {
+                ResourceName::Any(n) => wit::ResourceName::Any(n.clone()),
+                ResourceName::Kind(n) => wit::ResourceName::Kind(n.clone()),
+                ResourceName::Plural(n) => wit::ResourceName::Plural(n.clone()),
+                ResourceName::Singular(n) => wit::ResourceName::Singular(n.clone()),
+                ResourceName::Shortcut(n) => wit::ResourceName::Shortcut(n.clone()),
+                ResourceName::Category(n) => wit::ResourceName::Category(n.clone()),
+            },
+        }
+    }
+
+    fn error(error: wit::KubeError) -> ApiError {
+        ApiError::new(error.code, error.reason, error.message)
+    }
+
+    pub(super) fn get(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        host::get(&selector_to_wit(target), namespace, name).map_err(error)
+    }
+
+    pub(super) fn list(
+        target: &Selector,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<String, ApiError> {
+        host::list(&selector_to_wit(target), namespace, label_selector).map_err(error)
+    }
+
+    pub(super) fn create(
+        target: &Selector,
+        namespace: Option<&str>,
+        body: &str,
+    ) -> Result<String, ApiError> {
+        host::create(&selector_to_wit(target), namespace, body).map_err(error)
+    }
+
+    pub(super) fn patch(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+        merge_patch: &str,
+    ) -> Result<String, ApiError> {
+        host::patch(&selector_to_wit(target), namespace, name, merge_patch).map_err(error)
+    }
+
+    pub(super) fn delete(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        host::delete(&selector_to_wit(target), namespace, name).map_err(error)
+    }
 
     pub(super) fn log(level: Level, message: &str) {
         let level = match level {
@@ -56,4 +123,45 @@ pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, m
 
 pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
     imp::sleep_unless_stopped(seconds)
+}
+
+pub(crate) fn get(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<String, ApiError> {
+    imp::get(target, namespace, name)
+}
+
+pub(crate) fn list(
+    target: &Selector,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<String, ApiError> {
+    imp::list(target, namespace, label_selector)
+}
+
+pub(crate) fn create(
+    target: &Selector,
+    namespace: Option<&str>,
+    body: &str,
+) -> Result<String, ApiError> {
+    imp::create(target, namespace, body)
+}
+
+pub(crate) fn patch(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+    merge_patch: &str,
+) -> Result<String, ApiError> {
+    imp::patch(target, namespace, name, merge_patch)
+}
+
+pub(crate) fn delete(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    imp::delete(target, namespace, name)
 }

@@ -92,10 +92,23 @@
 //! the handler id and the object's reference); [`event`], [`info()`],
 //! [`warn()`], [`exception`] post Kubernetes Events.
 //!
+//! # Kubernetes calls
+//!
+//! [`api::Api`] gets, lists, creates, patches and deletes objects through the
+//! host. A guest declares every call it makes with [`permit!`], at item position,
+//! with the selector forms above; the host refuses anything else (403 `Forbidden`):
+//!
+//! ```
+//! kapsel::permit!("v1", "configmaps", verbs = ["get", "list", "create", "patch", "delete"]);
+//! kapsel::permit!("kopf.dev", "v1", "kopfexamples", verbs = ["get"]);
+//! ```
+//!
+//! Verbs: `get`, `list`, `watch`, `create`, `patch`, `delete`.
+//!
 //! # Testing
 //!
 //! Native `cargo test` of a guest calls the handler functions directly, with a
-//! fake host: see [`testing`].
+//! fake host and an in-memory fake Kubernetes API: see [`testing`].
 //!
 //! # Caveats
 //! - The macros refer to this crate as `::kapsel`: depend on it under its
@@ -104,6 +117,7 @@
 
 extern crate self as kapsel;
 
+pub mod api;
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings;
@@ -135,6 +149,8 @@ pub use diff::{DiffItem, DiffOp};
 pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, TemporaryError};
 #[doc(inline)]
 pub use kapsel_sdk_macros::index;
+#[doc(inline)]
+pub use kapsel_sdk_macros::permit;
 pub use log::{event, exception, info, warn};
 pub use patch::Patch;
 /// Serde, for `#[derive(Serialize)]` results (`#[serde(crate = "kapsel::serde")]`).
@@ -154,8 +170,8 @@ pub mod __private {
     pub use crate::HandlerKind;
     pub use crate::log::{Level, log};
     pub use crate::registry::{
-        Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Registration,
-        ResourceName, Selector, index_error, index_ret, register, result_outcome, to_json,
-        value_outcome,
+        Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
+        PermissionEntry, Registration, ResourceName, Selector, index_error, index_ret, register,
+        register_permission, result_outcome, to_json, value_outcome,
     };
 }

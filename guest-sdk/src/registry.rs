@@ -133,6 +133,50 @@ impl Registration {
     }
 }
 
+/// WIT `permission`: one `permit!`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Permission {
+    pub target: Selector,
+    pub verbs: Vec<String>,
+}
+
+impl Permission {
+    pub fn new(target: Selector, verbs: &[&str]) -> Self {
+        Self {
+            target,
+            verbs: verbs.iter().map(|&verb| verb.to_owned()).collect(),
+        }
+    }
+}
+
+/// One registered `permit!`.
+#[derive(Clone, Copy)]
+pub struct PermissionEntry {
+    pub permission: fn() -> Permission,
+    /// Where the macro is written: the declaration order, as for handlers.
+    pub source: (&'static str, u32, u32),
+}
+
+static PERMISSIONS: Mutex<Vec<PermissionEntry>> = Mutex::new(Vec::new());
+
+/// Adds one `permit!`; called by static constructors at start-up.
+pub fn register_permission(entry: PermissionEntry) {
+    PERMISSIONS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(entry);
+}
+
+/// Every declared permission, in declaration order (link order is not stable).
+pub(crate) fn permissions() -> Vec<Permission> {
+    let mut entries = PERMISSIONS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    entries.sort_by_key(|e| e.source);
+    entries.iter().map(|entry| (entry.permission)()).collect()
+}
+
 /// WIT `outcome`, with results as JSON text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

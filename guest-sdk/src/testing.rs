@@ -31,6 +31,43 @@
 //! [`invoke`] and [`index`] call a handler the way the host does (through the
 //! registry, by handler id), to check how its return value is understood.
 //!
+//! Kubernetes calls ([`kapsel::api`](crate::api)) go to an in-memory fake API,
+//! [`api`], that answers as an API server and the host would (refusing calls
+//! outside the crate's `permit!`s):
+//!
+//! ```
+//! use kapsel::api::Api;
+//! use kapsel::testing;
+//! use serde_json::json;
+//!
+//! kapsel::permit!("v1", "configmaps", verbs = ["get", "patch"]);
+//!
+//! #[kapsel::on::update("kopfexamples")]
+//! fn touch(cause: &kapsel::Cause) -> kapsel::Result<String> {
+//!     // No namespace: the current object's.
+//!     let configmaps = Api::new("v1", "configmaps");
+//!     let name = cause.name().unwrap_or_default();
+//!     let patched = configmaps.patch(name, &json!({"data": {"touched": "yes"}}))?;
+//!     Ok(patched["metadata"]["resourceVersion"].to_string())
+//! }
+//!
+//! # testing::reset();
+//! testing::api::insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!                             "metadata": {"name": "ex", "namespace": "ns"}}));
+//! // Building a cause makes its body the current object.
+//! let cause = testing::cause()
+//!     .body(json!({"metadata": {"name": "ex", "namespace": "ns"}}))
+//!     .build();
+//! assert!(touch(&cause).is_ok());
+//! let stored = testing::api::get("v1", "ConfigMap", Some("ns"), "ex").unwrap();
+//! assert_eq!(stored["data"]["touched"], "yes");
+//! assert_eq!(testing::api::calls()[0].verb, "patch");
+//!
+//! // Not declared with `permit!`: refused, as the host would.
+//! let denied = Api::new("v1", "secrets").get("token").unwrap_err();
+//! assert_eq!((denied.code, denied.reason.as_str()), (403, "Forbidden"));
+//! ```
+//!
 //! Only available in native builds.
 
 use std::cell::RefCell;
@@ -42,6 +79,8 @@ use serde_json::Value;
 
 use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutcome};
 use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
+
+pub mod api;
 
 pub use crate::log::Level;
 
@@ -87,7 +126,9 @@ thread_local! {
 /// The host imports, served by this thread's fake host.
 pub(crate) mod fake {
     use super::{FAKE, LogLine, PostedEvent};
+    use crate::api::ApiError;
     use crate::log::Level;
+    use crate::registry::Selector;
 
     pub(crate) fn log(level: Level, message: &str) {
         eprintln!("[{level:?}] {message}");
@@ -117,6 +158,54 @@ pub(crate) mod fake {
             fake.sleeps.push(seconds);
             !fake.stopped
         })
+    }
+
+    pub(crate) fn get(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        super::api::call("get", target, namespace, Some(name), None, None)
+    }
+
+    pub(crate) fn list(
+        target: &Selector,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<String, ApiError> {
+        super::api::call("list", target, namespace, None, label_selector, None)
+    }
+
+    pub(crate) fn create(
+        target: &Selector,
+        namespace: Option<&str>,
+        body: &str,
+    ) -> Result<String, ApiError> {
+        super::api::call("create", target, namespace, None, None, Some(body))
+    }
+
+    pub(crate) fn patch(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+        merge_patch: &str,
+    ) -> Result<String, ApiError> {
+        super::api::call(
+            "patch",
+            target,
+            namespace,
+            Some(name),
+            None,
+            Some(merge_patch),
+        )
+    }
+
+    pub(crate) fn delete(
+        target: &Selector,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        super::api::call("delete", target, namespace, Some(name), None, None).map(drop)
     }
 
     pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
@@ -174,9 +263,20 @@ pub fn stop_daemons() {
     FAKE.with_borrow_mut(|fake| fake.stopped = true);
 }
 
-/// Forgets this thread's logs, events and indexes.
+/// Forgets this thread's logs, events, indexes and fake API (objects, calls,
+/// scripted failures, the current namespace).
 pub fn reset() {
     FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
+    api::reset();
+}
+
+/// Every permission the crate declares with `permit!`, as the host receives them
+/// from `describe` (JSON in the WIT's shape: `{"target": selector, "verbs": [...]}`).
+pub fn permissions() -> Vec<Value> {
+    registry::permissions()
+        .iter()
+        .map(|p| serde_json::to_value(p).unwrap_or_default())
+        .collect()
 }
 
 /// Every handler registration of the crate, as the host receives them from
@@ -420,8 +520,10 @@ impl CauseBuilder {
         self
     }
 
-    /// The cause.
+    /// The cause. Its body becomes the fake API's current object: calls without
+    /// a namespace act in its namespace (see [`api`]).
     pub fn build(mut self) -> Cause {
+        api::set_current_namespace(self.cause.namespace());
         if !self.resource_set {
             let api_version = self
                 .cause

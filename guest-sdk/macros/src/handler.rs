@@ -191,7 +191,7 @@ fn matcher_tokens(matcher: &Matcher) -> TokenStream {
     }
 }
 
-fn selector_tokens(selector: &Selector) -> TokenStream {
+pub(crate) fn selector_tokens(selector: &Selector) -> TokenStream {
     let p = quote!(::kapsel::__private);
     let (variant, text) = match &selector.name {
         Name::Any(t) => ("Any", t),
@@ -354,6 +354,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
         None => quote!(::core::option::Option::None),
     };
 
+    let constructor = static_constructor();
     Ok(quote! {
         #function
 
@@ -376,17 +377,25 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
                     source: (::core::file!(), ::core::line!(), ::core::column!()),
                 });
             }
-            // Run `__kapsel_register` when the component (or a native test binary) starts:
-            // wasm-ld turns `.init_array` entries into `__wasm_call_ctors`, which
-            // the SDK's exports call before anything else.
-            #[allow(unsafe_code, reason = "a static constructor is how handlers register without a central list")]
-            #[used]
-            #[cfg_attr(any(target_os = "macos", target_os = "ios"), unsafe(link_section = "__DATA,__mod_init_func"))]
-            #[cfg_attr(windows, unsafe(link_section = ".CRT$XCU"))]
-            #[cfg_attr(not(any(target_os = "macos", target_os = "ios", windows)), unsafe(link_section = ".init_array"))]
-            static __KAPSEL_REGISTER: extern "C" fn() = __kapsel_register;
+            #constructor
         };
     })
+}
+
+/// A static that makes `extern "C" fn __kapsel_register()` (defined next to it) run
+/// when the component (or a native test binary) starts: handler attributes and
+/// `permit!` register this way, without a central list.
+pub(crate) fn static_constructor() -> TokenStream {
+    quote! {
+        // wasm-ld turns `.init_array` entries into `__wasm_call_ctors`, which the
+        // SDK's exports call before anything else.
+        #[allow(unsafe_code, reason = "a static constructor is how handlers register without a central list")]
+        #[used]
+        #[cfg_attr(any(target_os = "macos", target_os = "ios"), unsafe(link_section = "__DATA,__mod_init_func"))]
+        #[cfg_attr(windows, unsafe(link_section = ".CRT$XCU"))]
+        #[cfg_attr(not(any(target_os = "macos", target_os = "ios", windows)), unsafe(link_section = ".init_array"))]
+        static __KAPSEL_REGISTER: extern "C" fn() = __kapsel_register;
+    }
 }
 
 #[cfg(test)]

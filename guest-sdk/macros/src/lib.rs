@@ -6,6 +6,7 @@
 mod args;
 mod handler;
 mod options;
+mod permit;
 mod selector;
 
 use proc_macro::TokenStream;
@@ -23,6 +24,19 @@ fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenStream {
             let err = err.to_compile_error();
             quote::quote!(#err #item2).into()
         }
+    }
+}
+
+/// Declares a Kubernetes call the guest may make (the host refuses any other):
+/// `kapsel::permit!("v1", "configmaps", verbs = ["get", "list"]);` at item position.
+///
+/// The resource selector takes every form the handler attributes take; `verbs` is
+/// a non-empty list of `get`, `list`, `watch`, `create`, `patch`, `delete`.
+#[proc_macro]
+pub fn permit(input: TokenStream) -> TokenStream {
+    match permit::expand(input.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(err) => err.to_compile_error().into(),
     }
 }
 

@@ -163,6 +163,28 @@ fn field_matcher(expr: Expr) -> Matcher {
     presence(&expr).unwrap_or(Matcher::Json(expr))
 }
 
+/// Stores one selector keyword (`group = ".."`, `plural = ".."`, ...; `key` is one of
+/// [`SELECTOR_KEYS`]): shared by the handler attributes and `permit!`, so that both
+/// accept exactly the same selector forms.
+pub(crate) fn set_selector_keyword(
+    keywords: &mut Keywords,
+    key: &str,
+    value: &Expr,
+) -> syn::Result<()> {
+    let text = lit_str(value, key)?.value();
+    let slot = match key {
+        "group" => &mut keywords.group,
+        "version" => &mut keywords.version,
+        "kind" => &mut keywords.kind,
+        "plural" => &mut keywords.plural,
+        "singular" => &mut keywords.singular,
+        "shortcut" => &mut keywords.shortcut,
+        _ => &mut keywords.category,
+    };
+    *slot = Some(text);
+    Ok(())
+}
+
 /// Reads, checks and combines the attribute's arguments for `kind`.
 pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
     let allowed = kind.options();
@@ -293,19 +315,7 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
                     format!("`{key}` takes a list: `{key}(key = \"value\", ...)`"),
                 );
             }
-            selector_key => {
-                let text = lit_str(&value, selector_key)?.value();
-                let slot = match selector_key {
-                    "group" => &mut keywords.group,
-                    "version" => &mut keywords.version,
-                    "kind" => &mut keywords.kind,
-                    "plural" => &mut keywords.plural,
-                    "singular" => &mut keywords.singular,
-                    "shortcut" => &mut keywords.shortcut,
-                    _ => &mut keywords.category,
-                };
-                *slot = Some(text);
-            }
+            selector_key => set_selector_keyword(&mut keywords, selector_key, &value)?,
         }
     }
 
