@@ -17,9 +17,12 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use serde_json::Value;
 
 /// The guests the tests use (cargo packages built for wasm32-wasip2).
-const GUEST_PACKAGES: [&str; 6] = [
+const GUEST_PACKAGES: [&str; 9] = [
     "kapsel-example-seed",
     "kapsel-example-indexes",
+    "kapsel-example-minimal",
+    "kapsel-example-lifecycle",
+    "kapsel-test-kube-calls",
     "kapsel-test-misbehaving",
     "kapsel-test-activities",
     "kapsel-test-probes",
@@ -30,7 +33,8 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The path of a compiled guest (`seed`, `indexes`, `misbehaving`, `probes`, `changes`).
+/// The path of a compiled guest (`seed`, `indexes`, `minimal`, `lifecycle`, `kube_calls`,
+/// `misbehaving`, `activities`, `probes`, `changes`).
 ///
 /// `make test` builds the guests first and says where (`KAPSEL_GUEST_DIR`);
 /// a plain `cargo test` builds them here, once, in their own target directory
@@ -58,9 +62,13 @@ pub fn guest(name: &str) -> PathBuf {
     }
 }
 
+/// The component a package builds: its lib name, `kapsel-test-kube-calls` → `kube_calls.wasm`.
 fn wasm_name(package: &str) -> String {
-    let lib = package.rsplit('-').next().unwrap_or(package);
-    format!("{lib}.wasm")
+    let lib = ["kapsel-example-", "kapsel-test-"]
+        .iter()
+        .find_map(|prefix| package.strip_prefix(prefix))
+        .unwrap_or(package);
+    format!("{}.wasm", lib.replace('-', "_"))
 }
 
 fn build_guests() -> Result<PathBuf, String> {

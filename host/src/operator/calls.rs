@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::convert;
 use super::discovery::Resource;
+use super::guest_api::GuestApi;
 use super::indexes::{IndexUpdate, Indexes};
 use super::posting::{self, Poster};
 use super::process::Processor;
@@ -13,7 +14,9 @@ use super::registry::Handler;
 use super::stream::{EventType, ObjectEvent};
 use crate::activities::{DEFAULT_TEMPORARY_DELAY, seconds_or};
 use crate::journal::Journal;
-use crate::runtime::{self, BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeError};
+use crate::runtime::{
+    self, BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeError, KubeRequest,
+};
 
 /// How a failed call failed, as far as retries and indexes care.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,13 +43,15 @@ pub(crate) enum CallOutcome {
 }
 
 /// The services a guest may use while handling one object: its own indexes,
-/// Events about its object (or others); and what it logs goes to the journal.
+/// Events about its object (or others), the Kubernetes calls it declared permission
+/// for; and what it logs goes to the journal.
 struct ObjectServices {
     indexes: Indexes,
     journal: Journal,
     poster: Poster,
     /// The object of the call, for Events that name no other object.
     body: Arc<serde_json::Value>,
+    kube: GuestApi,
 }
 
 impl HostServices for ObjectServices {
@@ -71,6 +76,14 @@ impl HostServices for ObjectServices {
             .map(|event| self.poster.post(event))
             .map_err(|message| KubeError::local("Invalid", message));
         Box::pin(async move { queued })
+    }
+
+    fn kube<'a>(
+        &'a self,
+        caller: &'a Caller,
+        request: KubeRequest,
+    ) -> BoxFuture<'a, Result<String, KubeError>> {
+        Box::pin(self.kube.call(caller, request))
     }
 }
 
@@ -146,6 +159,13 @@ fn context(
             journal: processor.journal.clone(),
             poster: processor.poster.clone(),
             body: event.body.clone(),
+            kube: GuestApi::new(
+                processor.client.clone(),
+                processor.known.clone(),
+                handler.guest.clone(),
+                event.body.clone(),
+                processor.recorder.clone(),
+            ),
         }),
     )
 }

@@ -8,6 +8,7 @@ mod changing;
 mod convert;
 mod discovery;
 mod filters;
+mod guest_api;
 mod indexes;
 mod memory;
 mod namespaces;
@@ -67,6 +68,8 @@ pub(crate) struct Settings {
     pub(crate) memories: Memories,
     /// What it watches now.
     pub(crate) watched: Watched,
+    /// Where `--record` writes what the operator receives and does (off by default).
+    pub(crate) recorder: crate::recording::Recorder,
 }
 
 impl Default for Settings {
@@ -83,6 +86,7 @@ impl Default for Settings {
             started: tokio::sync::watch::Sender::new(false),
             memories: Memories::default(),
             watched: Watched::default(),
+            recorder: crate::recording::Recorder::default(),
         }
     }
 }
@@ -163,9 +167,12 @@ pub(crate) async fn run(
         changes: Arc::new(settings.changes.clone()),
         clock: settings.clock.clone(),
         poster,
+        known: guest_api::KnownResources::default(),
+        recorder: settings.recorder.clone(),
     };
 
     let mut discovered = discovery::scan(&client).await?;
+    processor.known.replace(&discovered);
     let mut namespaces = initial_namespaces(&client, &settings.scope).await?;
     let (triggers_tx, mut triggers) = mpsc::unbounded_channel();
     let observers = CancellationToken::new();
@@ -247,6 +254,7 @@ pub(crate) async fn run(
                 let fresh = discovery::scan_group(&client, &group).await;
                 discovered.retain(|r| r.group != group);
                 discovered.extend(fresh);
+                processor.known.replace(&discovered);
             }
             Trigger::NamespaceAdded(ns) => {
                 namespaces.insert(ns);
@@ -444,7 +452,10 @@ async fn run_stream(
         client,
         context.resource.clone(),
         namespace,
-        settings.streams.clone(),
+        StreamSettings {
+            recorder: settings.recorder.clone(),
+            ..settings.streams.clone()
+        },
         tx,
         cancel.child_token(),
     ));

@@ -12,6 +12,7 @@ use super::calls::{self, CallOutcome, Failure};
 use super::changes::{ChangeSettings, ERROR_DELAYS, Patch};
 use super::changing::ChangingHandlers;
 use super::discovery::Resource;
+use super::guest_api::KnownResources;
 use super::indexes::{IndexUpdate, Indexes, Readiness};
 use super::memory::{Memories, ObjectMemory};
 use super::posting::Poster;
@@ -38,6 +39,10 @@ pub(crate) struct Processor {
     pub(crate) clock: Arc<dyn Clock>,
     /// Kubernetes Events the guests post.
     pub(crate) poster: Poster,
+    /// What discovery found last, for the guests' Kubernetes calls.
+    pub(crate) known: KnownResources,
+    /// Where `--record` writes the host's patches and the guests' Kubernetes calls.
+    pub(crate) recorder: crate::recording::Recorder,
 }
 
 impl std::fmt::Debug for Processor {

@@ -163,10 +163,6 @@ pub(crate) struct GuestEvent {
 
 /// A Kubernetes call a guest asked for.
 #[derive(Clone, Debug)]
-#[allow(
-    dead_code,
-    reason = "read by the operator's Kubernetes calls, not wired yet"
-)]
 pub(crate) enum KubeRequest {
     /// Read one object.
     Get {

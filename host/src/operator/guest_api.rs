@@ -1,0 +1,774 @@
+//! The Kubernetes calls a guest makes while it handles an object (the WIT `get`, `list`,
+//! `create`, `patch` and `delete` imports): resolving the selector against what discovery
+//! found, checking the guest's declared permissions, choosing the namespace, and sending
+//! the request.
+//!
+//! Every answer goes back to the guest as a value; nothing here fails the handler call,
+//! retries a request or panics on what a guest sends.
+
+use std::sync::{Arc, RwLock};
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Map, Value};
+
+use super::convert;
+use super::discovery::Resource;
+use super::selector::{self, Resolution};
+use crate::object_log::object_log;
+use crate::recording::Recorder;
+use crate::runtime::{Caller, Guest, KubeError, KubeRequest, Permission, Selector};
+
+/// The resources discovered last, shared by the run loop (which replaces them on every
+/// rescan) and the guests' calls (which resolve selectors against them). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownResources(Arc<RwLock<Arc<[Resource]>>>);
+
+impl KnownResources {
+    /// Replaces the snapshot; calls already resolving keep the one they started with.
+    pub(crate) fn replace(&self, discovered: &[Resource]) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::from(discovered);
+    }
+
+    /// The current snapshot.
+    pub(crate) fn snapshot(&self) -> Arc<[Resource]> {
+        Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// One guest's Kubernetes access during one handler call. Built per call from shared
+/// parts only (no copies), since most calls never touch Kubernetes.
+#[derive(Clone)]
+pub(crate) struct GuestApi {
+    client: Client,
+    known: KnownResources,
+    /// The calling guest: its declared permissions, read only when it makes a call.
+    guest: Guest,
+    /// The object being handled, whose namespace is the default one.
+    object: Arc<Value>,
+    /// Where `--record` writes each call and its answer.
+    recorder: Recorder,
+}
+
+impl GuestApi {
+    pub(crate) fn new(
+        client: Client,
+        known: KnownResources,
+        guest: Guest,
+        object: Arc<Value>,
+        recorder: Recorder,
+    ) -> Self {
+        Self {
+            client,
+            known,
+            guest,
+            object,
+            recorder,
+        }
+    }
+
+    /// Serves one Kubernetes call of the guest: the only path a request takes, so the
+    /// pair (request, answer) can be observed here.
+    pub(crate) async fn call(
+        &self,
+        caller: &Caller,
+        request: KubeRequest,
+    ) -> Result<String, KubeError> {
+        let recorded = self.recorder.is_on().then(|| request.clone());
+        let result = self.serve(caller, request).await;
+        if let Some(request) = recorded {
+            self.recorder.call(caller, &request, &result);
+        }
+        result
+    }
+
+    async fn serve(&self, caller: &Caller, request: KubeRequest) -> Result<String, KubeError> {
+        let known = self.known.snapshot();
+        let object_namespace = self
+            .object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let prepared = prepare(
+            &caller.guest,
+            &self.guest.describe().permissions,
+            &known,
+            object_namespace,
+            request,
+        );
+        match prepared {
+            Ok(prepared) => execute(&self.client, prepared).await,
+            Err(refused) => {
+                if refused.code == 403 {
+                    object_log!(
+                        warn,
+                        caller.object_ref(),
+                        "Handler '{}' of guest '{}' was refused a Kubernetes call: {}",
+                        caller.handler_id,
+                        caller.guest,
+                        refused.message
+                    );
+                }
+                Err(refused)
+            }
+        }
+    }
+}
+
+/// What a checked request does.
+#[derive(Debug, Clone, PartialEq)]
+enum Action {
+    Get { name: String },
+    List { label_selector: Option<String> },
+    Create { body: Value },
+    Patch { name: String, patch: Value },
+    Delete { name: String },
+}
+
+/// A request that passed every check and only needs sending.
+#[derive(Debug, Clone, PartialEq)]
+struct Prepared {
+    resource: Resource,
+    /// `None`: a cluster-scoped resource, or a list across all namespaces.
+    namespace: Option<String>,
+    action: Action,
+}
+
+/// Checks a request without sending anything: the resource it means, whether the guest
+/// may make it, where it goes, and whether its body is usable.
+fn prepare(
+    guest: &str,
+    permissions: &[Permission],
+    known: &[Resource],
+    object_namespace: Option<&str>,
+    request: KubeRequest,
+) -> Result<Prepared, KubeError> {
+    let verb = request.verb();
+    let resource = resolve_target(request.target(), known)?;
+    if !permits(permissions, verb, &resource, known) {
+        return Err(forbidden(guest, verb, &resource));
+    }
+    let (namespace, action) = match request {
+        KubeRequest::Get {
+            namespace, name, ..
+        } => (namespace, Action::Get { name }),
+        KubeRequest::List {
+            namespace,
+            label_selector,
+            ..
+        } => (namespace, Action::List { label_selector }),
+        KubeRequest::Create {
+            namespace, body, ..
+        } => (
+            namespace,
+            Action::Create {
+                body: parse_object(&body, "body")?,
+            },
+        ),
+        KubeRequest::Patch {
+            namespace,
+            name,
+            merge_patch,
+            ..
+        } => (
+            namespace,
+            Action::Patch {
+                name,
+                patch: parse_object(&merge_patch, "merge patch")?,
+            },
+        ),
+        KubeRequest::Delete {
+            namespace, name, ..
+        } => (namespace, Action::Delete { name }),
+    };
+    if let Action::Get { name } | Action::Patch { name, .. } | Action::Delete { name } = &action {
+        check_segment(name, "name")?;
+    }
+    let namespace = choose_namespace(&resource, namespace, &action, object_namespace);
+    if let Some(namespace) = &namespace {
+        check_segment(namespace, "namespace")?;
+    }
+    Ok(Prepared {
+        resource,
+        namespace,
+        action,
+    })
+}
+
+/// The one resource a request's selector means (Kopf's rules: the core group wins).
+fn resolve_target(target: &Selector, known: &[Resource]) -> Result<Resource, KubeError> {
+    match selector::resolve(&convert::selector(target), known) {
+        Resolution::Resolved(found) if found.len() == 1 => found
+            .into_iter()
+            .next()
+            .ok_or_else(|| not_found(format!("no resource matches the selector {target}"))),
+        Resolution::Resolved(found) | Resolution::Ambiguous(found) => {
+            let keys: Vec<String> = found.iter().map(Resource::key).collect();
+            Err(not_found(format!(
+                "the selector {target} is ambiguous: it matches {}; name the group or version",
+                keys.join(", ")
+            )))
+        }
+        Resolution::Unresolved => Err(not_found(format!(
+            "the cluster serves no resource matching the selector {target}"
+        ))),
+    }
+}
+
+/// Whether some declared permission resolves to the same resource and lists the verb.
+///
+/// "Same resource" means group and plural, as RBAC sees it: a permission for one version
+/// covers the others. A permission that resolves ambiguously grants nothing, exactly as
+/// an ambiguous handler selector serves nothing.
+fn permits(permissions: &[Permission], verb: &str, target: &Resource, known: &[Resource]) -> bool {
+    permissions
+        .iter()
+        .filter(|p| p.verbs.iter().any(|v| v == verb || v == "*"))
+        .any(
+            |p| match selector::resolve(&convert::selector(&p.target), known) {
+                Resolution::Resolved(found) => found
+                    .iter()
+                    .any(|r| r.group == target.group && r.plural == target.plural),
+                Resolution::Ambiguous(_) | Resolution::Unresolved => false,
+            },
+        )
+}
+
+/// The namespace a request goes to (`None`: cluster-scoped, or every namespace).
+///
+/// For a namespaced resource, a request without one goes to the namespace of the handled
+/// object (a created body's own namespace first), then `default`; a list without one
+/// spans every namespace.
+fn choose_namespace(
+    resource: &Resource,
+    requested: Option<String>,
+    action: &Action,
+    object_namespace: Option<&str>,
+) -> Option<String> {
+    if !resource.namespaced {
+        return None;
+    }
+    if requested.is_some() {
+        return requested;
+    }
+    let in_body = match action {
+        Action::List { .. } => return None,
+        Action::Create { body } => body.pointer("/metadata/namespace").and_then(Value::as_str),
+        _ => None,
+    };
+    Some(
+        in_body
+            .or(object_namespace)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or("default")
+            .to_owned(),
+    )
+}
+
+/// A name or namespace becomes a URL path segment: anything that would change the path
+/// or the query (another resource, a subresource) is refused before sending.
+fn check_segment(value: &str, what: &str) -> Result<(), KubeError> {
+    let bad = value.is_empty()
+        || value == "."
+        || value == ".."
+        || value.contains(['/', '?', '#', '%'])
+        || value.chars().any(char::is_control);
+    if bad {
+        Err(bad_request(format!(
+            "{what} {value:?} is not a valid object {what}"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn parse_object(text: &str, what: &str) -> Result<Value, KubeError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(bad_request(format!("the {what} is not a JSON object"))),
+        Err(e) => Err(bad_request(format!("the {what} is not valid JSON: {e}"))),
+    }
+}
+
+/// Sends a checked request; answers the object (or list) as JSON, `""` for a deletion.
+async fn execute(client: &Client, prepared: Prepared) -> Result<String, KubeError> {
+    let Prepared {
+        resource,
+        namespace,
+        action,
+    } = prepared;
+    let ar = resource.api_resource();
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let object = match action {
+        Action::Get { name } => api.get(&name).await,
+        Action::List { label_selector } => {
+            let mut params = ListParams::default();
+            if let Some(labels) = &label_selector {
+                params = params.labels(labels);
+            }
+            let list = api.list(&params).await.map_err(kube_error)?;
+            return to_json(&list_json(&resource, list));
+        }
+        Action::Create { mut body } => {
+            fill_type(&mut body, &resource);
+            let object: DynamicObject = serde_json::from_value(body)
+                .map_err(|e| bad_request(format!("the body is not a Kubernetes object: {e}")))?;
+            api.create(&PostParams::default(), &object).await
+        }
+        Action::Patch { name, patch } => {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+        Action::Delete { name } => {
+            return api
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| String::new())
+                .map_err(kube_error);
+        }
+    };
+    to_json(&object.map_err(kube_error)?)
+}
+
+/// A list as `kubectl get -o json` shows it: every item with its apiVersion and kind,
+/// which the API server leaves out of list items.
+fn list_json(resource: &Resource, list: kube::core::ObjectList<DynamicObject>) -> Value {
+    let items: Vec<Value> = list
+        .items
+        .into_iter()
+        .map(|item| {
+            let mut item = serde_json::to_value(item).unwrap_or(Value::Null);
+            fill_type(&mut item, resource);
+            item
+        })
+        .collect();
+    let mut root = Map::new();
+    root.insert("apiVersion".to_owned(), Value::from(resource.api_version()));
+    root.insert(
+        "kind".to_owned(),
+        Value::from(format!("{}List", resource.kind)),
+    );
+    root.insert(
+        "metadata".to_owned(),
+        serde_json::to_value(list.metadata).unwrap_or_else(|_| Value::Object(Map::new())),
+    );
+    root.insert("items".to_owned(), Value::Array(items));
+    Value::Object(root)
+}
+
+/// Adds apiVersion and kind where an object lacks them, so guests need not repeat what
+/// the selector already said.
+fn fill_type(object: &mut Value, resource: &Resource) {
+    if let Value::Object(map) = object {
+        map.entry("apiVersion")
+            .or_insert_with(|| Value::from(resource.api_version()));
+        map.entry("kind")
+            .or_insert_with(|| Value::from(resource.kind.clone()));
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, KubeError> {
+    serde_json::to_string(value)
+        .map_err(|e| KubeError::local("Internal", format!("cannot serialise the answer: {e}")))
+}
+
+/// The API server's refusal as it gave it; anything else did not reach it (or its answer
+/// could not be read), which the guest sees as code 0 with the whole error chain.
+fn kube_error(error: kube::Error) -> KubeError {
+    match error {
+        kube::Error::Api(status) => KubeError {
+            code: status.code,
+            reason: status.reason,
+            message: status.message,
+        },
+        other => KubeError::local("Unavailable", error_chain(&other)),
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+fn forbidden(guest: &str, verb: &str, resource: &Resource) -> KubeError {
+    let group = if resource.group.is_empty() {
+        "core"
+    } else {
+        resource.group.as_str()
+    };
+    KubeError {
+        code: 403,
+        reason: "Forbidden".to_owned(),
+        message: format!(
+            "guest '{guest}' did not declare permission to {verb} {}.{group}; \
+             declare it with kapsel::permit!(...)",
+            resource.plural
+        ),
+    }
+}
+
+fn not_found(message: String) -> KubeError {
+    KubeError {
+        code: 404,
+        reason: "NotFound".to_owned(),
+        message,
+    }
+}
+
+fn bad_request(message: String) -> KubeError {
+    KubeError {
+        code: 400,
+        reason: "BadRequest".to_owned(),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::runtime::ResourceName;
+
+    fn res(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Resource {
+        Resource {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            kind: kind.into(),
+            singular: kind.to_lowercase(),
+            short_names: vec![],
+            categories: vec![],
+            namespaced,
+            verbs: vec!["get".into(), "list".into()],
+            subresources: vec![],
+            preferred: true,
+        }
+    }
+
+    fn known() -> Vec<Resource> {
+        let mut cm = res("", "v1", "configmaps", "ConfigMap", true);
+        cm.short_names = vec!["cm".into()];
+        cm.categories = vec!["all".into()];
+        let mut old_kex = res("kopf.dev", "v1beta1", "kopfexamples", "KopfExample", true);
+        old_kex.preferred = false;
+        vec![
+            cm,
+            res("", "v1", "secrets", "Secret", true),
+            res("", "v1", "namespaces", "Namespace", false),
+            res("kopf.dev", "v1", "kopfexamples", "KopfExample", true),
+            old_kex,
+            res("a.example", "v1", "widgets", "Widget", true),
+            res("b.example", "v1", "widgets", "Widget", true),
+            res(
+                "metrics.k8s.io",
+                "v1beta1",
+                "configmaps",
+                "ConfigMapMetrics",
+                true,
+            ),
+        ]
+    }
+
+    fn sel(group: Option<&str>, version: Option<&str>, name: ResourceName) -> Selector {
+        Selector {
+            group: group.map(Into::into),
+            version: version.map(Into::into),
+            name,
+        }
+    }
+
+    fn any(name: &str) -> ResourceName {
+        ResourceName::Any(name.to_owned())
+    }
+
+    fn permit(target: Selector, verbs: &[&str]) -> Permission {
+        Permission {
+            target,
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        }
+    }
+
+    fn get(target: Selector, namespace: Option<&str>, name: &str) -> KubeRequest {
+        KubeRequest::Get {
+            target,
+            namespace: namespace.map(Into::into),
+            name: name.into(),
+        }
+    }
+
+    fn find(known: &[Resource], plural: &str, group: &str) -> Resource {
+        known
+            .iter()
+            .find(|r| r.plural == plural && r.group == group && r.preferred)
+            .cloned()
+            .expect("known")
+    }
+
+    #[test]
+    fn a_permission_covers_the_resource_it_resolves_to_and_its_verbs() {
+        let known = known();
+        let configmaps = find(&known, "configmaps", "");
+        let perms = [permit(
+            sel(Some(""), Some("v1"), any("configmaps")),
+            &["get", "list"],
+        )];
+        assert!(permits(&perms, "get", &configmaps, &known));
+        assert!(permits(&perms, "list", &configmaps, &known));
+        assert!(!permits(&perms, "delete", &configmaps, &known));
+        let secrets = find(&known, "secrets", "");
+        assert!(!permits(&perms, "get", &secrets, &known));
+        assert!(!permits(&[], "get", &configmaps, &known));
+    }
+
+    #[test]
+    fn permissions_resolve_by_kopf_rules() {
+        let known = known();
+        let configmaps = find(&known, "configmaps", "");
+        // Any name form; the core group wins over metrics.k8s.io's configmaps.
+        for name in ["cm", "ConfigMap", "configmap", "configmaps"] {
+            let perms = [permit(sel(None, None, any(name)), &["get"])];
+            assert!(permits(&perms, "get", &configmaps, &known), "{name}");
+        }
+        let metrics = find(&known, "configmaps", "metrics.k8s.io");
+        let perms = [permit(sel(None, None, any("configmaps")), &["get"])];
+        assert!(!permits(&perms, "get", &metrics, &known));
+        // A category grants each of its members; "*" grants every verb.
+        let perms = [permit(
+            sel(None, None, ResourceName::Category("all".into())),
+            &["*"],
+        )];
+        assert!(permits(&perms, "delete", &configmaps, &known));
+        // An ambiguous permission grants nothing.
+        let widgets = find(&known, "widgets", "a.example");
+        let perms = [permit(sel(None, None, any("widgets")), &["get"])];
+        assert!(!permits(&perms, "get", &widgets, &known));
+        let perms = [permit(
+            sel(Some("a.example"), None, any("widgets")),
+            &["get"],
+        )];
+        assert!(permits(&perms, "get", &widgets, &known));
+        // One version's permission covers the resource's other versions.
+        let old = known
+            .iter()
+            .find(|r| r.plural == "kopfexamples" && !r.preferred)
+            .cloned()
+            .expect("v1beta1");
+        let perms = [permit(
+            sel(Some("kopf.dev"), None, any("kopfexamples")),
+            &["get"],
+        )];
+        assert!(permits(&perms, "get", &old, &known));
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let known = known();
+        let perms = [permit(
+            sel(Some(""), Some("v1"), any("configmaps")),
+            &["get"],
+        )];
+        let refused = prepare(
+            "g",
+            &perms,
+            &known,
+            Some("ns"),
+            get(sel(None, None, any("secrets")), None, "x"),
+        )
+        .expect_err("forbidden");
+        assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+        assert!(
+            refused.message.contains("guest 'g'")
+                && refused.message.contains("get secrets.core")
+                && refused.message.contains("kapsel::permit!"),
+            "{}",
+            refused.message
+        );
+
+        let unknown = prepare(
+            "g",
+            &perms,
+            &known,
+            None,
+            get(sel(None, None, any("gadgets")), None, "x"),
+        )
+        .expect_err("not found");
+        assert_eq!((unknown.code, unknown.reason.as_str()), (404, "NotFound"));
+        assert!(unknown.message.contains("gadgets"), "{}", unknown.message);
+
+        let ambiguous = prepare(
+            "g",
+            &perms,
+            &known,
+            None,
+            get(sel(None, None, any("widgets")), None, "x"),
+        )
+        .expect_err("ambiguous");
+        assert_eq!(ambiguous.code, 404);
+        assert!(
+            ambiguous.message.contains("widgets.v1.a.example")
+                && ambiguous.message.contains("widgets.v1.b.example"),
+            "{}",
+            ambiguous.message
+        );
+    }
+
+    #[test]
+    fn bad_bodies_and_names_are_refused_before_sending() {
+        let known = known();
+        let perms = [permit(sel(None, None, any("configmaps")), &["*"])];
+        let cm = || sel(None, None, any("configmaps"));
+        for body in ["not json", "[1, 2]", "\"text\"", ""] {
+            let refused = prepare(
+                "g",
+                &perms,
+                &known,
+                None,
+                KubeRequest::Create {
+                    target: cm(),
+                    namespace: None,
+                    body: body.into(),
+                },
+            )
+            .expect_err("bad body");
+            assert_eq!((refused.code, refused.reason.as_str()), (400, "BadRequest"));
+        }
+        let refused = prepare(
+            "g",
+            &perms,
+            &known,
+            None,
+            KubeRequest::Patch {
+                target: cm(),
+                namespace: None,
+                name: "x".into(),
+                merge_patch: "null".into(),
+            },
+        )
+        .expect_err("bad patch");
+        assert_eq!(refused.code, 400);
+        for name in ["", "a/status", "..", "x?watch=1"] {
+            let refused =
+                prepare("g", &perms, &known, None, get(cm(), None, name)).expect_err("bad name");
+            assert_eq!(refused.code, 400, "{name:?}");
+        }
+        let refused = prepare("g", &perms, &known, None, get(cm(), Some("a/b"), "x"))
+            .expect_err("bad namespace");
+        assert_eq!(refused.code, 400);
+    }
+
+    #[test]
+    fn namespaces_default_to_the_handled_object_then_default() {
+        let known = known();
+        let perms = [permit(sel(None, None, any("configmaps")), &["*"])];
+        let perms_ns = [permit(sel(None, None, any("namespaces")), &["*"])];
+        let cm = || sel(None, None, any("configmaps"));
+        let ns_of = |perms: &[Permission], object: Option<&str>, request| {
+            prepare("g", perms, &known, object, request)
+                .expect("allowed")
+                .namespace
+        };
+        assert_eq!(
+            ns_of(&perms, Some("obj-ns"), get(cm(), None, "x")),
+            Some("obj-ns".into())
+        );
+        assert_eq!(
+            ns_of(&perms, Some("obj-ns"), get(cm(), Some("other"), "x")),
+            Some("other".into())
+        );
+        assert_eq!(
+            ns_of(&perms, None, get(cm(), None, "x")),
+            Some("default".into())
+        );
+        let create = |body: Value| KubeRequest::Create {
+            target: cm(),
+            namespace: None,
+            body: body.to_string(),
+        };
+        assert_eq!(
+            ns_of(
+                &perms,
+                Some("obj-ns"),
+                create(json!({"metadata": {"name": "x", "namespace": "body-ns"}}))
+            ),
+            Some("body-ns".into())
+        );
+        assert_eq!(
+            ns_of(
+                &perms,
+                Some("obj-ns"),
+                create(json!({"metadata": {"name": "x"}}))
+            ),
+            Some("obj-ns".into())
+        );
+        let list = |namespace: Option<&str>| KubeRequest::List {
+            target: cm(),
+            namespace: namespace.map(Into::into),
+            label_selector: Some("a=b".into()),
+        };
+        assert_eq!(ns_of(&perms, Some("obj-ns"), list(None)), None);
+        assert_eq!(
+            ns_of(&perms, Some("obj-ns"), list(Some("x"))),
+            Some("x".into())
+        );
+        // Cluster-scoped: the namespace is ignored.
+        let namespaces = sel(None, None, any("namespaces"));
+        assert_eq!(
+            ns_of(
+                &perms_ns,
+                Some("obj-ns"),
+                get(namespaces.clone(), Some("x"), "y")
+            ),
+            None
+        );
+        assert_eq!(
+            ns_of(&perms_ns, Some("obj-ns"), get(namespaces, None, "y")),
+            None
+        );
+    }
+
+    #[test]
+    fn listed_items_and_created_bodies_get_their_type() {
+        let known = known();
+        let configmaps = find(&known, "configmaps", "");
+        let list: kube::core::ObjectList<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}],
+        }))
+        .expect("list");
+        let value = list_json(&configmaps, list);
+        assert_eq!(value["kind"], "ConfigMapList");
+        assert_eq!(value["apiVersion"], "v1");
+        assert_eq!(value["metadata"]["resourceVersion"], "7");
+        assert_eq!(value["items"][0]["kind"], "ConfigMap");
+        assert_eq!(value["items"][0]["data"]["k"], "v");
+        let mut body = json!({"kind": "Other", "metadata": {}});
+        fill_type(&mut body, &configmaps);
+        assert_eq!(
+            body,
+            json!({"kind": "Other", "metadata": {}, "apiVersion": "v1"})
+        );
+    }
+
+    #[test]
+    fn the_snapshot_is_replaced_not_mutated() {
+        let known_resources = KnownResources::default();
+        assert!(known_resources.snapshot().is_empty());
+        let before = known_resources.snapshot();
+        known_resources.replace(&known());
+        assert!(before.is_empty());
+        assert_eq!(known_resources.snapshot().len(), known().len());
+    }
+}

@@ -1,0 +1,85 @@
+//! Kubernetes calls from handlers (the WIT host's `get`, `list`, `create`, `patch`,
+//! `delete`): a guest manages a child ConfigMap of its object within the permissions it
+//! declared, and a call outside them is refused with 403 Forbidden.
+
+use kapsel_host::Operator;
+use kapsel_tests::*;
+use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
+
+fn kopfexample_of_size(name: &str, size: i64) -> Value {
+    json!({
+        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": name},
+        "spec": {"size": size},
+    })
+}
+
+#[tokio::test]
+async fn handlers_manage_a_child_within_their_permissions() {
+    let s = Scene::start("guest-api").await;
+    let operator = s
+        .cluster
+        .start_operator(Operator::new([guest("kube_calls")]));
+    let configmaps = |namespace: &str| -> Api<DynamicObject> {
+        Api::namespaced_with(
+            s.client.clone(),
+            namespace,
+            &core("ConfigMap", "configmaps"),
+        )
+    };
+
+    s.create(kopfexample_of_size("parent", 3)).await;
+    let done = s
+        .tracker
+        .wait_for("parent", "both creation handlers done", |b| {
+            !status(b, "make_child").is_null() && !status(b, "peek_secret").is_null()
+        })
+        .await;
+    assert_eq!(
+        status(&done, "make_child"),
+        &json!({"child": "parent-child", "size": "3", "listed": 1}),
+        "{}",
+        s.tracker.dump("parent")
+    );
+    assert_eq!(
+        status(&done, "peek_secret"),
+        &json!({"code": 403, "reason": "Forbidden"})
+    );
+
+    // Created where the handled object lives, then patched by the handler.
+    let child = configmaps(&s.namespace)
+        .get("parent-child")
+        .await
+        .expect("the child exists");
+    let child = serde_json::to_value(child).expect("json");
+    assert_eq!(child["data"], json!({"size": "3", "patched": "yes"}));
+    assert_eq!(child["metadata"]["labels"]["kapsel.dev/parent"], "parent");
+    let elsewhere = configmaps("default")
+        .get_opt("parent-child")
+        .await
+        .expect("get");
+    assert!(elsewhere.is_none(), "not in the default namespace");
+
+    // The delete handler removes the child before the object goes.
+    s.delete("parent").await;
+    s.tracker.wait_gone("parent").await;
+    let child = configmaps(&s.namespace)
+        .get_opt("parent-child")
+        .await
+        .expect("get");
+    assert!(child.is_none(), "the child is deleted: {child:?}");
+
+    let records = operator.journal().records();
+    let object = s.object("parent");
+    assert_eq!(
+        outcomes(&records, "make_child", &object),
+        [("success".to_owned(), None)]
+    );
+    assert_eq!(
+        outcomes(&records, "remove_child", &object),
+        [("success".to_owned(), None)]
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
