@@ -63,19 +63,24 @@ pub(crate) enum Command {
     Freeze(FreezeArgs),
     /// Remove the record `freeze` wrote, so that the paused operators resume.
     Resume(ResumeArgs),
-    /// Test a guest against case files, each on a fresh embedded cluster.
+    /// Test a guest against case files, each on a fresh embedded cluster, or replay recordings.
     Test(TestArgs),
 }
 
-/// `kapsel test GUEST CASE...`: exit 0 when every case passes, 1 when one fails,
-/// 2 when the guest or a case file is unusable.
+/// `kapsel test GUEST CASE...` and `kapsel test GUEST --replay FILE`: exit 0 when every
+/// case and replay passes, 1 when one fails, 2 when the guest, a case file or a
+/// recording is unusable.
 #[derive(Debug, Args)]
 pub(crate) struct TestArgs {
     /// The guest: a .wasm file.
     pub(crate) guest: PathBuf,
     /// Case files (YAML), or directories of them.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "replay")]
     pub(crate) cases: Vec<PathBuf>,
+    /// Replay a recording made by `kapsel run --record` and report what the guest does
+    /// differently (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Vec<PathBuf>,
     /// Run only the cases whose name or path contains this.
     #[arg(long)]
     pub(crate) filter: Option<String>,
@@ -178,6 +183,10 @@ pub(crate) struct RunArgs {
     /// Serve the metrics (Prometheus text format) at this URL (e.g. http://0.0.0.0:9090/metrics).
     #[arg(long, value_name = "URL", value_parser = endpoint_url)]
     pub(crate) metrics: Option<String>,
+    /// Record the watch events received, the patches sent and the guests' Kubernetes
+    /// calls into this file (JSON Lines), for `kapsel test GUEST --replay FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) record: Option<PathBuf>,
 }
 
 /// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.
@@ -278,6 +287,7 @@ impl Cli {
                 let request = crate::cases::TestRequest {
                     guest: args.guest,
                     cases: args.cases,
+                    replays: args.replay,
                     filter: args.filter,
                     // `-v` of the shared logging flags also shows what a failing case's operator did.
                     verbose: self.logging.verbose || self.logging.debug,
@@ -334,6 +344,9 @@ fn operator_for(args: RunArgs) -> crate::Operator {
     }
     if let Some(url) = args.metrics {
         operator = operator.metrics(url);
+    }
+    if let Some(path) = args.record {
+        operator = operator.record(path);
     }
     if args.namespaces.is_empty() {
         operator.all_namespaces()

@@ -55,10 +55,20 @@ pub(crate) struct ManualClock {
 impl ManualClock {
     /// A clock that starts at the current system time.
     pub(crate) fn new() -> ManualClock {
+        ManualClock::starting_at(Utc::now())
+    }
+
+    /// A clock that starts at `start` (a replay starts where its recording started).
+    pub(crate) fn starting_at(start: DateTime<Utc>) -> ManualClock {
         ManualClock {
-            start: Utc::now(),
+            start,
             offset: tokio::sync::watch::Sender::new(Duration::ZERO),
         }
+    }
+
+    /// How far the clock has been advanced.
+    pub(crate) fn elapsed(&self) -> Duration {
+        *self.offset.borrow()
     }
 
     /// Moves the clock forward, ending the sleeps that are due.

@@ -23,6 +23,7 @@ mod metrics;
 mod object_log;
 mod operator;
 mod peering;
+mod recording;
 mod runtime;
 pub mod testing;
 
@@ -76,6 +77,15 @@ pub enum Error {
     /// A peer record could not be written (`freeze`, `resume`).
     #[error("the peer record could not be written")]
     Peering(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The recording file (`--record`) cannot be written.
+    #[error("cannot write the recording {path}")]
+    Recording {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// An operator: guests (WebAssembly handlers) served on a cluster.
@@ -92,6 +102,8 @@ pub struct Operator {
     runtime: runtime::RuntimeConfig,
     /// Guests compiled already (`kapsel test` compiles a guest once for all its cases).
     preloaded: Option<(runtime::Runtime, Vec<runtime::Guest>)>,
+    /// Where to record what the operator receives and does (`--record`).
+    record_to: Option<PathBuf>,
     /// Fed by the journal and the streams; served by the endpoints.
     metrics: metrics::Metrics,
     endpoints: health::Endpoints,
@@ -127,6 +139,7 @@ impl Operator {
             settings: operator::Settings::default(),
             runtime: runtime::RuntimeConfig::default(),
             preloaded: None,
+            record_to: None,
             metrics,
             endpoints: health::Endpoints::default(),
         }
@@ -236,6 +249,15 @@ impl Operator {
         self
     }
 
+    /// Record what the operator receives and does into this file (`--record`), for
+    /// `kapsel test GUEST --replay FILE`: the watch events of its streams, the patches
+    /// it sends, its guests' Kubernetes calls and how handler calls ended, as JSON Lines.
+    /// The file is created (or truncated) when the operator starts.
+    pub fn record(mut self, path: impl Into<PathBuf>) -> Operator {
+        self.record_to = Some(path.into());
+        self
+    }
+
     /// The record of what this operator does (shared: clone it before [`Operator::run`]).
     ///
     /// From this call on, the journal keeps every record; an operator whose journal
@@ -294,6 +316,15 @@ impl Operator {
             .map_err(|e| Error::Endpoint(Box::new(e)))?;
         let mut settings = self.settings;
         settings.streams.metrics = self.metrics.clone();
+        if let Some(path) = &self.record_to {
+            let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
+            settings.recorder =
+                recording::Recorder::to_file(path, &names).map_err(|source| Error::Recording {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        settings.recorder.observe(&self.journal);
         tokio::pin!(shutdown);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).

@@ -145,9 +145,34 @@ pub async fn run_cases(
     cases: &[std::path::PathBuf],
     out: &mut impl std::io::Write,
 ) -> Result<CaseSummary, String> {
+    test(guest, cases, &[], out).await
+}
+
+/// Runs `kapsel test GUEST --replay FILE...` in-process: each recording of
+/// `kapsel run --record` is replayed against `guest` on a fresh embedded cluster, and
+/// what the guest did differently is reported to `out`.
+///
+/// # Errors
+/// A recording that cannot be read (the message names the file and line), or a guest
+/// that cannot be loaded.
+pub async fn replay(
+    guest: &std::path::Path,
+    recordings: &[std::path::PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<CaseSummary, String> {
+    test(guest, &[], recordings, out).await
+}
+
+async fn test(
+    guest: &std::path::Path,
+    cases: &[std::path::PathBuf],
+    replays: &[std::path::PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<CaseSummary, String> {
     let request = crate::cases::TestRequest {
         guest: guest.to_path_buf(),
         cases: cases.to_vec(),
+        replays: replays.to_vec(),
         filter: None,
         verbose: true,
         junit: None,

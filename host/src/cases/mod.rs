@@ -1,11 +1,14 @@
-//! `kapsel test`: case files run against a guest on a fresh embedded cluster.
+//! `kapsel test`: case files run against a guest on a fresh embedded cluster, and
+//! recordings replayed against it.
 //!
 //! `format` reads case files (with located errors); `runner` runs one case with the real
-//! host machinery and a manual clock; `matching` compares objects with the partial
-//! documents cases expect; `report` prints the results and writes JUnit XML.
+//! host machinery and a manual clock; `replay` runs a recording of `kapsel run --record`
+//! the same way and compares; `matching` compares objects with the partial documents
+//! cases expect; `report` prints the results and writes JUnit XML.
 
 mod format;
 mod matching;
+mod replay;
 mod report;
 mod runner;
 
@@ -18,6 +21,8 @@ pub(crate) use report::Summary;
 pub(crate) struct TestRequest {
     pub(crate) guest: PathBuf,
     pub(crate) cases: Vec<PathBuf>,
+    /// Recordings of `kapsel run --record` to replay.
+    pub(crate) replays: Vec<PathBuf>,
     /// Only cases whose name or path contains this.
     pub(crate) filter: Option<String>,
     /// Print what the operator did for failing cases.
@@ -32,6 +37,8 @@ pub(crate) enum TestError {
     Guest(String),
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Cases(Vec<format::CaseError>),
+    #[error("{0}")]
+    Recording(String),
     #[error("no case matches the filter {0:?}")]
     NothingSelected(String),
     #[error("cannot write the JUnit report {path}: {error}")]
@@ -64,7 +71,13 @@ pub(crate) async fn run(
                 .is_none_or(|f| case.name.contains(f) || case.path.to_string_lossy().contains(f))
         })
         .collect();
-    if cases.is_empty() {
+    let recordings = request
+        .replays
+        .iter()
+        .map(|path| crate::recording::read(path).map(|entries| (path, entries)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TestError::Recording)?;
+    if cases.is_empty() && recordings.is_empty() {
         return Err(TestError::NothingSelected(
             request.filter.clone().unwrap_or_default(),
         ));
@@ -80,12 +93,21 @@ pub(crate) async fn run(
     let mut runs = Vec::new();
     let _ = writeln!(
         out,
-        "kapsel test: {} case(s) of {}",
+        "kapsel test: {} case(s){} of {}",
         cases.len(),
+        match recordings.len() {
+            0 => String::new(),
+            n => format!(", {n} replay(s)"),
+        },
         request.guest.display()
     );
     for case in &cases {
         let run = runner::run(&runtime, &guest, case).await;
+        report::print_case(out, &run, request.verbose);
+        runs.push(run);
+    }
+    for (path, entries) in &recordings {
+        let run = replay::run(&runtime, &guest, path, entries).await;
         report::print_case(out, &run, request.verbose);
         runs.push(run);
     }

@@ -15,6 +15,7 @@ use super::matching;
 use crate::clock::{Clock, ManualClock};
 use crate::journal::Record;
 use crate::operator::{Memories, Resource, Watched, find_kind, find_resource};
+use crate::recording::Recorder;
 use crate::runtime::{Guest, Runtime};
 use crate::testing::{Cluster, RunningOperator};
 use crate::{Journal, Operator};
@@ -94,26 +95,15 @@ async fn run_on(
             }
         }
     }
-    let clock = Arc::new(ManualClock::new());
-    let mut operator = Operator::new([guest.path().to_path_buf()])
-        .all_namespaces()
-        .standalone();
-    operator.settings.clock = clock.clone();
-    operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
-    let memories = operator.settings.memories.clone();
-    let watched = operator.settings.watched.clone();
-    let started = operator.settings.started.subscribe();
-    let running = cluster.start_operator(operator);
-    let journal = running.journal().clone();
-    let mut world = World {
-        client,
-        clock,
-        running,
-        memories,
-        watched,
-        started,
-        written: given,
-    };
+    let mut world = World::start(
+        cluster,
+        runtime,
+        guest,
+        Arc::new(ManualClock::new()),
+        Recorder::default(),
+    );
+    world.written = given;
+    let journal = world.running.journal().clone();
 
     let mut verdict = Verdict::Passed;
     for (index, step) in case.steps.iter().enumerate() {
@@ -161,23 +151,52 @@ fn describe(step: &Step) -> String {
     }
 }
 
-/// What the steps act on.
-struct World {
-    client: Client,
-    clock: Arc<ManualClock>,
-    running: RunningOperator,
+/// What the steps act on: the cluster, the clock, and the operator under test.
+pub(super) struct World {
+    pub(super) client: Client,
+    pub(super) clock: Arc<ManualClock>,
+    pub(super) running: RunningOperator,
     memories: Memories,
     watched: Watched,
     /// Whether the operator has started its watch streams.
     started: tokio::sync::watch::Receiver<bool>,
     /// The case's writes since time last advanced.
-    written: Vec<Written>,
+    pub(super) written: Vec<Written>,
 }
 
 /// An object the case wrote: its resource (key), uid and resourceVersion.
-type Written = (String, String, String);
+pub(super) type Written = (String, String, String);
 
 impl World {
+    /// Starts `guest` on `cluster` in the real host machinery, on `clock`, recording
+    /// into `recorder`.
+    pub(super) fn start(
+        cluster: &Cluster,
+        runtime: &Runtime,
+        guest: &Guest,
+        clock: Arc<ManualClock>,
+        recorder: Recorder,
+    ) -> World {
+        let mut operator = Operator::new([guest.path().to_path_buf()])
+            .all_namespaces()
+            .standalone();
+        operator.settings.clock = clock.clone();
+        operator.settings.recorder = recorder;
+        operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
+        let memories = operator.settings.memories.clone();
+        let watched = operator.settings.watched.clone();
+        let started = operator.settings.started.subscribe();
+        World {
+            client: cluster.client(),
+            clock,
+            running: cluster.start_operator(operator),
+            memories,
+            watched,
+            started,
+            written: Vec::new(),
+        }
+    }
+
     async fn execute(&mut self, step: &Step) -> Result<(), String> {
         let client = &self.client;
         let written = match step {
@@ -225,7 +244,7 @@ impl World {
     /// but sleep on handler time, so that advancing the clock means what the case says:
     /// "after everything that could happen by now has happened". Bounded: an operator
     /// that never settles (a spinning handler) does not hang the case.
-    async fn settle(&mut self) {
+    pub(super) async fn settle(&mut self) {
         const QUIET_POLLS: usize = 3;
         let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
         // Before its streams exist, an operator has nothing to do yet, but not because
@@ -252,7 +271,7 @@ impl World {
 const SETTLE_LIMIT: Duration = Duration::from_secs(3);
 
 /// What the runner remembers of a write: the resource, the object's uid and version.
-fn version_of(resource: &Resource, object: &DynamicObject) -> Option<Written> {
+pub(super) fn version_of(resource: &Resource, object: &DynamicObject) -> Option<Written> {
     Some((
         resource.key(),
         object.metadata.uid.clone()?,
@@ -290,7 +309,7 @@ fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
     Ok(objects)
 }
 
-async fn apply_object(
+pub(super) async fn apply_object(
     client: &Client,
     object: &Value,
 ) -> Result<(Resource, DynamicObject), String> {
@@ -316,7 +335,7 @@ async fn apply_object(
     applied.map(|object| (resource, object))
 }
 
-fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
+pub(super) fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
     let ar = resource.api_resource();
     if resource.namespaced {
         Api::namespaced_with(client.clone(), namespace, &ar)

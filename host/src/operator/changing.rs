@@ -555,7 +555,7 @@ impl Processor {
         };
         let releasing = matches!(patch.finalizer, Some(FinalizerChange::Remove(_)))
             && changes::is_deletion_ongoing(body);
-        let applied = patching::apply(&self.client, target, body, &patch).await?;
+        let applied = patching::apply(&self.client, target, body, &patch, &self.recorder).await?;
         let (fresh, refused) = match applied {
             Applied::Gone => {
                 object_log!(debug, object, "The object is gone; nothing to patch.");

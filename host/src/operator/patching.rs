@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::changes::{Patch, inconsistencies, request_backoff, request_is_retried};
 use super::discovery::Resource;
+use crate::recording::Recorder;
 
 /// Which object a patch is for.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +62,17 @@ pub(crate) async fn apply(
     target: Target<'_>,
     body: &Value,
     patch: &Patch,
+    recorder: &Recorder,
 ) -> Result<Applied, PatchError> {
+    let record = |part: &str, response: &Value| {
+        recorder.write(
+            target.resource,
+            target.namespace,
+            target.name,
+            part,
+            response,
+        );
+    };
     let api = target.api(client);
     let status_subresource = target.resource.subresources.iter().any(|s| s == "status");
     let (main, status) = patch.merge_patches(status_subresource);
@@ -86,6 +97,7 @@ pub(crate) async fn apply(
         match sent {
             Ok(object) => {
                 let response = serde_json::to_value(object).unwrap_or(Value::Null);
+                record(if is_status { "status" } else { "object" }, &response);
                 let missed = inconsistencies(&part, &response);
                 if !missed.is_empty() {
                     tracing::warn!("Patching failed with inconsistencies: {}", missed.to_json());
@@ -116,9 +128,11 @@ pub(crate) async fn apply(
     })
     .await;
     match sent {
-        Ok(object) => Ok(Applied::Done(Some(
-            serde_json::to_value(object).unwrap_or(Value::Null),
-        ))),
+        Ok(object) => {
+            let response = serde_json::to_value(object).unwrap_or(Value::Null);
+            record("finalizers", &response);
+            Ok(Applied::Done(Some(response)))
+        }
         Err(e) if is_not_found(&e.source) => Ok(Applied::Gone),
         Err(e) if status_code(&e.source) == Some(422) => Ok(Applied::FinalizerRefused(freshest)),
         Err(e) => Err(e),

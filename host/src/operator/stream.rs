@@ -65,6 +65,8 @@ pub(crate) struct StreamSettings {
     pub(crate) page_size: Option<u32>,
     /// Where the streams and their queues report restarts, queue depth and panics.
     pub(crate) metrics: Metrics,
+    /// Where `--record` writes the events the streams receive.
+    pub(crate) recorder: crate::recording::Recorder,
 }
 
 impl Default for StreamSettings {
@@ -74,6 +76,7 @@ impl Default for StreamSettings {
             inactivity_timeout: Duration::from_secs(70),
             page_size: Some(500),
             metrics: Metrics::default(),
+            recorder: crate::recording::Recorder::default(),
         }
     }
 }
@@ -192,6 +195,7 @@ pub(crate) async fn run(
                                 key,
                                 body,
                             };
+                            record(&settings, &resource, &deleted);
                             if out.send(StreamSignal::Object(deleted)).is_err() {
                                 return;
                             }
@@ -225,10 +229,18 @@ pub(crate) async fn run(
                 })
             }
         };
+        if let StreamSignal::Object(event) = &signal {
+            record(&settings, &resource, event);
+        }
         if out.send(signal).is_err() {
             return;
         }
     }
+}
+
+fn record(settings: &StreamSettings, resource: &Resource, event: &ObjectEvent) {
+    let event_type = event.event_type.as_kopf().unwrap_or("LISTED");
+    settings.recorder.watch(resource, event_type, &event.body);
 }
 
 /// The object as JSON, with `apiVersion`/`kind` filled in (list items may lack them).

@@ -1,0 +1,235 @@
+//! `kapsel run --record` and `kapsel test --replay`: a real run's traffic, recorded, then
+//! replayed against a guest on a fresh cluster with time advanced instead of waited for.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kapsel_host::testing::{CaseSummary, Runner, replay};
+use kapsel_tests::{PATIENCE, create, create_kopfexamples_crd, delete, guest, kopfexamples, patch};
+use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
+
+/// A fresh directory for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kapsel-replay-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// Waits until the kopfexample `name` in `namespace` satisfies `done` (`None`: it is gone).
+async fn wait_for(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    done: impl Fn(Option<&Value>) -> bool,
+) -> Option<Value> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kopfexamples());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let object = api
+            .get_opt(name)
+            .await
+            .expect("get")
+            .map(|o| serde_json::to_value(o).expect("json"));
+        if done(object.as_ref()) {
+            return object;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{namespace}/{name} never got there: {object:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Records `guest` (a `kapsel run` command line on a fresh cluster) while `scene` acts.
+async fn record<F, Fut>(guest_path: &Path, file: &Path, scene: F)
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let runner = Runner::start([
+        "run",
+        "-A",
+        "--standalone",
+        "--record",
+        &file.to_string_lossy(),
+        &guest_path.to_string_lossy(),
+    ])
+    .await
+    .expect("started");
+    scene(runner.client()).await;
+    let result = runner.stop().await;
+    assert_eq!(result.exit_code, 0, "{}", result.output);
+}
+
+async fn replayed(guest_path: &Path, file: &Path) -> (CaseSummary, String) {
+    let mut out = Vec::new();
+    let summary = replay(guest_path, &[file.to_path_buf()], &mut out)
+        .await
+        .expect("the recording is readable");
+    (summary, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A kopfexample's whole life under the `lifecycle` guest: creation with two temporary
+/// errors retried after 1 s each, a change of `spec.field`, deletion through the
+/// finalizer. Replayed against the same guest, nothing differs; against another guest,
+/// the report says what did.
+#[tokio::test]
+async fn a_recording_replays_to_the_same_outcome() {
+    let dir = scratch("lifecycle");
+    let file = dir.join("lifecycle.jsonl");
+    let lifecycle = guest("lifecycle");
+    record(&lifecycle, &file, |client| async move {
+        create_kopfexamples_crd(&client).await;
+        create(
+            &client,
+            &kopfexamples(),
+            Some("default"),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "kex"}, "spec": {"field": "one", "size": 1}}),
+        )
+        .await;
+        wait_for(&client, "default", "kex", |o| {
+            o.is_some_and(|o| o["status"]["flaky"]["attempts"] == 3)
+        })
+        .await;
+        patch(
+            &client,
+            &kopfexamples(),
+            Some("default"),
+            "kex",
+            json!({"spec": {"field": "two"}}),
+        )
+        .await;
+        wait_for(&client, "default", "kex", |o| {
+            o.is_some_and(|o| o["status"]["updated"]["changes"] == 1)
+        })
+        .await;
+        delete(&client, &kopfexamples(), Some("default"), "kex").await;
+        wait_for(&client, "default", "kex", |o| o.is_none()).await;
+    })
+    .await;
+
+    let recording = std::fs::read_to_string(&file).expect("the recording exists");
+    for line in [
+        r#""entry":"recording""#,
+        r#""entry":"resource""#,
+        r#""type":"MODIFIED""#,
+        r#""entry":"write""#,
+        r#""outcome":"retry""#,
+    ] {
+        assert!(recording.contains(line), "{line} is missing:\n{recording}");
+    }
+
+    let started = std::time::Instant::now();
+    let (summary, report) = replayed(&lifecycle, &file).await;
+    assert_eq!(
+        summary,
+        CaseSummary {
+            passed: 1,
+            failed: 0
+        },
+        "{report}"
+    );
+    assert!(
+        report.contains("PASS  replay of lifecycle.jsonl"),
+        "{report}"
+    );
+    // The two 1-second retry delays are advanced over, not waited for. (Loose: the
+    // recording itself took over 2 s of retries.)
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the replay took {:?}",
+        started.elapsed()
+    );
+
+    let (summary, report) = replayed(&guest("minimal"), &file).await;
+    assert_eq!(
+        summary,
+        CaseSummary {
+            passed: 0,
+            failed: 1
+        },
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "handler flaky on default/kex: recorded [retry, retry, success], replayed none"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("handler create_fn on default/kex: recorded none, replayed [success]"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A guest's Kubernetes calls are recorded with their answers; replayed, the guest makes
+/// them again against the replay's cluster, and they are compared.
+#[tokio::test]
+async fn guest_calls_are_recorded_and_replayed() {
+    let dir = scratch("calls");
+    let file = dir.join("calls.jsonl");
+    let calls = guest("kube_calls");
+    record(&calls, &file, |client| async move {
+        create_kopfexamples_crd(&client).await;
+        kapsel_tests::create_namespace(&client, "team").await;
+        create(
+            &client,
+            &kopfexamples(),
+            Some("team"),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "kex"}, "spec": {"size": 3}}),
+        )
+        .await;
+        wait_for(&client, "team", "kex", |o| {
+            o.is_some_and(|o| o["status"]["make_child"]["listed"] == 1)
+        })
+        .await;
+        delete(&client, &kopfexamples(), Some("team"), "kex").await;
+        wait_for(&client, "team", "kex", |o| o.is_none()).await;
+    })
+    .await;
+
+    let recording = std::fs::read_to_string(&file).expect("the recording exists");
+    assert!(
+        recording.contains(r#""entry":"call""#) && recording.contains(r#""verb":"create""#),
+        "{recording}"
+    );
+    assert!(recording.contains(r#""reason":"Forbidden""#), "{recording}");
+
+    let (summary, report) = replayed(&calls, &file).await;
+    assert_eq!(
+        summary,
+        CaseSummary {
+            passed: 1,
+            failed: 0
+        },
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file that is not a recording is an input error naming the line.
+#[tokio::test]
+async fn a_broken_recording_is_refused_with_its_line() {
+    let dir = scratch("broken");
+    let file = dir.join("broken.jsonl");
+    std::fs::write(
+        &file,
+        "{\"entry\":\"recording\",\"format\":1,\"started\":\"2026-11-30T10:00:00Z\",\"host\":\"kapsel\",\"guests\":[]}\n{\"entry\":\"watch\"}\n",
+    )
+    .expect("written");
+    let mut out = Vec::new();
+    let error = replay(&guest("minimal"), std::slice::from_ref(&file), &mut out)
+        .await
+        .expect_err("not a recording");
+    assert!(
+        error.contains("broken.jsonl:2: not a recording line"),
+        "{error}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
