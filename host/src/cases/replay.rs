@@ -5,7 +5,8 @@
 //! where the recording started:
 //! - the recorded resources are served again (a CRD is created for each custom resource);
 //! - objects first seen in a listing exist before the operator starts, as listed
-//!   (annotations, finalizers and status included);
+//!   (annotations, finalizers and status included); so do the objects the guests read
+//!   that no stream watched (a ConfigMap of settings), as they were first read;
 //! - every change somebody else made is made again at its recorded time: creations,
 //!   changes (as the merge patch from the previous recorded version), deletions. What the
 //!   operator changed itself is not replayed: the versions its own patches and its
@@ -57,6 +58,8 @@ struct Plan {
     resources: BTreeMap<String, ResourceInfo>,
     /// Objects that existed before the operator started: (resource key, body).
     given: Vec<(String, Value)>,
+    /// Objects the guests read that no stream watched, as first read: they existed too.
+    seeds: Vec<Value>,
     steps: Vec<Step>,
     /// The time of the last recorded line.
     end: f64,
@@ -148,6 +151,11 @@ async fn replay(
     let mut resources = Resources::default();
     for info in plan.resources.values() {
         if let Err(message) = resources.serve(&client, info).await {
+            return set_up_failed(message);
+        }
+    }
+    for seed in &plan.seeds {
+        if let Err(message) = create_object(&client, seed).await {
             return set_up_failed(message);
         }
     }
@@ -286,38 +294,16 @@ impl Resources {
         Ok((runner::api(client, resource, namespace), resource))
     }
 
-    /// Creates an object as recorded (its namespace first, if missing), status included.
+    /// Creates an object as recorded, deleting it again if it was being deleted.
     async fn create(
         &self,
         client: &Client,
         key: &str,
         body: &Value,
     ) -> Result<Vec<Written>, String> {
-        let resource = self.resource(key)?;
-        if let Some(namespace) = namespace_of(body) {
-            ensure_namespace(client, namespace).await?;
-        }
-        let mut fresh = strip_server_fields(body);
-        let status = fresh.as_object_mut().and_then(|o| o.remove("status"));
-        let (_, created) = runner::apply_object(client, &fresh).await?;
-        let mut written: Vec<Written> =
-            runner::version_of(resource, &created).into_iter().collect();
-        let address = address_of(key, body);
-        let (api, _) = self.api(client, &address)?;
-        if let Some(status) = status.filter(|s| !is_empty(s)) {
-            let patch = json!({ "status": status });
-            let patched = if resource.subresources.iter().any(|s| s == "status") {
-                api.patch_status(&address.2, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-            } else {
-                api.patch(&address.2, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-            }
-            .map_err(|e| format!("{}: the status: {e}", describe(&address)))?;
-            written.extend(runner::version_of(resource, &patched));
-        }
+        let mut written = create_object(client, body).await?;
         if body.pointer("/metadata/deletionTimestamp").is_some() {
-            written.extend(self.delete(client, &address).await?);
+            written.extend(self.delete(client, &address_of(key, body)).await?);
         }
         Ok(written)
     }
@@ -385,6 +371,33 @@ impl Resources {
             }
         }
     }
+}
+
+/// Creates an object as recorded (its namespace first, if missing), status included.
+async fn create_object(client: &Client, body: &Value) -> Result<Vec<Written>, String> {
+    if let Some(namespace) = namespace_of(body) {
+        ensure_namespace(client, namespace).await?;
+    }
+    let mut fresh = strip_server_fields(body);
+    let status = fresh.as_object_mut().and_then(|o| o.remove("status"));
+    let (resource, created) = runner::apply_object(client, &fresh).await?;
+    let mut written: Vec<Written> = runner::version_of(&resource, &created)
+        .into_iter()
+        .collect();
+    if let Some(status) = status.filter(|s| !is_empty(s)) {
+        let name = text(body, "/metadata/name").unwrap_or_default();
+        let api = runner::api(client, &resource, namespace_of(body).unwrap_or("default"));
+        let patch = json!({ "status": status });
+        let params = PatchParams::default();
+        let patched = if resource.subresources.iter().any(|s| s == "status") {
+            api.patch_status(name, &params, &Patch::Merge(&patch)).await
+        } else {
+            api.patch(name, &params, &Patch::Merge(&patch)).await
+        }
+        .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
+        written.extend(runner::version_of(&resource, &patched));
+    }
+    Ok(written)
 }
 
 fn describe(at: &Address) -> String {
@@ -606,9 +619,69 @@ fn plan(entries: &[Entry]) -> Result<Plan, String> {
         started,
         resources,
         given,
+        seeds: seeds(entries),
         steps,
         end,
     })
+}
+
+/// An object's identity across clusters: apiVersion, kind, namespace, name.
+type Identity = (String, String, Option<String>, String);
+
+fn identity(object: &Value) -> Identity {
+    let field = |pointer: &str| text(object, pointer).unwrap_or_default().to_owned();
+    (
+        field("/apiVersion"),
+        field("/kind"),
+        namespace_of(object).map(str::to_owned),
+        field("/metadata/name"),
+    )
+}
+
+/// The objects the guests read (`get`, `list`) that no stream watched and no guest had
+/// created before reading them: they existed in the recorded cluster, so the replay's
+/// must have them too.
+fn seeds(entries: &[Entry]) -> Vec<Value> {
+    let watched: HashSet<Identity> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Watch { object, .. } => Some(identity(object)),
+            _ => None,
+        })
+        .collect();
+    let mut known = HashSet::new();
+    let mut seeds = Vec::new();
+    for entry in entries {
+        let Entry::Call {
+            verb,
+            result: Some(result),
+            ..
+        } = entry
+        else {
+            continue;
+        };
+        let read: Vec<&Value> = match verb.as_str() {
+            // Created by a guest: it will be created again by the guest under test.
+            "create" => {
+                known.insert(identity(result));
+                continue;
+            }
+            "get" => vec![result],
+            "list" => result
+                .get("items")
+                .and_then(Value::as_array)
+                .map(|items| items.iter().collect())
+                .unwrap_or_default(),
+            _ => continue,
+        };
+        for object in read {
+            let id = identity(object);
+            if !id.3.is_empty() && !watched.contains(&id) && known.insert(id) {
+                seeds.push(object.clone());
+            }
+        }
+    }
+    seeds
 }
 
 /// What somebody else changed between two recorded versions.
@@ -1051,6 +1124,47 @@ mod tests {
                 "kopfexamples.v1.kopf.dev ns/kex: status.create_fn.n: recorded 1, replayed 2",
                 "kopfexamples.v1.kopf.dev ns/kex: status.extra: recorded absent, replayed 1",
             ]
+        );
+    }
+
+    #[test]
+    fn objects_only_guests_read_are_seeded() {
+        let call = |verb: &str, result: Value| Entry::Call {
+            at: 1.0,
+            handler: "h".into(),
+            object: Some("ns/kex".into()),
+            verb: verb.into(),
+            target: "configmaps.v1".into(),
+            namespace: Some("ns".into()),
+            name: None,
+            body: None,
+            result: Some(result),
+            error: None,
+        };
+        let cm = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "ns"}, "data": {"a": "b"}})
+        };
+        let entries = vec![
+            header(),
+            resource(),
+            watch(0.5, "LISTED", kex("1", json!({}))),
+            call("create", cm("made")),
+            call("get", cm("made")),
+            call("get", cm("settings")),
+            call("list", json!({"items": [cm("settings"), cm("other")]})),
+            call("get", kex("1", json!({}))),
+        ];
+        let plan = plan(&entries).expect("a plan");
+        let names: Vec<&str> = plan
+            .seeds
+            .iter()
+            .map(|s| s["metadata"]["name"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            ["settings", "other"],
+            "not the guest's own, not the watched"
         );
     }
 
