@@ -40,7 +40,9 @@
 //! An [`Api`] without a namespace ([`Api::new`]), for a namespaced resource:
 //! - `get`, `patch`, `delete` act in the namespace of the handler's current object;
 //! - `create` uses the body's `metadata.namespace`, else the current object's;
-//! - `list` lists every namespace.
+//! - `list` lists every namespace;
+//! - without a current object (startup, probe and cleanup handlers), or when it has
+//!   no namespace, `default` takes its place.
 //!
 //! With a namespace ([`Api::namespaced`], [`Api::namespace`]) every call acts in it.
 //! For cluster-scoped resources the namespace is ignored.

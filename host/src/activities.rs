@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use crate::journal::{Journal, Record};
 use crate::metrics;
-use crate::runtime::{self, CallContext, Caller, Guest, HandlerKind, HostServices};
+use crate::operator::{GuestApi, KubeAccess};
+use crate::runtime::{
+    self, BoxFuture, CallContext, Caller, Guest, HandlerKind, HostServices, KubeError, KubeRequest,
+};
 
 /// Kopf's `execution.default_backoff`: the retry delay after an arbitrary failure.
 pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
@@ -82,13 +85,21 @@ pub(crate) fn of_kind(guests: &[Guest], kind: HandlerKind) -> Vec<Activity> {
     activities
 }
 
+/// What activities run with: the journal, and the cluster for their Kubernetes calls
+/// (none in tests that need no cluster: calls then answer `NotAvailable`).
+#[derive(Clone)]
+pub(crate) struct Context {
+    pub(crate) journal: Journal,
+    pub(crate) kube: Option<KubeAccess>,
+}
+
 /// Runs activities all at once (KOPF.md §1.15); their results in the same order.
 pub(crate) async fn run_all(
     activities: &[Activity],
-    journal: &Journal,
+    context: &Context,
     budget: Option<Duration>,
 ) -> Vec<Finished> {
-    futures::future::join_all(activities.iter().map(|a| a.run(journal, budget))).await
+    futures::future::join_all(activities.iter().map(|a| a.run(context, budget))).await
 }
 
 impl Activity {
@@ -99,7 +110,8 @@ impl Activity {
 
     /// Calls the handler until it succeeds or fails for good; with a `budget`, no retry
     /// is made that would end past it.
-    pub(crate) async fn run(&self, journal: &Journal, budget: Option<Duration>) -> Finished {
+    pub(crate) async fn run(&self, context: &Context, budget: Option<Duration>) -> Finished {
+        let journal = &context.journal;
         let id = &self.registration.id;
         let kind = self.kind_name();
         let started = Instant::now();
@@ -112,6 +124,11 @@ impl Activity {
                 None,
                 Arc::new(ActivityServices {
                     journal: journal.clone(),
+                    // Activities are about no object: namespaced calls default to `default`.
+                    kube: context
+                        .kube
+                        .as_ref()
+                        .map(|kube| kube.for_call(&self.guest, Arc::new(Value::Null))),
                 }),
             );
             journal.push(Record::HandlerCalled {
@@ -270,15 +287,33 @@ fn may_retry(
         && budget.is_none_or(|b| next < b)
 }
 
-/// What an activity may use: its log lines go to the journal. (Kopf also passes the
-/// indexes to activities; they live inside the running operator and are not offered here.)
+/// What an activity may use: its log lines go to the journal, and it may make the
+/// Kubernetes calls its guest declared. (Kopf also passes the indexes to activities;
+/// they live inside the running operator and are not offered here.)
 struct ActivityServices {
     journal: Journal,
+    kube: Option<GuestApi>,
 }
 
 impl HostServices for ActivityServices {
     fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
         self.journal.push_guest_log(caller, level, message);
+    }
+
+    fn kube<'a>(
+        &'a self,
+        caller: &'a Caller,
+        request: KubeRequest,
+    ) -> BoxFuture<'a, Result<String, KubeError>> {
+        match &self.kube {
+            Some(kube) => Box::pin(kube.call(caller, request)),
+            None => Box::pin(async {
+                Err(KubeError::local(
+                    "NotAvailable",
+                    "Kubernetes calls are not available to this handler",
+                ))
+            }),
+        }
     }
 }
 

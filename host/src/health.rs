@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::activities::{self, Activity, Finished};
-use crate::journal::Journal;
 use crate::metrics::{self, Metrics};
 use crate::runtime::{Guest, HandlerKind};
 
@@ -122,7 +121,7 @@ pub(crate) struct Served {
 pub(crate) async fn serve(
     endpoints: &Endpoints,
     guests: &[Guest],
-    journal: &Journal,
+    activities: &activities::Context,
     metrics: &Metrics,
 ) -> Result<Option<Served>, ServeError> {
     let parse = |url: &String| Endpoint::parse(url).map_err(ServeError::Url);
@@ -143,7 +142,7 @@ pub(crate) async fn serve(
         return Ok(None);
     }
     let state = Health {
-        probes: Arc::new(Probes::new(guests, journal.clone())),
+        probes: Arc::new(Probes::new(guests, activities.clone())),
         metrics: metrics.clone(),
     };
     let mut routers: BTreeMap<(String, u16), Router<Health>> = BTreeMap::new();
@@ -237,17 +236,17 @@ async fn metrics_response(State(health): State<Health>) -> Response {
 /// The probe handlers of every guest, and their last results.
 struct Probes {
     probes: Vec<Activity>,
-    journal: Journal,
+    context: activities::Context,
     /// When the last successful round ended, and its results. Holding the lock through a
     /// round makes concurrent requests share it.
     cache: tokio::sync::Mutex<Option<(Instant, Map<String, Value>)>>,
 }
 
 impl Probes {
-    fn new(guests: &[Guest], journal: Journal) -> Probes {
+    fn new(guests: &[Guest], context: activities::Context) -> Probes {
         Probes {
             probes: activities::of_kind(guests, HandlerKind::Probe),
-            journal,
+            context,
             cache: tokio::sync::Mutex::default(),
         }
     }
@@ -263,7 +262,7 @@ impl Probes {
         {
             return Ok(results.clone());
         }
-        let round = activities::run_all(&self.probes, &self.journal, Some(PROBE_BUDGET));
+        let round = activities::run_all(&self.probes, &self.context, Some(PROBE_BUDGET));
         // Each call is bounded by its deadline and retries by the budget; this bounds
         // the wait for a call permit too.
         let finished = tokio::time::timeout(PROBE_BUDGET + Duration::from_secs(1), round)

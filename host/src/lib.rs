@@ -310,10 +310,6 @@ impl Operator {
                 guest.describe().handlers.len()
             );
         }
-        // Stopped when dropped, on every way out of this function.
-        let _endpoints = health::serve(&self.endpoints, &guests, &self.journal, &self.metrics)
-            .await
-            .map_err(|e| Error::Endpoint(Box::new(e)))?;
         let mut settings = self.settings;
         settings.streams.metrics = self.metrics.clone();
         if let Some(path) = &self.record_to {
@@ -325,13 +321,25 @@ impl Operator {
                 })?;
         }
         settings.recorder.observe(&self.journal);
+        let activities = activities::Context {
+            journal: self.journal.clone(),
+            kube: Some(operator::KubeAccess::new(
+                client.clone(),
+                settings.known.clone(),
+                settings.recorder.clone(),
+            )),
+        };
+        // Stopped when dropped, on every way out of this function.
+        let _endpoints = health::serve(&self.endpoints, &guests, &activities, &self.metrics)
+            .await
+            .map_err(|e| Error::Endpoint(Box::new(e)))?;
         tokio::pin!(shutdown);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
         let startup = activities::of_kind(&guests, runtime::HandlerKind::Startup);
         if !startup.is_empty() {
             tokio::select! {
-                finished = activities::run_all(&startup, &self.journal, None) => {
+                finished = activities::run_all(&startup, &activities, None) => {
                     let failed: Vec<String> = startup
                         .iter()
                         .zip(finished)
@@ -350,7 +358,6 @@ impl Operator {
 
         let stop = CancellationToken::new();
         let trigger = stop.clone();
-        let journal = self.journal.clone();
         let operator = operator::run(client, &guests, settings, self.journal, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
@@ -364,7 +371,7 @@ impl Operator {
         // Cleanup handlers last, bounded: a stopping operator must stop.
         let cleanup = activities::of_kind(&guests, runtime::HandlerKind::Cleanup);
         if !cleanup.is_empty() {
-            let finished = activities::run_all(&cleanup, &journal, Some(CLEANUP_BUDGET));
+            let finished = activities::run_all(&cleanup, &activities, Some(CLEANUP_BUDGET));
             if tokio::time::timeout(CLEANUP_BUDGET, finished)
                 .await
                 .is_err()

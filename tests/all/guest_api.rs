@@ -47,6 +47,14 @@ async fn handlers_manage_a_child_within_their_permissions() {
         &json!({"code": 403, "reason": "Forbidden"})
     );
 
+    // The startup handler (it ran before any object was handled), about no object,
+    // made its call in `default`.
+    let started = configmaps("default")
+        .get_opt("kube-calls-started")
+        .await
+        .expect("get");
+    assert!(started.is_some(), "the startup handler's ConfigMap exists");
+
     // Created where the handled object lives, then patched by the handler.
     let child = configmaps(&s.namespace)
         .get("parent-child")

@@ -22,7 +22,8 @@
 //!   without one: unless its kind is a well-known cluster-scoped one such as
 //!   `Namespace` or `Node`). Calls without a namespace on a namespaced type act in
 //!   the current object's namespace: the namespace of the last
-//!   [`cause()`](super::cause) built on this thread, or [`set_current_namespace`].
+//!   [`cause()`](super::cause) built on this thread, or [`set_current_namespace`];
+//!   without one, in `default`, as in the host.
 //!
 //! [`reset`](super::reset) forgets everything.
 
@@ -372,18 +373,18 @@ impl FakeApi {
         ty.clone()
     }
 
-    /// The namespace a call acts in: the given one, else the current object's.
+    /// The namespace a call acts in: the given one, else the current object's, else
+    /// `default` (as the host does for handlers about no object, such as startup ones).
     fn namespace_for(&self, ty: &Type, given: Option<&str>) -> Result<Option<String>, ApiError> {
         if !ty.namespaced {
             return Ok(None);
         }
-        match given.or(self.current_namespace.as_deref()) {
-            Some(ns) => Ok(Some(ns.to_owned())),
-            None => Err(bad_request(format!(
-                "{} are namespaced, but neither the call nor the current object has a namespace",
-                ty.plural
-            ))),
-        }
+        Ok(Some(
+            given
+                .or(self.current_namespace.as_deref())
+                .unwrap_or("default")
+                .to_owned(),
+        ))
     }
 
     fn position(&self, ty: &Type, namespace: Option<&str>, name: &str) -> Option<usize> {

@@ -34,6 +34,53 @@ impl KnownResources {
     pub(crate) fn snapshot(&self) -> Arc<[Resource]> {
         Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// The current snapshot; if nothing was discovered yet (startup handlers run before
+    /// the operator's first scan), a scan now.
+    async fn current(&self, client: &Client) -> Arc<[Resource]> {
+        let known = self.snapshot();
+        if !known.is_empty() {
+            return known;
+        }
+        match super::discovery::scan(client).await {
+            Ok(found) => {
+                self.replace(&found);
+                self.snapshot()
+            }
+            // The call then names no known resource, and says so to the guest.
+            Err(_) => known,
+        }
+    }
+}
+
+/// What guests' Kubernetes calls need from the operator: the cluster, what discovery
+/// found, where to record. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct KubeAccess {
+    client: Client,
+    known: KnownResources,
+    recorder: Recorder,
+}
+
+impl KubeAccess {
+    pub(crate) fn new(client: Client, known: KnownResources, recorder: Recorder) -> Self {
+        Self {
+            client,
+            known,
+            recorder,
+        }
+    }
+
+    /// The access of one call of `guest` about `object` (`null` for none).
+    pub(crate) fn for_call(&self, guest: &Guest, object: Arc<Value>) -> GuestApi {
+        GuestApi::new(
+            self.client.clone(),
+            self.known.clone(),
+            guest.clone(),
+            object,
+            self.recorder.clone(),
+        )
+    }
 }
 
 /// One guest's Kubernetes access during one handler call. Built per call from shared
@@ -83,7 +130,7 @@ impl GuestApi {
     }
 
     async fn serve(&self, caller: &Caller, request: KubeRequest) -> Result<String, KubeError> {
-        let known = self.known.snapshot();
+        let known = self.known.current(&self.client).await;
         let object_namespace = self
             .object
             .pointer("/metadata/namespace")

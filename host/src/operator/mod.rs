@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use discovery::Resource;
+pub(crate) use guest_api::{GuestApi, KnownResources, KubeAccess};
 pub(crate) use memory::Memories;
 pub(crate) use namespaces::Scope;
 pub(crate) use stream::StreamSettings;
@@ -70,6 +71,8 @@ pub(crate) struct Settings {
     pub(crate) watched: Watched,
     /// Where `--record` writes what the operator receives and does (off by default).
     pub(crate) recorder: crate::recording::Recorder,
+    /// What discovery found last; shared with the activities' Kubernetes calls.
+    pub(crate) known: KnownResources,
 }
 
 impl Default for Settings {
@@ -87,6 +90,7 @@ impl Default for Settings {
             memories: Memories::default(),
             watched: Watched::default(),
             recorder: crate::recording::Recorder::default(),
+            known: KnownResources::default(),
         }
     }
 }
@@ -167,7 +171,7 @@ pub(crate) async fn run(
         changes: Arc::new(settings.changes.clone()),
         clock: settings.clock.clone(),
         poster,
-        known: guest_api::KnownResources::default(),
+        known: settings.known.clone(),
         recorder: settings.recorder.clone(),
     };
 

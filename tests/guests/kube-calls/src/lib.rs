@@ -12,6 +12,8 @@
 //!   returns `{"code": <code>, "reason": <reason>}` of the refusal (`{"code": 200,
 //!   "reason": "Allowed"}` if the host wrongly allowed it).
 //! - `remove_child` (on delete): deletes `<name>-child`; a missing child is fine.
+//! - `announce` (on startup, about no object): creates the ConfigMap `kube-calls-started`
+//!   without naming a namespace, so it lands in `default`; an existing one is fine.
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-kube-calls`
 //! (the component is `target/wasm32-wasip2/release/kube_calls.wasm`).
@@ -85,6 +87,20 @@ fn peek_secret(cause: &Cause) -> Value {
     }
 }
 
+#[kapsel::on::startup]
+fn announce() -> kapsel::Result<()> {
+    let body = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kube-calls-started"},
+        "data": {},
+    });
+    match Api::new("v1", "configmaps").create(&body) {
+        Err(error) if error.is_already_exists() => Ok(()),
+        other => Ok(other.map(drop)?),
+    }
+}
+
 #[kapsel::on::delete("kopfexamples")]
 fn remove_child(cause: &Cause) -> kapsel::Result<()> {
     match configmaps_here(cause).delete(&child_name(cause)) {
@@ -127,7 +143,10 @@ mod tests {
             .into_iter()
             .map(|r| r["id"].clone())
             .collect();
-        assert_eq!(ids, ["make_child", "peek_secret", "remove_child"]);
+        assert_eq!(
+            ids,
+            ["make_child", "peek_secret", "announce", "remove_child"]
+        );
     }
 
     #[test]
@@ -184,6 +203,17 @@ mod tests {
         assert_eq!(
             (calls[0].verb.as_str(), calls[0].target.as_str()),
             ("get", "secrets.v1")
+        );
+    }
+
+    #[test]
+    fn announce_lands_in_default_once() {
+        testing::reset();
+        testing::api::set_current_namespace(None);
+        announce().unwrap();
+        announce().unwrap();
+        assert!(
+            testing::api::get("v1", "ConfigMap", Some("default"), "kube-calls-started").is_some()
         );
     }
 
