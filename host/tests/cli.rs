@@ -147,3 +147,26 @@ fn usage_errors_exit_with_2() {
         "-A and -n exclude each other"
     );
 }
+
+#[test]
+fn test_needs_cases_or_a_readable_recording() {
+    let output = kapsel().args(["test", "x.wasm"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "neither cases nor --replay");
+
+    let dir = scratch("replay");
+    let file = dir.join("traffic.jsonl");
+    std::fs::write(&file, "{\"not\": \"a recording\"}\n").unwrap();
+    let output = kapsel()
+        .args(["test", "x.wasm", "--replay"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a broken recording is an input error"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("traffic.jsonl:1: "), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -495,9 +495,20 @@ fn strip_server_fields(body: &Value) -> Value {
 
 /// Works out the replay from a recording.
 fn plan(entries: &[Entry]) -> Result<Plan, String> {
-    let Some(Entry::Recording { started, .. }) = entries.first() else {
+    let Some(Entry::Recording {
+        started, guests, ..
+    }) = entries.first()
+    else {
         return Err("the recording has no header".into());
     };
+    // Other guests' handlers would show as differences, and their patches in the objects.
+    if guests.len() > 1 {
+        return Err(format!(
+            "the recording was made with {} guests ({}); a replay runs one guest: record it alone",
+            guests.len(),
+            guests.join(", ")
+        ));
+    }
     let started = chrono::DateTime::parse_from_rfc3339(started)
         .map_err(|e| format!("the recording's start {started:?} is not an RFC 3339 time: {e}"))?
         .with_timezone(&chrono::Utc);
@@ -1166,6 +1177,18 @@ mod tests {
             ["settings", "other"],
             "not the guest's own, not the watched"
         );
+    }
+
+    #[test]
+    fn recordings_of_several_guests_are_refused() {
+        let entries = vec![Entry::Recording {
+            format: crate::recording::FORMAT,
+            started: "2026-11-30T10:00:00Z".into(),
+            host: "kapsel".into(),
+            guests: vec!["a".into(), "b".into()],
+        }];
+        let error = plan(&entries).expect_err("two guests");
+        assert!(error.contains("made with 2 guests (a, b)"), "{error}");
     }
 
     #[test]
