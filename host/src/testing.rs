@@ -208,6 +208,9 @@ pub struct Runner {
     thread: std::thread::JoinHandle<Result<(), Error>>,
 }
 
+/// The longest [`Runner::start`] waits for its operator to be running.
+const RUNNER_READY_LIMIT: Duration = Duration::from_secs(60);
+
 /// How a [`Runner`]'s operator ended.
 #[derive(Debug)]
 pub struct RunResult {
@@ -221,7 +224,10 @@ pub struct RunResult {
 
 impl Runner {
     /// Starts a fresh cluster and, in a thread of its own, the operator that the
-    /// arguments after `kapsel` describe (`["run", "-A", "guest.wasm"]`).
+    /// arguments after `kapsel` describe (`["run", "-A", "guest.wasm"]`); returns once
+    /// the operator is running (its guests loaded, startup handlers done, its watch
+    /// streams started) or has exited, as Kopf's `KopfRunner` waits for its operator
+    /// to be ready. (Bounded: after a minute it returns anyway.)
     ///
     /// # Errors
     /// A usage error in the arguments (what `kapsel` would print, exit code 2), or a
@@ -235,6 +241,7 @@ impl Runner {
         let cluster = Cluster::start().await.map_err(|e| e.to_string())?;
         let operator = operator.client(cluster.client());
         let journal = operator.journal();
+        let mut started = operator.settings.started.subscribe();
         let stop = CancellationToken::new();
         let output = crate::capture::Output::default();
         let (thread_stop, writer) = (stop.clone(), output.clone());
@@ -251,6 +258,14 @@ impl Runner {
                 runtime.block_on(operator.run(async move { thread_stop.cancelled().await }))
             })
             .map_err(|e| format!("cannot start the runner's thread: {e}"))?;
+        let deadline = tokio::time::Instant::now() + RUNNER_READY_LIMIT;
+        while !*started.borrow_and_update()
+            && !thread.is_finished()
+            && tokio::time::Instant::now() < deadline
+        {
+            // Woken by the start; polled for an exit (the flag is never set then).
+            let _ = tokio::time::timeout(Duration::from_millis(20), started.changed()).await;
+        }
         Ok(Runner {
             cluster,
             journal,

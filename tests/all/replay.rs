@@ -46,7 +46,7 @@ async fn wait_for(
 /// Records `guest` (a `kapsel run` command line on a fresh cluster) while `scene` acts.
 async fn record<F, Fut>(guest_path: &Path, file: &Path, scene: F)
 where
-    F: FnOnce(kube::Client) -> Fut,
+    F: FnOnce(kube::Client, kapsel_host::Journal) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let runner = Runner::start([
@@ -59,7 +59,7 @@ where
     ])
     .await
     .expect("started");
-    scene(runner.client()).await;
+    scene(runner.client(), runner.journal().clone()).await;
     let result = runner.stop().await;
     assert_eq!(result.exit_code, 0, "{}", result.output);
 }
@@ -81,7 +81,7 @@ async fn a_recording_replays_to_the_same_outcome() {
     let dir = scratch("lifecycle");
     let file = dir.join("lifecycle.jsonl");
     let lifecycle = guest("lifecycle");
-    record(&lifecycle, &file, |client| async move {
+    record(&lifecycle, &file, |client, _| async move {
         create_kopfexamples_crd(&client).await;
         create(
             &client,
@@ -174,7 +174,7 @@ async fn guest_calls_are_recorded_and_replayed() {
     let dir = scratch("calls");
     let file = dir.join("calls.jsonl");
     let calls = guest("kube_calls");
-    record(&calls, &file, |client| async move {
+    record(&calls, &file, |client, _| async move {
         create_kopfexamples_crd(&client).await;
         kapsel_tests::create_namespace(&client, "team").await;
         create(
@@ -202,6 +202,53 @@ async fn guest_calls_are_recorded_and_replayed() {
     assert!(recording.contains(r#""reason":"Forbidden""#), "{recording}");
 
     let (summary, report) = replayed(&calls, &file).await;
+    assert_eq!(
+        summary,
+        CaseSummary {
+            passed: 1,
+            failed: 0
+        },
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Raw events of a core resource: every event the recording saw, the replay sees too,
+/// once per change somebody made.
+#[tokio::test]
+async fn raw_events_of_pods_replay_one_for_one() {
+    let dir = scratch("pods");
+    let file = dir.join("pods.jsonl");
+    let seed = guest("seed");
+    record(&seed, &file, |client, journal| async move {
+        let pods = kapsel_tests::core("Pod", "pods");
+        create(&client, &pods, Some("default"), kapsel_tests::pod("web-1")).await;
+        patch(
+            &client,
+            &pods,
+            Some("default"),
+            "web-1",
+            json!({"metadata": {"labels": {"tier": "web"}}}),
+        )
+        .await;
+        delete(&client, &pods, Some("default"), "web-1").await;
+        // The operator sees the deletion before it stops.
+        journal
+            .wait_for(PATIENCE, |records| {
+                kapsel_tests::calls(records, "log_event")
+                    .iter()
+                    .any(|(object, event)| {
+                        object == "default/web-1" && event.as_deref() == Some("DELETED")
+                    })
+            })
+            .await
+            .expect("the deletion was seen");
+    })
+    .await;
+    let recording = std::fs::read_to_string(&file).expect("the recording exists");
+    assert!(recording.contains(r#""type":"DELETED""#), "{recording}");
+
+    let (summary, report) = replayed(&seed, &file).await;
     assert_eq!(
         summary,
         CaseSummary {

@@ -521,6 +521,10 @@ async fn observe_crds(
         .default_backoff()
         .boxed();
     let mut warned = false;
+    // The groups of a (re)listing. A CRD created between the operator's discovery scan
+    // and this watch's first listing shows up only in that listing: every listed group
+    // is rescanned once the listing is complete (so is every group after a relist).
+    let mut listed: BTreeSet<String> = BTreeSet::new();
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
@@ -541,7 +545,15 @@ async fn observe_crds(
                     return;
                 }
             }
-            Some(Ok(_)) => {}
+            Some(Ok(Event::Init)) => listed.clear(),
+            Some(Ok(Event::InitApply(crd))) => listed.extend(group_of(&crd)),
+            Some(Ok(Event::InitDone)) => {
+                for group in std::mem::take(&mut listed) {
+                    if triggers.send(Trigger::Group(group)).is_err() {
+                        return;
+                    }
+                }
+            }
             Some(Err(err)) => {
                 if !warned {
                     tracing::warn!(

@@ -216,8 +216,12 @@ impl Registry {
     pub(crate) fn unserved(&self) -> Vec<(String, String, Kind)> {
         self.handlers
             .iter()
-            // Probes are run by the liveness endpoint (crate::health), not by the streams.
-            .filter(|h| !h.spec.kind.is_served() && h.spec.kind != Kind::Probe)
+            // Activities are run beside the streams: probes by the liveness endpoint
+            // (crate::health), startup and cleanup handlers around the operator (lib.rs).
+            .filter(|h| {
+                !h.spec.kind.is_served()
+                    && !matches!(h.spec.kind, Kind::Probe | Kind::Startup | Kind::Cleanup)
+            })
             .map(|h| (h.guest.name().to_owned(), h.spec.id.clone(), h.spec.kind))
             .collect()
     }
