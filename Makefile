@@ -9,7 +9,7 @@ GUEST_DIR := $(GUEST_TARGET_DIR)/$(WASM_TARGET)/release
 GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-example-minimal \
 	-p kapsel-example-lifecycle -p kapsel-test-misbehaving -p kapsel-test-activities \
 	-p kapsel-test-probes -p kapsel-test-raw-behaviours -p kapsel-test-raw-bad-describe \
-	-p kapsel-test-changes -p kapsel-test-kube-calls
+	-p kapsel-test-changes -p kapsel-test-kube-calls -p kapsel-test-timers
 
 .PHONY: all setup guests build test fmt clippy unit cases demo clean
 

@@ -19,3 +19,4 @@ mod replay;
 mod retries;
 mod sandbox;
 mod streams;
+mod timers;

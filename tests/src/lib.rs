@@ -17,7 +17,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use serde_json::Value;
 
 /// The guests the tests use (cargo packages built for wasm32-wasip2).
-const GUEST_PACKAGES: [&str; 9] = [
+const GUEST_PACKAGES: [&str; 10] = [
     "kapsel-example-seed",
     "kapsel-example-indexes",
     "kapsel-example-minimal",
@@ -27,6 +27,7 @@ const GUEST_PACKAGES: [&str; 9] = [
     "kapsel-test-activities",
     "kapsel-test-probes",
     "kapsel-test-changes",
+    "kapsel-test-timers",
 ];
 
 fn workspace() -> PathBuf {

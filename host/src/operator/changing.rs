@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::calls::{CallOutcome, ChangeDetails, Failure};
+use super::calls::{CallOutcome, ChangeDetails, Failure, Invocation};
 use super::changes::{
     self, Attempt, CallbackSlot, ChangingCause, ChangingHandler, Criterion, CycleContext,
     FinalizerChange, FinalizerDecision, Lifecycle, Outcome, Patch, Reason, RetryPolicy, Wakeup,
@@ -180,6 +180,34 @@ impl Processor {
             memory.state().expected_version = None;
         }
 
+        let timers_required = memory.state().timers_match;
+        if changing.is_empty() {
+            // Timers only: no change detection (nothing is stored for it, as in Kopf);
+            // only the finalizer they need, released once they have stopped.
+            match changes::decide(body, &settings.finalizer, timers_required) {
+                FinalizerDecision::Add => {
+                    patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()));
+                }
+                FinalizerDecision::Remove => {
+                    patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
+                }
+                FinalizerDecision::Keep => {
+                    if changes::release_on_deletion(body, &settings.finalizer, false) {
+                        object_log!(
+                            debug,
+                            object,
+                            "Removing the finalizer, thus allowing the actual deletion."
+                        );
+                        patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
+                    }
+                }
+            }
+            return self
+                .send(stream, event, object, memory, patch)
+                .await
+                .map(drop);
+        }
+
         let (old, warnings) = diffbase.fetch(body);
         for warning in warnings {
             object_log!(warn, object, "{warning}");
@@ -192,7 +220,8 @@ impl Processor {
         let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
         let active = self.active_handlers(stream, event, object, &cause).await;
         let mut eval = no_callbacks;
-        let required = changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
+        let required = timers_required
+            || changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
         let decision = changes::decide(body, &settings.finalizer, required);
 
         let mut delays: Vec<f64> = Vec::new();
@@ -441,32 +470,11 @@ impl Processor {
             }
             let started = state.started.unwrap_or(now);
             let details = details(&changing.views[index], cause, state.retries, started, now);
-            let memo = memory.state().memo.clone();
             let invocation = self
-                .call(
-                    handler,
-                    stream,
-                    event,
-                    object,
-                    &body_json,
-                    Some(&details),
-                    memo,
+                .call_patching(
+                    handler, stream, event, object, &body_json, &details, memory, patch,
                 )
                 .await;
-            if let Some(memo) = invocation.memo {
-                memory.state().memo = Some(memo);
-            }
-            if let Some(handler_patch) = invocation.patch.as_deref() {
-                match serde_json::from_str::<Value>(handler_patch) {
-                    Ok(Value::Object(fields)) => merge_into(&mut patch.merge, fields),
-                    Ok(Value::Null) => {}
-                    _ => object_log!(
-                        warn,
-                        object,
-                        "Handler '{id}' returned a patch that is not a JSON object; ignored."
-                    ),
-                }
-            }
             let attempt = match invocation.outcome {
                 CallOutcome::Done(result) => Attempt::Success(
                     result
@@ -524,6 +532,54 @@ impl Processor {
             patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
         }
         (end.delays, now)
+    }
+
+    /// Calls a handler that keeps the object's memo and builds a patch for it (changing
+    /// handlers, timers): the memo goes in and comes back, and the handler's patch is
+    /// merged into `patch`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one call, as for `Processor::call`, plus the memo's and patch's owners"
+    )]
+    pub(crate) async fn call_patching(
+        &self,
+        handler: &Handler,
+        stream: &StreamContext,
+        event: &ObjectEvent,
+        object: &str,
+        body_json: &Arc<str>,
+        details: &ChangeDetails,
+        memory: &ObjectMemory,
+        patch: &mut Patch,
+    ) -> Invocation {
+        let memo = memory.state().memo.clone();
+        let invocation = self
+            .call(
+                handler,
+                stream,
+                event,
+                object,
+                body_json,
+                Some(details),
+                memo,
+            )
+            .await;
+        if let Some(memo) = &invocation.memo {
+            memory.state().memo = Some(memo.clone());
+        }
+        if let Some(handler_patch) = invocation.patch.as_deref() {
+            match serde_json::from_str::<Value>(handler_patch) {
+                Ok(Value::Object(fields)) => merge_into(&mut patch.merge, fields),
+                Ok(Value::Null) => {}
+                _ => object_log!(
+                    warn,
+                    object,
+                    "Handler '{}' returned a patch that is not a JSON object; ignored.",
+                    handler.spec.id
+                ),
+            }
+        }
+        invocation
     }
 
     /// Sends a patch; remembers the resourceVersion it produced and a refused finalizer

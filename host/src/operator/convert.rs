@@ -43,7 +43,18 @@ pub(crate) fn handler_spec(reg: &runtime::Registration) -> HandlerSpec {
         old: reg.old_value.as_ref().map(matcher),
         new: reg.new_value.as_ref().map(matcher),
         param: reg.param.clone(),
+        schedule: super::registry::Schedule {
+            interval: positive(reg.interval_seconds),
+            initial_delay: positive(reg.initial_delay_seconds),
+            idle: positive(reg.idle_seconds),
+            sharp: reg.sharp,
+        },
     }
+}
+
+/// A number of seconds, if it is one (absent, negative, zero or NaN: not set).
+fn positive(seconds: Option<f64>) -> Option<f64> {
+    seconds.filter(|s| s.is_finite() && *s > 0.0)
 }
 
 pub(crate) fn selector(s: &runtime::Selector) -> Selector {

@@ -8,7 +8,7 @@
 //! Each memory also counts the events routed to the object, so that the object's sleeps
 //! (delays, consistency waits, throttling) end as soon as a newer event is queued.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -25,7 +25,12 @@ use super::indexes::ObjectKey;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Memories {
     map: Arc<Mutex<HashMap<ObjectKey, Arc<ObjectMemory>>>>,
+    /// Objects forgotten lately (deleted): all their versions count as seen.
+    forgotten: Arc<Mutex<VecDeque<ObjectKey>>>,
 }
+
+/// How many deleted objects [`Memories::has_seen`] remembers as seen.
+const FORGOTTEN: usize = 256;
 
 impl Memories {
     fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, Arc<ObjectMemory>>> {
@@ -46,6 +51,11 @@ impl Memories {
     /// The object is gone: forget it.
     pub(crate) fn forget(&self, key: &ObjectKey) {
         self.lock().remove(key);
+        let mut forgotten = self.forgotten.lock().unwrap_or_else(|p| p.into_inner());
+        if forgotten.len() == FORGOTTEN {
+            forgotten.pop_front();
+        }
+        forgotten.push_back(key.clone());
     }
 
     #[cfg(test)]
@@ -63,6 +73,7 @@ impl Memories {
                 && *m.arrivals.borrow() == state.processed
                 && state.expected_version.is_none()
                 && state.sleeping_until.is_none_or(|until| until > now)
+                && m.timers.settled(now)
         })
     }
 
@@ -71,7 +82,11 @@ impl Memories {
     pub(crate) fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {
         let map = self.lock();
         let Some(memory) = map.get(key) else {
-            return false;
+            return self
+                .forgotten
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(key);
         };
         let state = memory.state();
         state.seen_versions.iter().any(|v| v == version)
@@ -86,6 +101,8 @@ pub(crate) struct ObjectMemory {
     /// A worker is processing one of its events (not counting sleeps on handler time).
     working: AtomicBool,
     state: Mutex<MemoryState>,
+    /// Its running timers (KOPF.md §1.10).
+    pub(crate) timers: super::timers::ObjectTimers,
 }
 
 impl Default for ObjectMemory {
@@ -94,6 +111,7 @@ impl Default for ObjectMemory {
             arrivals: watch::Sender::new(0),
             working: AtomicBool::new(false),
             state: Mutex::default(),
+            timers: super::timers::ObjectTimers::default(),
         }
     }
 }
@@ -125,6 +143,8 @@ pub(crate) struct MemoryState {
     pub(crate) seen_versions: std::collections::VecDeque<String>,
     /// Until when its worker sleeps on handler time, if it does.
     pub(crate) sleeping_until: Option<DateTime<Utc>>,
+    /// Timers match the object as last seen: they need the finalizer (KOPF.md §4.6).
+    pub(crate) timers_match: bool,
 }
 
 impl ObjectMemory {

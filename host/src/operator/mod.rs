@@ -19,6 +19,7 @@ mod queue;
 mod registry;
 mod selector;
 mod stream;
+mod timers;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -395,6 +396,7 @@ fn reconcile(
             describe_stream(&key),
             resource,
             handlers.as_ref().clone(),
+            cancel.clone(),
         ));
         if !context.handlers.index.is_empty() {
             processor.readiness.expect_stream(&context.id);
@@ -497,6 +499,19 @@ async fn run_stream(
     }
     watch.abort();
     router.shutdown(settings.exit_grace).await;
+    // The timers stopped with the stream (`stopping` is its token); a call in flight
+    // gets the same grace as the handlers above.
+    context.timers.close();
+    if tokio::time::timeout(settings.exit_grace, context.timers.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "Timers of {} still run after {:?}; leaving them.",
+            context.id,
+            settings.exit_grace
+        );
+    }
     if indexed {
         readiness.stream_gone(&context.id);
     }

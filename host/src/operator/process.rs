@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::calls::{self, CallOutcome, Failure};
-use super::changes::{ChangeSettings, ERROR_DELAYS, Patch};
+use super::changes::{self, ChangeSettings, ERROR_DELAYS, Patch};
 use super::changing::ChangingHandlers;
 use super::discovery::Resource;
 use super::guest_api::KnownResources;
@@ -62,16 +64,27 @@ pub(crate) struct StreamContext {
     pub(crate) resource: Arc<Resource>,
     pub(crate) handlers: ResourceHandlers,
     pub(crate) changing: ChangingHandlers,
+    /// Cancelled when the stream stops: its objects' timers stop with it.
+    pub(crate) stopping: CancellationToken,
+    /// The timer tasks of the stream's objects, awaited when it stops.
+    pub(crate) timers: TaskTracker,
 }
 
 impl StreamContext {
-    pub(crate) fn new(id: String, resource: Arc<Resource>, handlers: ResourceHandlers) -> Self {
+    pub(crate) fn new(
+        id: String,
+        resource: Arc<Resource>,
+        handlers: ResourceHandlers,
+        stopping: CancellationToken,
+    ) -> Self {
         let changing = ChangingHandlers::new(&handlers.changing);
         StreamContext {
             id,
             resource,
             handlers,
             changing,
+            stopping,
+            timers: TaskTracker::new(),
         }
     }
 }
@@ -91,7 +104,7 @@ pub(crate) fn object_ref(body: &Value) -> String {
 }
 
 impl Processor {
-    pub(crate) async fn process(&self, stream: &StreamContext, event: ObjectEvent) {
+    pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: ObjectEvent) {
         let object = object_ref(&event.body);
         // Serialised once, shared by every call for this event.
         let body_json: Arc<str> = Arc::from(event.body.to_string());
@@ -125,6 +138,7 @@ impl Processor {
         }
 
         if event.event_type == EventType::Deleted {
+            memory.timers.stop_all().await;
             // Nothing to patch: the object is gone (KOPF.md §6.4).
             if !stream.changing.is_empty() {
                 object_log!(
@@ -137,7 +151,17 @@ impl Processor {
             self.memories.forget(&event.key);
             return;
         }
+        let timers = self
+            .matching_timers(stream, &event, &object, &body_json)
+            .await;
+        if changes::is_deletion_ongoing(&event.body) {
+            // Stopped before the deletion cycle, which releases the finalizer after them.
+            memory.timers.stop_all().await;
+        }
+        memory.state().timers_match = !timers.is_empty();
         self.handle_with_throttling(stream, &event, &object, &memory, seq, patch)
+            .await;
+        self.sync_timers(stream, &event, &object, &memory, &timers)
             .await;
         memory.end_event();
     }
@@ -156,7 +180,7 @@ impl Processor {
         patch: Patch,
     ) {
         loop {
-            let result = if stream.changing.is_empty() {
+            let result = if stream.changing.is_empty() && stream.handlers.timer.is_empty() {
                 self.send(stream, event, object, memory, patch.clone())
                     .await
                     .map(drop)

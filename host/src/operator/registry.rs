@@ -58,6 +58,18 @@ pub(crate) struct HandlerSpec {
     pub(crate) new: Option<Matcher>,
     /// JSON, passed back to the handler.
     pub(crate) param: Option<String>,
+    /// Timers: when they run (KOPF.md §1.10).
+    pub(crate) schedule: Schedule,
+}
+
+/// When a timer runs, in seconds (absent or not positive: not set).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Schedule {
+    pub(crate) interval: Option<f64>,
+    pub(crate) initial_delay: Option<f64>,
+    pub(crate) idle: Option<f64>,
+    /// Ticks aligned to the first one (`interval - elapsed mod interval`).
+    pub(crate) sharp: bool,
 }
 
 impl HandlerSpec {
@@ -101,11 +113,16 @@ pub(crate) struct ResourceHandlers {
     pub(crate) event: Vec<Arc<Handler>>,
     /// create, update, delete, resume and field handlers (KOPF.md §1.6).
     pub(crate) changing: Vec<Arc<Handler>>,
+    /// Timers (KOPF.md §1.10), one per id.
+    pub(crate) timer: Vec<Arc<Handler>>,
 }
 
 impl ResourceHandlers {
     pub(crate) fn is_empty(&self) -> bool {
-        self.index.is_empty() && self.event.is_empty() && self.changing.is_empty()
+        self.index.is_empty()
+            && self.event.is_empty()
+            && self.changing.is_empty()
+            && self.timer.is_empty()
     }
 }
 
@@ -120,7 +137,7 @@ impl Kind {
 
     /// Resource kinds this host version serves.
     fn is_served(self) -> bool {
-        matches!(self, Kind::Event | Kind::Index) || self.is_changing()
+        matches!(self, Kind::Event | Kind::Index | Kind::Timer) || self.is_changing()
     }
 }
 
@@ -201,8 +218,14 @@ impl Registry {
                         Kind::Index => handlers.index.push(h.clone()),
                         Kind::Event => handlers.event.push(h.clone()),
                         kind if kind.is_changing() => handlers.changing.push(h.clone()),
-                        // Timers and daemons come with their own issue; until then they
-                        // are declared but not served (see `unserved`).
+                        // Stacked attributes share one timer: it runs once per object.
+                        Kind::Timer
+                            if !handlers.timer.iter().any(|t| t.identity() == h.identity()) =>
+                        {
+                            handlers.timer.push(h.clone());
+                        }
+                        // Daemons come with their own work; until then they are declared
+                        // but not served (see `unserved`).
                         _ => {}
                     }
                 }

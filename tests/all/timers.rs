@@ -1,0 +1,90 @@
+//! Timers (KOPF.md §1.10): the case files of `tests/cases/timers/`, each run by
+//! `kapsel test` in-process against the `timers` guest, on a fresh embedded cluster with
+//! handler time advanced instead of waited for. One test per case file, so that a
+//! failure names the behaviour; the report (with what the operator did) is printed.
+
+use std::path::PathBuf;
+
+use kapsel_host::testing::{CaseSummary, run_cases};
+use kapsel_tests::guest;
+
+/// Runs one case file of `tests/cases/timers/` and asserts that it passed.
+async fn passes(file: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("cases")
+        .join("timers")
+        .join(file);
+    let mut out = Vec::new();
+    let result = run_cases(&guest("timers"), &[path], &mut out).await;
+    let report = String::from_utf8_lossy(&out);
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 1,
+            failed: 0
+        }),
+        "{file}:\n{report}"
+    );
+}
+
+/// Calls 1, 2, 3 at 0, 10 and 20 s; `status.tick.ticks` follows; the finalizer is on.
+#[tokio::test]
+async fn an_interval_timer_ticks_every_interval() {
+    passes("ticks.yaml").await;
+}
+
+/// Not called at 29 s, called at 30 s, then every 10 s; no event type, no reason.
+#[tokio::test]
+async fn the_first_call_waits_for_the_initial_delay() {
+    passes("initial-delay.yaml").await;
+}
+
+/// Called after 20 quiet seconds (a change starts them over), not again until the
+/// next change plus 20 s.
+#[tokio::test]
+async fn an_idle_timer_waits_for_quiet_seconds_after_each_change() {
+    passes("idle.yaml").await;
+}
+
+/// With both: each tick waits for the interval and for the idle time.
+#[tokio::test]
+async fn an_interval_timer_with_idle_also_waits_for_quiet_seconds() {
+    passes("idle-and-interval.yaml").await;
+}
+
+/// Retried after the error's 3 s delay with retry 1; the next tick starts at retry 0.
+#[tokio::test]
+async fn a_temporary_error_is_retried_after_its_delay_and_the_count_starts_over() {
+    passes("temporary-error.yaml").await;
+}
+
+/// No retry; the next tick after the interval.
+#[tokio::test]
+async fn a_permanent_error_ends_the_tick_not_the_timer() {
+    passes("permanent-error.yaml").await;
+}
+
+/// Retried after the default 60 s backoff; `retries = 2` ends the tick; the next tick
+/// after the interval, with its own retries.
+#[tokio::test]
+async fn an_arbitrary_error_is_retried_after_the_backoff_until_retries_run_out() {
+    passes("arbitrary-error.yaml").await;
+}
+
+/// Filters stop matching: no more calls, the finalizer goes.
+#[tokio::test]
+async fn a_timer_stops_and_releases_the_finalizer_when_its_filters_stop_matching() {
+    passes("label-removed.yaml").await;
+}
+
+/// Unmatched objects are left alone; a label that makes the timer match starts it.
+#[tokio::test]
+async fn a_timer_starts_when_a_label_makes_its_filters_match() {
+    passes("label-added.yaml").await;
+}
+
+/// Deletion stops the timer and releases the finalizer: the object goes, no more calls.
+#[tokio::test]
+async fn deleting_the_object_stops_its_timer_and_lets_it_go() {
+    passes("deletion.yaml").await;
+}
