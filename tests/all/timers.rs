@@ -1,4 +1,5 @@
-//! Timers (KOPF.md §1.10): the case files of `tests/cases/timers/`, each run by
+//! Timers and daemons (KOPF.md §1.9, §1.10): the case files of `tests/cases/timers/`
+//! and `tests/cases/daemons/`, each run by
 //! `kapsel test` in-process against the `timers` guest, on a fresh embedded cluster with
 //! handler time advanced instead of waited for. One test per case file, so that a
 //! failure names the behaviour; the report (with what the operator did) is printed.
@@ -10,9 +11,14 @@ use kapsel_tests::guest;
 
 /// Runs one case file of `tests/cases/timers/` and asserts that it passed.
 async fn passes(file: &str) {
+    passes_in("timers", file).await;
+}
+
+/// Runs one case file of `tests/cases/<dir>/` and asserts that it passed.
+async fn passes_in(dir: &str, file: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("cases")
-        .join("timers")
+        .join(dir)
         .join(file);
     let mut out = Vec::new();
     let result = run_cases(&guest("timers"), &[path], &mut out).await;
@@ -87,4 +93,56 @@ async fn a_timer_starts_when_a_label_makes_its_filters_match() {
 #[tokio::test]
 async fn deleting_the_object_stops_its_timer_and_lets_it_go() {
     passes("deletion.yaml").await;
+}
+
+/// A daemon beats on handler time until its object is deleted; then its sleep answers
+/// false, it returns, and the finalizer goes.
+#[tokio::test]
+async fn a_daemon_runs_until_its_object_is_deleted() {
+    passes_in("daemons", "heartbeat.yaml").await;
+}
+
+/// A daemon that returns is not started again, and its object loses the finalizer.
+#[tokio::test]
+async fn a_daemon_that_returns_is_done_for_good() {
+    passes_in("daemons", "one-shot.yaml").await;
+}
+
+/// A temporary error restarts the daemon after its delay; filters that stop matching
+/// stop it.
+#[tokio::test]
+async fn a_failed_daemon_restarts_and_stops_when_filters_stop_matching() {
+    passes_in("daemons", "restarting.yaml").await;
+}
+
+/// On the real clock: a daemon's sleeps do not count against its call budget (300 ms
+/// for three sleeps of 0.5 s).
+#[tokio::test]
+async fn a_daemons_sleeps_do_not_count_against_its_budget() {
+    let s = kapsel_tests::Scene::start("daemon-budget").await;
+    let operator = s
+        .cluster
+        .start_operator(kapsel_host::Operator::new([guest("timers")]));
+    s.create(kapsel_tests::kopfexample(
+        "sleepy",
+        &["sleeper"],
+        serde_json::json!({}),
+        serde_json::json!({}),
+        serde_json::json!({"field": "value"}),
+    ))
+    .await;
+    let done = s
+        .tracker
+        .wait_for("sleepy", "the sleeper returned", |b| {
+            !b["status"]["sleeper"].is_null()
+        })
+        .await;
+    assert_eq!(
+        done["status"]["sleeper"],
+        serde_json::json!({"slept": 3}),
+        "{}",
+        s.tracker.dump("sleepy")
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
 }

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::convert;
+use super::daemons::DaemonSleeps;
 use super::discovery::Resource;
 use super::guest_api::GuestApi;
 use super::indexes::{IndexUpdate, Indexes};
 use super::posting::{self, Poster};
 use super::process::Processor;
-use super::registry::Handler;
+use super::registry::{Handler, Kind};
 use super::stream::{EventType, ObjectEvent};
 use crate::activities::{DEFAULT_TEMPORARY_DELAY, seconds_or};
 use crate::journal::Journal;
@@ -52,6 +53,8 @@ struct ObjectServices {
     /// The object of the call, for Events that name no other object.
     body: Arc<serde_json::Value>,
     kube: GuestApi,
+    /// Daemons' sleeps; other handlers are told to stop at once.
+    sleeps: Option<DaemonSleeps>,
 }
 
 impl HostServices for ObjectServices {
@@ -85,6 +88,18 @@ impl HostServices for ObjectServices {
     ) -> BoxFuture<'a, Result<String, KubeError>> {
         Box::pin(self.kube.call(caller, request))
     }
+
+    fn sleep_unless_stopped<'a>(
+        &'a self,
+        _caller: &'a Caller,
+        duration: Duration,
+    ) -> BoxFuture<'a, bool> {
+        match &self.sleeps {
+            Some(sleeps) => Box::pin(sleeps.sleep(duration)),
+            // Not a daemon: nothing to sleep for.
+            None => Box::pin(async { false }),
+        }
+    }
 }
 
 /// What a changing handler's cause carries beyond the event (KOPF.md §1.13).
@@ -102,6 +117,8 @@ pub(crate) struct ChangeDetails {
     /// RFC 3339 time of the first attempt.
     pub(crate) started: String,
     pub(crate) runtime_seconds: f64,
+    /// Daemons: what their `sleep_unless_stopped` sleeps on.
+    pub(crate) sleeps: Option<super::daemons::DaemonSleeps>,
 }
 
 fn cause(
@@ -151,6 +168,7 @@ fn context(
     event: &ObjectEvent,
     object: &str,
     processor: &Processor,
+    details: Option<&ChangeDetails>,
 ) -> CallContext {
     CallContext::new(
         handler.spec.id.clone(),
@@ -167,8 +185,10 @@ fn context(
                 event.body.clone(),
                 processor.recorder.clone(),
             ),
+            sleeps: details.and_then(|d| d.sleeps.clone()),
         }),
     )
+    .long_running(handler.spec.kind == Kind::Daemon)
 }
 
 fn delay(seconds: f64) -> Duration {
@@ -208,7 +228,7 @@ pub(crate) async fn invoke(
     let started = std::time::Instant::now();
     let result = handler
         .guest
-        .invoke(cause, context(handler, event, object, processor))
+        .invoke(cause, context(handler, event, object, processor, details))
         .await;
     let elapsed = started.elapsed();
     match result {
@@ -253,7 +273,7 @@ pub(crate) async fn index(
     let started = std::time::Instant::now();
     let result = handler
         .guest
-        .index(cause, context(handler, event, object, processor))
+        .index(cause, context(handler, event, object, processor, None))
         .await;
     let elapsed = started.elapsed();
     let mut fault = None;
@@ -295,7 +315,7 @@ pub(crate) async fn when(
     let cause = cause(handler, resource, event, body, details, None);
     handler
         .guest
-        .when(cause, context(handler, event, object, processor))
+        .when(cause, context(handler, event, object, processor, details))
         .await
         .map_err(|e| e.to_string())
 }

@@ -180,11 +180,11 @@ impl Processor {
             memory.state().expected_version = None;
         }
 
-        let timers_required = memory.state().timers_match;
+        let daemons_required = memory.state().daemons_match;
         if changing.is_empty() {
-            // Timers only: no change detection (nothing is stored for it, as in Kopf);
-            // only the finalizer they need, released once they have stopped.
-            match changes::decide(body, &settings.finalizer, timers_required) {
+            // Only timers and daemons: no change detection (nothing is stored for it, as in
+            // Kopf); only the finalizer they need, released once they have stopped.
+            match changes::decide(body, &settings.finalizer, daemons_required) {
                 FinalizerDecision::Add => {
                     patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()));
                 }
@@ -220,7 +220,7 @@ impl Processor {
         let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
         let active = self.active_handlers(stream, event, object, &cause).await;
         let mut eval = no_callbacks;
-        let required = timers_required
+        let required = daemons_required
             || changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
         let decision = changes::decide(body, &settings.finalizer, required);
 
@@ -535,7 +535,7 @@ impl Processor {
     }
 
     /// Calls a handler that keeps the object's memo and builds a patch for it (changing
-    /// handlers, timers): the memo goes in and comes back, and the handler's patch is
+    /// handlers, timers, daemons): the memo goes in and comes back, and the handler's patch is
     /// merged into `patch`.
     #[allow(
         clippy::too_many_arguments,
@@ -661,6 +661,7 @@ fn details(
         retry,
         started: changes::format_time(started),
         runtime_seconds: changes::seconds(now - started),
+        sleeps: None,
     }
 }
 

@@ -73,7 +73,7 @@ impl Memories {
                 && *m.arrivals.borrow() == state.processed
                 && state.expected_version.is_none()
                 && state.sleeping_until.is_none_or(|until| until > now)
-                && m.timers.settled(now)
+                && m.daemons.settled(now)
         })
     }
 
@@ -101,8 +101,8 @@ pub(crate) struct ObjectMemory {
     /// A worker is processing one of its events (not counting sleeps on handler time).
     working: AtomicBool,
     state: Mutex<MemoryState>,
-    /// Its running timers (KOPF.md §1.10).
-    pub(crate) timers: super::timers::ObjectTimers,
+    /// Its running timers and daemons (KOPF.md §1.9, §1.10).
+    pub(crate) daemons: super::daemons::ObjectDaemons,
 }
 
 impl Default for ObjectMemory {
@@ -111,7 +111,7 @@ impl Default for ObjectMemory {
             arrivals: watch::Sender::new(0),
             working: AtomicBool::new(false),
             state: Mutex::default(),
-            timers: super::timers::ObjectTimers::default(),
+            daemons: super::daemons::ObjectDaemons::default(),
         }
     }
 }
@@ -143,8 +143,8 @@ pub(crate) struct MemoryState {
     pub(crate) seen_versions: std::collections::VecDeque<String>,
     /// Until when its worker sleeps on handler time, if it does.
     pub(crate) sleeping_until: Option<DateTime<Utc>>,
-    /// Timers match the object as last seen: they need the finalizer (KOPF.md §4.6).
-    pub(crate) timers_match: bool,
+    /// Timers or daemons match the object as last seen: they need the finalizer (KOPF.md §4.6).
+    pub(crate) daemons_match: bool,
 }
 
 impl ObjectMemory {

@@ -6,6 +6,7 @@ mod calls;
 mod changes;
 mod changing;
 mod convert;
+mod daemons;
 mod discovery;
 mod filters;
 mod guest_api;
@@ -19,7 +20,6 @@ mod queue;
 mod registry;
 mod selector;
 mod stream;
-mod timers;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -499,15 +499,15 @@ async fn run_stream(
     }
     watch.abort();
     router.shutdown(settings.exit_grace).await;
-    // The timers stopped with the stream (`stopping` is its token); a call in flight
+    // The timers and daemons stopped with the stream (`stopping` is its token); a call in flight
     // gets the same grace as the handlers above.
-    context.timers.close();
-    if tokio::time::timeout(settings.exit_grace, context.timers.wait())
+    context.daemons.close();
+    if tokio::time::timeout(settings.exit_grace, context.daemons.wait())
         .await
         .is_err()
     {
         tracing::warn!(
-            "Timers of {} still run after {:?}; leaving them.",
+            "Timers or daemons of {} still run after {:?}; leaving them.",
             context.id,
             settings.exit_grace
         );

@@ -64,10 +64,10 @@ pub(crate) struct StreamContext {
     pub(crate) resource: Arc<Resource>,
     pub(crate) handlers: ResourceHandlers,
     pub(crate) changing: ChangingHandlers,
-    /// Cancelled when the stream stops: its objects' timers stop with it.
+    /// Cancelled when the stream stops: its objects' timers and daemons stop with it.
     pub(crate) stopping: CancellationToken,
-    /// The timer tasks of the stream's objects, awaited when it stops.
-    pub(crate) timers: TaskTracker,
+    /// The timer and daemon tasks of the stream's objects, awaited when it stops.
+    pub(crate) daemons: TaskTracker,
 }
 
 impl StreamContext {
@@ -84,7 +84,7 @@ impl StreamContext {
             handlers,
             changing,
             stopping,
-            timers: TaskTracker::new(),
+            daemons: TaskTracker::new(),
         }
     }
 }
@@ -138,7 +138,7 @@ impl Processor {
         }
 
         if event.event_type == EventType::Deleted {
-            memory.timers.stop_all().await;
+            memory.daemons.stop_all().await;
             // Nothing to patch: the object is gone (KOPF.md §6.4).
             if !stream.changing.is_empty() {
                 object_log!(
@@ -151,17 +151,17 @@ impl Processor {
             self.memories.forget(&event.key);
             return;
         }
-        let timers = self
-            .matching_timers(stream, &event, &object, &body_json)
+        let spawning = self
+            .matching_daemons(stream, &event, &object, &body_json)
             .await;
         if changes::is_deletion_ongoing(&event.body) {
             // Stopped before the deletion cycle, which releases the finalizer after them.
-            memory.timers.stop_all().await;
+            memory.daemons.stop_all().await;
         }
-        memory.state().timers_match = !timers.is_empty();
+        memory.state().daemons_match = !spawning.is_empty();
         self.handle_with_throttling(stream, &event, &object, &memory, seq, patch)
             .await;
-        self.sync_timers(stream, &event, &object, &memory, &timers)
+        self.sync_daemons(stream, &event, &object, &memory, &spawning)
             .await;
         memory.end_event();
     }
@@ -180,7 +180,7 @@ impl Processor {
         patch: Patch,
     ) {
         loop {
-            let result = if stream.changing.is_empty() && stream.handlers.timer.is_empty() {
+            let result = if stream.changing.is_empty() && stream.handlers.spawning.is_empty() {
                 self.send(stream, event, object, memory, patch.clone())
                     .await
                     .map(drop)
@@ -404,7 +404,12 @@ impl Processor {
         memo: Option<String>,
     ) -> calls::Invocation {
         self.record_call(handler, stream, event, object);
-        let _permit = self.calls.acquire().await;
+        // A daemon's call lasts as long as the daemon: it must not hold a permit.
+        let _permit = if handler.spec.kind == Kind::Daemon {
+            None
+        } else {
+            Some(self.calls.acquire().await)
+        };
         calls::invoke(
             handler,
             &stream.resource,

@@ -113,8 +113,8 @@ pub(crate) struct ResourceHandlers {
     pub(crate) event: Vec<Arc<Handler>>,
     /// create, update, delete, resume and field handlers (KOPF.md §1.6).
     pub(crate) changing: Vec<Arc<Handler>>,
-    /// Timers (KOPF.md §1.10), one per id.
-    pub(crate) timer: Vec<Arc<Handler>>,
+    /// Timers and daemons (KOPF.md §1.9, §1.10), one per id.
+    pub(crate) spawning: Vec<Arc<Handler>>,
 }
 
 impl ResourceHandlers {
@@ -122,7 +122,7 @@ impl ResourceHandlers {
         self.index.is_empty()
             && self.event.is_empty()
             && self.changing.is_empty()
-            && self.timer.is_empty()
+            && self.spawning.is_empty()
     }
 }
 
@@ -137,7 +137,7 @@ impl Kind {
 
     /// Resource kinds this host version serves.
     fn is_served(self) -> bool {
-        matches!(self, Kind::Event | Kind::Index | Kind::Timer) || self.is_changing()
+        matches!(self, Kind::Event | Kind::Index | Kind::Timer | Kind::Daemon) || self.is_changing()
     }
 }
 
@@ -219,13 +219,14 @@ impl Registry {
                         Kind::Event => handlers.event.push(h.clone()),
                         kind if kind.is_changing() => handlers.changing.push(h.clone()),
                         // Stacked attributes share one timer: it runs once per object.
-                        Kind::Timer
-                            if !handlers.timer.iter().any(|t| t.identity() == h.identity()) =>
+                        Kind::Timer | Kind::Daemon
+                            if !handlers
+                                .spawning
+                                .iter()
+                                .any(|t| t.identity() == h.identity()) =>
                         {
-                            handlers.timer.push(h.clone());
+                            handlers.spawning.push(h.clone());
                         }
-                        // Daemons come with their own work; until then they are declared
-                        // but not served (see `unserved`).
                         _ => {}
                     }
                 }

@@ -101,6 +101,9 @@ pub(crate) struct CallContext {
     pub(crate) object: Option<String>,
     /// What the guest may ask of the host during the call.
     pub(crate) services: Arc<dyn HostServices>,
+    /// A daemon's call, which lives as long as the daemon: it takes none of the permits
+    /// that bound the number of short calls at once (it would starve them).
+    pub(crate) long_running: bool,
 }
 
 impl CallContext {
@@ -114,7 +117,14 @@ impl CallContext {
             handler_id: handler_id.into(),
             object,
             services,
+            long_running: false,
         }
+    }
+
+    /// Marks the call as a daemon's (see [`CallContext::long_running`]).
+    pub(crate) fn long_running(mut self, long_running: bool) -> Self {
+        self.long_running = long_running;
+        self
     }
 }
 
@@ -396,7 +406,11 @@ impl HostImports for HostState {
                 .min(MAX_SLEEP)
         };
         let services = Arc::clone(&self.services);
-        Ok(services.sleep_unless_stopped(&self.caller, duration).await)
+        let slept = std::time::Instant::now();
+        let go_on = services.sleep_unless_stopped(&self.caller, duration).await;
+        // A daemon's budget is for its work, not for its sleeps.
+        self.deadline.extend(slept.elapsed());
+        Ok(go_on)
     }
 }
 
@@ -415,7 +429,7 @@ mod tests {
             "g".into(),
             ctx,
             1 << 20,
-            Instant::now() + Duration::from_secs(1),
+            super::super::state::Deadline::new(Instant::now() + Duration::from_secs(1)),
         )
     }
 

@@ -11,7 +11,7 @@ use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Reply}
 use super::engine::{Runtime, mib_to_bytes};
 use super::host_api::{CallContext, Caller, GUEST_LOG_TARGET};
 use super::loader::Guest;
-use super::state::HostState;
+use super::state::{Deadline, HostState};
 
 /// How long past its deadline a call may take before the host drops it. The epoch stops a
 /// computing guest at its deadline; this catches a guest parked in a host call that never
@@ -181,16 +181,22 @@ pub(super) async fn call_export(
     export: Export,
 ) -> Result<Returned, CallError> {
     // Waiting for a permit is not part of the call's budget: the guest has not started.
-    let permit = Arc::clone(&runtime.inner.permits)
-        .acquire_owned()
-        .await
-        .map_err(|_| CallError::HostBug("the runtime is shutting down".to_owned()))?;
-    let deadline = Instant::now() + budget.deadline;
+    let permit = if ctx.long_running {
+        None
+    } else {
+        Some(
+            Arc::clone(&runtime.inner.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| CallError::HostBug("the runtime is shutting down".to_owned()))?,
+        )
+    };
+    let deadline = Deadline::new(Instant::now() + budget.deadline);
     let state = HostState::new(
         Arc::clone(guest),
         ctx,
         mib_to_bytes(budget.memory_mib),
-        deadline,
+        deadline.clone(),
     );
     let mut store = Store::new(&runtime.inner.engine, state);
     store.limiter(|state| &mut state.limiter);
@@ -199,7 +205,7 @@ pub(super) async fn call_export(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut store| {
         let state = store.data_mut();
-        if Instant::now() >= state.deadline {
+        if Instant::now() >= state.deadline.get() {
             state.timed_out = true;
             Ok(UpdateDeadline::Interrupt)
         } else {
@@ -207,11 +213,7 @@ pub(super) async fn call_export(
         }
     });
 
-    let outcome = tokio::time::timeout(
-        budget.deadline + HOST_CALL_GRACE,
-        run(&mut store, pre, export),
-    )
-    .await;
+    let outcome = bounded(run(&mut store, pre, export), &deadline).await;
     let result = match outcome {
         Ok(Ok(returned)) => Ok(returned),
         Ok(Err(error)) => Err(classify(&error, store.data(), budget)),
@@ -223,6 +225,25 @@ pub(super) async fn call_export(
     drop(permit);
     log_output(&state);
     result
+}
+
+/// Runs the call until it ends or its deadline (plus [`HOST_CALL_GRACE`]) has passed,
+/// looking again whenever a daemon's sleep has moved the deadline on.
+async fn bounded<T>(
+    call: impl std::future::Future<Output = T>,
+    deadline: &Deadline,
+) -> Result<T, tokio::time::error::Elapsed> {
+    tokio::pin!(call);
+    loop {
+        let until = tokio::time::Instant::from_std(deadline.get() + HOST_CALL_GRACE);
+        match tokio::time::timeout_at(until, &mut call).await {
+            Ok(done) => return Ok(done),
+            Err(elapsed) if deadline.get() + HOST_CALL_GRACE <= Instant::now() => {
+                return Err(elapsed);
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 async fn run(

@@ -33,10 +33,37 @@ pub(crate) struct HostState {
     pub(super) stdout: TailPipe,
     /// The guest's stderr, logged after the call and quoted in trap errors (panic messages).
     pub(super) stderr: TailPipe,
-    /// When the call's wall-clock budget runs out.
-    pub(super) deadline: Instant,
+    /// When the call's wall-clock budget runs out; moved on by the time a daemon sleeps.
+    pub(super) deadline: Deadline,
     /// Set by the epoch callback when it interrupted the guest at [`Self::deadline`].
     pub(super) timed_out: bool,
+}
+
+/// A call's deadline, shared with the host's own bound on the call: a daemon's sleeps
+/// (`sleep-unless-stopped`) do not count against its budget, so each one moves it on.
+#[derive(Debug, Clone)]
+pub(crate) struct Deadline(Arc<std::sync::Mutex<Instant>>);
+
+impl Deadline {
+    pub(super) fn new(at: Instant) -> Deadline {
+        Deadline(Arc::new(std::sync::Mutex::new(at)))
+    }
+
+    pub(super) fn get(&self) -> Instant {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Moves the deadline on by `by`.
+    pub(super) fn extend(&self, by: std::time::Duration) {
+        let mut at = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *at = at.checked_add(by).unwrap_or(*at);
+    }
 }
 
 impl HostState {
@@ -45,7 +72,7 @@ impl HostState {
         guest: Arc<str>,
         ctx: CallContext,
         memory_bytes: usize,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> Self {
         let stdout = TailPipe::default();
         let stderr = TailPipe::default();

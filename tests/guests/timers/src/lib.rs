@@ -21,6 +21,17 @@
 //! - `broken_tick` (`kapsel.test/broken-tick`): every 10 s, `retries = 2`; always
 //!   fails with an arbitrary error (retried after the default 60 s backoff).
 //!
+//! Daemons (KOPF.md §1.9):
+//! - `heartbeat` (`kapsel.test/daemon`): logs `beat <n> of <name>` every 10 s until it
+//!   must stop, then logs `heartbeat of <name> stopped after <n>` and returns;
+//! - `sleeper` (`kapsel.test/sleeper`): a 300 ms call budget, three sleeps of 0.5 s,
+//!   then returns `{"slept": 3}` (sleeps do not count against the budget);
+//! - `one_shot` (`kapsel.test/one-shot`): returns `{"done": true}` at once, and so has
+//!   exited for good for the object;
+//! - `restarting` (`kapsel.test/restarting`): its first attempt fails with a temporary
+//!   error (retry in 5 s); the retry logs `restarting <name> on retry <n>`, then sleeps
+//!   until it must stop.
+//!
 //! Calls are counted in the object's memo (`{"<handler id>": n}`), which the host keeps
 //! per object between calls.
 //!
@@ -115,6 +126,50 @@ fn broken_tick(cause: &Cause) -> kapsel::Result<Value> {
     )))
 }
 
+/// A daemon that beats every 10 s until it must stop.
+#[kapsel::on::daemon("kopfexamples", labels("kapsel.test/daemon" = present))]
+fn heartbeat(cause: &Cause) {
+    let name = cause.name().unwrap_or_default().to_owned();
+    let mut beats = 0;
+    while cause.sleep_unless_stopped(10.0) {
+        beats += 1;
+        kapsel::info!("beat {beats} of {name}");
+    }
+    kapsel::info!("heartbeat of {name} stopped after {beats}");
+}
+
+/// A daemon with a 300 ms budget that sleeps 3 × 0.5 s: its sleeps must not count.
+#[kapsel::on::daemon(
+    "kopfexamples",
+    deadline_ms = 300,
+    labels("kapsel.test/sleeper" = present)
+)]
+fn sleeper(cause: &Cause) -> Value {
+    let mut slept = 0;
+    while slept < 3 && cause.sleep_unless_stopped(0.5) {
+        slept += 1;
+    }
+    json!({"slept": slept})
+}
+
+/// A daemon that is done at once.
+#[kapsel::on::daemon("kopfexamples", labels("kapsel.test/one-shot" = present))]
+fn one_shot() -> Value {
+    json!({"done": true})
+}
+
+/// A daemon whose first attempt fails; the retry runs until it must stop.
+#[kapsel::on::daemon("kopfexamples", labels("kapsel.test/restarting" = present))]
+fn restarting(cause: &Cause) -> kapsel::Result<()> {
+    if cause.retry() == 0 {
+        return Err(TemporaryError::new("not yet").with_delay(5.0).into());
+    }
+    let name = cause.name().unwrap_or_default();
+    kapsel::info!("restarting {name} on retry {}", cause.retry());
+    while cause.sleep_unless_stopped(60.0) {}
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use kapsel::testing::{self, Outcome};
@@ -196,7 +251,17 @@ mod tests {
                 Value::Null,
             ),
         ];
-        assert_eq!(registrations.len(), expected.len());
+        let timers: Vec<&Value> = registrations
+            .iter()
+            .filter(|r| r["kind"] == "timer")
+            .collect();
+        assert_eq!(timers.len(), expected.len());
+        let daemons: Vec<&Value> = registrations
+            .iter()
+            .filter(|r| r["kind"] == "daemon")
+            .map(|r| &r["id"])
+            .collect();
+        assert_eq!(daemons, ["heartbeat", "sleeper", "one_shot", "restarting"]);
         for (id, label, interval, initial_delay, idle) in expected {
             let r = find(id);
             assert_eq!(r["kind"], "timer", "{id}");

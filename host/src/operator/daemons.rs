@@ -1,19 +1,28 @@
-//! Timers (KOPF.md §1.10): one task per object and timer handler, running while the
-//! object exists, matches the handler's filters and is not being deleted.
+//! Timers and daemons (KOPF.md §1.9, §1.10; Kopf's "spawning" handlers): one task per
+//! object and handler, running while the object exists, matches the handler's filters
+//! and is not being deleted.
 //!
-//! A task waits its `initial_delay` once, then loops: it waits for `idle` quiet seconds
-//! when asked to, calls the handler with the object as last seen, applies the handler's
-//! patch and result, and sleeps: the retry delay after a temporary failure, else the
-//! `interval` (with `sharp`, to the next multiple of it counted from the tick's start),
-//! else (only `idle`) until the object changes again; with neither it runs once.
+//! A timer's task waits its `initial_delay` once, then loops: it waits for `idle` quiet
+//! seconds when asked to, calls the handler with the object as last seen, applies the
+//! handler's patch and result, and sleeps: the retry delay after a temporary failure,
+//! else the `interval` (with `sharp`, to the next multiple of it counted from the
+//! tick's start), else (only `idle`) until the object changes again; with neither it
+//! runs once.
 //!
-//! Tasks are started after the object carries the finalizer (timers require it, KOPF.md
+//! A daemon's task waits its `initial_delay`, then calls the handler, which runs as long
+//! as it likes, sleeping with `sleep_unless_stopped` (its sleeps do not count against
+//! its call budget). When the call ends it is retried after a temporary failure; after
+//! a success or a final failure the daemon has exited for good for this object (until
+//! the operator restarts), and no longer needs the finalizer.
+//!
+//! Tasks are started after the object carries the finalizer (they require it, KOPF.md
 //! §4.6), and stopped when the object is being deleted or deleted, when the filters stop
 //! matching, and when their stream stops (pausing, exiting). A stop never interrupts a
-//! call: it ends the task at its next wait. Everything that decides on time goes through
-//! the operator's clock, so `kapsel test` advances timers like any other handler time.
+//! call: a daemon's sleeps return `false` at once, and the task ends when the call has
+//! returned (or at its deadline). Everything that decides on time goes through the
+//! operator's clock, so `kapsel test` advances timers and daemons like any handler time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -34,12 +43,15 @@ use crate::object_log::object_log;
 
 /// The timers of one object; part of the object's memory.
 #[derive(Debug, Default)]
-pub(crate) struct ObjectTimers(Mutex<State>);
+pub(crate) struct ObjectDaemons(Mutex<State>);
 
 #[derive(Debug, Default)]
 struct State {
     /// By handler identity (guest, id).
     running: HashMap<(String, String), Running>,
+    /// Daemons that have exited for good for this object (success or final failure):
+    /// not started again, and no longer needing the finalizer.
+    exited: HashSet<(String, String)>,
     /// What resets `idle` when it changes: spec, labels, annotations, status.
     fingerprint: Option<Value>,
     /// When the fingerprint last changed (handler time); the tasks wait on it.
@@ -68,7 +80,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl ObjectTimers {
+impl ObjectDaemons {
     /// No task is busy, and none waits for a time that has come.
     pub(crate) fn settled(&self, now: DateTime<Utc>) -> bool {
         lock(&self.0).running.values().all(|r| {
@@ -131,6 +143,11 @@ impl ObjectTimers {
         }
     }
 
+    /// The daemons that have exited for good.
+    fn exited(&self) -> HashSet<(String, String)> {
+        lock(&self.0).exited.clone()
+    }
+
     /// Stops every timer of the object and waits until they have ended.
     pub(crate) async fn stop_all(&self) {
         self.stop_where(|_| false).await;
@@ -140,7 +157,7 @@ impl ObjectTimers {
 impl Processor {
     /// The timers whose filters match the object (deletion aside: a deleted object keeps
     /// needing the finalizer until its timers have stopped).
-    pub(crate) async fn matching_timers(
+    pub(crate) async fn matching_daemons(
         &self,
         stream: &StreamContext,
         event: &ObjectEvent,
@@ -148,7 +165,11 @@ impl Processor {
         body_json: &Arc<str>,
     ) -> Vec<Arc<Handler>> {
         let mut matching = Vec::new();
-        for handler in &stream.handlers.timer {
+        let exited = self.memories.get(&event.key).daemons.exited();
+        for handler in &stream.handlers.spawning {
+            if exited.contains(&handler.identity()) {
+                continue;
+            }
             if handler.spec.filters.matches_body(&event.body)
                 && self
                     .passes_when(handler, stream, event, object, body_json, None)
@@ -162,7 +183,7 @@ impl Processor {
 
     /// Starts the timers that match and are not running, and stops the others. Timers
     /// start only once the object carries the finalizer, and never while it is deleted.
-    pub(crate) async fn sync_timers(
+    pub(crate) async fn sync_daemons(
         &self,
         stream: &Arc<StreamContext>,
         event: &ObjectEvent,
@@ -170,10 +191,10 @@ impl Processor {
         memory: &Arc<ObjectMemory>,
         matching: &[Arc<Handler>],
     ) {
-        if stream.handlers.timer.is_empty() {
+        if stream.handlers.spawning.is_empty() {
             return;
         }
-        let timers = &memory.timers;
+        let timers = &memory.daemons;
         let changed = timers.observe(&event.body, self.clock.now());
         let body: &Value = &event.body;
         if changes::is_deletion_ongoing(body) {
@@ -210,7 +231,7 @@ impl Processor {
                 stop: stop.clone(),
                 progress: progress.clone(),
             };
-            let task = stream.timers.spawn(ticker.run());
+            let task = stream.daemons.spawn(ticker.run());
             lock(&timers.0).running.insert(
                 identity,
                 Running {
@@ -224,7 +245,47 @@ impl Processor {
     }
 }
 
-/// One timer of one object.
+/// What a daemon's sleeps (`sleep_unless_stopped`) need: the stop, the clock, and where
+/// `kapsel test` sees that the daemon waits rather than works.
+#[derive(Clone)]
+pub(crate) struct DaemonSleeps {
+    stop: CancellationToken,
+    clock: Arc<dyn crate::clock::Clock>,
+    progress: Arc<Mutex<Progress>>,
+}
+
+impl std::fmt::Debug for DaemonSleeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonSleeps")
+            .field("stopped", &self.stop.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaemonSleeps {
+    /// Sleeps on handler time; `false` once the daemon must stop (at once if it must).
+    pub(crate) async fn sleep(&self, duration: Duration) -> bool {
+        if self.stop.is_cancelled() {
+            return false;
+        }
+        let until = after(self.clock.now(), duration.as_secs_f64());
+        *lock(&self.progress) = Progress {
+            busy: false,
+            due: Some(until),
+        };
+        let slept = tokio::select! {
+            () = self.stop.cancelled() => false,
+            () = self.clock.sleep_until(until) => true,
+        };
+        *lock(&self.progress) = Progress {
+            busy: true,
+            due: None,
+        };
+        slept && !self.stop.is_cancelled()
+    }
+}
+
+/// One timer or daemon of one object.
 struct Ticker {
     processor: Processor,
     stream: Arc<StreamContext>,
@@ -263,6 +324,15 @@ fn after(time: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
+/// How log lines name the handler, as Kopf's do.
+fn what(handler: &Handler) -> &'static str {
+    if handler.spec.kind == super::registry::Kind::Daemon {
+        "Daemon"
+    } else {
+        "Timer"
+    }
+}
+
 fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     (to - from).to_std().map_or(0.0, |d| d.as_secs_f64())
 }
@@ -284,7 +354,48 @@ fn next_tick(
 }
 
 impl Ticker {
-    async fn run(mut self) {
+    async fn run(self) {
+        if self.handler.spec.kind == super::registry::Kind::Daemon {
+            self.run_daemon().await;
+        } else {
+            self.run_timer().await;
+        }
+    }
+
+    async fn run_daemon(self) {
+        let clock = self.processor.clock.clone();
+        if let Some(delay) = self.handler.spec.schedule.initial_delay
+            && !self.sleep_until(after(clock.now(), delay)).await
+        {
+            return;
+        }
+        let sleeps = DaemonSleeps {
+            stop: self.stop.clone(),
+            clock: clock.clone(),
+            progress: self.progress.clone(),
+        };
+        let mut attempts = Attempts::default();
+        loop {
+            match self.call(&mut attempts, Some(&sleeps)).await {
+                Tick::Retry(delay) if !self.stop.is_cancelled() => {
+                    if !self
+                        .sleep_until(after(clock.now(), delay.as_secs_f64()))
+                        .await
+                    {
+                        break;
+                    }
+                }
+                // Stopped while running: it may start again (a later event, a resume).
+                Tick::Retry(_) => break,
+                Tick::Gone => break,
+                // Exited for good (`call` noted it before sending the last patch).
+                Tick::Done => break,
+            }
+        }
+        self.set_progress(false, None);
+    }
+
+    async fn run_timer(mut self) {
         let schedule = self.handler.spec.schedule;
         let clock = self.processor.clock.clone();
         if let Some(delay) = schedule.initial_delay
@@ -300,7 +411,7 @@ impl Ticker {
                 return;
             }
             let tick_started = clock.now();
-            let next = match self.tick(&mut attempts).await {
+            let next = match self.call(&mut attempts, None).await {
                 Tick::Gone => return,
                 Tick::Retry(delay) => Some(after(clock.now(), delay.as_secs_f64())),
                 Tick::Done => {
@@ -367,11 +478,12 @@ impl Ticker {
     }
 
     /// Calls the handler once and applies what it returned.
-    async fn tick(&self, attempts: &mut Attempts) -> Tick {
+    async fn call(&self, attempts: &mut Attempts, sleeps: Option<&DaemonSleeps>) -> Tick {
         let processor = &self.processor;
         let handler = &self.handler;
         let spec = &handler.spec;
         let id = &spec.id;
+        let what = what(handler);
         let object = self.object.as_str();
         let body = self.body.borrow().clone();
         let now = processor.clock.now();
@@ -380,6 +492,7 @@ impl Ticker {
             retry: attempts.retry,
             started: changes::format_time(started),
             runtime_seconds: seconds_between(started, now),
+            sleeps: sleeps.cloned(),
             ..ChangeDetails::default()
         };
         let event = ObjectEvent {
@@ -411,7 +524,7 @@ impl Ticker {
                     .and_then(|r| serde_json::from_str(r).ok())
                     .unwrap_or(Value::Null);
                 patch.deliver_result(id, &result);
-                object_log!(info, object, "Timer '{id}' succeeded.");
+                object_log!(info, object, "{what} '{id}' succeeded.");
                 (Tick::Done, "success")
             }
             // Not an answer `invoke` gives; nothing to apply.
@@ -436,7 +549,7 @@ impl Ticker {
                         object_log!(
                             error,
                             object,
-                            "Timer '{id}' failed with an exception. Will ignore: {error}"
+                            "{what} '{id}' failed with an exception. Will ignore: {error}"
                         );
                         (Tick::Done, "ignored")
                     }
@@ -444,7 +557,7 @@ impl Ticker {
                         object_log!(
                             error,
                             object,
-                            "Timer '{id}' has exceeded {attempt} retries: {error}"
+                            "{what} '{id}' has exceeded {attempt} retries: {error}"
                         );
                         (Tick::Done, "failure")
                     }
@@ -452,7 +565,7 @@ impl Ticker {
                         object_log!(
                             error,
                             object,
-                            "Timer '{id}' has timed out after {runtime:.1} seconds: {error}"
+                            "{what} '{id}' has timed out after {runtime:.1} seconds: {error}"
                         );
                         (Tick::Done, "failure")
                     }
@@ -460,14 +573,14 @@ impl Ticker {
                         object_log!(
                             error,
                             object,
-                            "Timer '{id}' failed temporarily: {error}. Will retry in {} seconds.",
+                            "{what} '{id}' failed temporarily: {error}. Will retry in {} seconds.",
                             delay.as_secs_f64()
                         );
                         attempts.retry = attempt;
                         (Tick::Retry(delay), "retry")
                     }
                     None => {
-                        object_log!(error, object, "Timer '{id}' failed permanently: {error}");
+                        object_log!(error, object, "{what} '{id}' failed permanently: {error}");
                         (Tick::Done, "failure")
                     }
                 }
@@ -480,6 +593,16 @@ impl Ticker {
             verdict,
             invocation.fault,
         );
+        if matches!(tick, Tick::Done)
+            && spec.kind == super::registry::Kind::Daemon
+            && !self.stop.is_cancelled()
+        {
+            // Before the patch goes out: its echo must find the daemon exited, so that
+            // the cycle it starts removes the finalizer the daemon no longer needs.
+            lock(&self.memory.daemons.0)
+                .exited
+                .insert(handler.identity());
+        }
         self.send(patch, &body).await.unwrap_or(tick)
     }
 
@@ -503,7 +626,8 @@ impl Ticker {
                 object_log!(
                     error,
                     self.object.as_str(),
-                    "Timer '{}' could not patch the object: {error}",
+                    "{} '{}' could not patch the object: {error}",
+                    what(&self.handler),
                     self.handler.spec.id
                 );
                 None
@@ -545,7 +669,7 @@ mod tests {
 
     #[test]
     fn idle_restarts_on_changes_of_what_users_change() {
-        let timers = ObjectTimers::default();
+        let timers = ObjectDaemons::default();
         let body = |spec: i64, version: &str| {
             Arc::new(serde_json::json!({
                 "metadata": {"resourceVersion": version, "labels": {"a": "b"}},
