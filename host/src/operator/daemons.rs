@@ -41,7 +41,7 @@ use super::registry::{ErrorsMode, Handler, Schedule};
 use super::stream::{EventType, ObjectEvent};
 use crate::object_log::object_log;
 
-/// The timers of one object; part of the object's memory.
+/// The timers and daemons of one object; part of the object's memory.
 #[derive(Debug, Default)]
 pub(crate) struct ObjectDaemons(Mutex<State>);
 
@@ -97,12 +97,28 @@ impl ObjectDaemons {
             .is_some_and(|r| !r.task.is_finished())
     }
 
-    /// Notes the object as seen now: a change of what `idle` watches restarts it.
-    fn observe(&self, body: &Arc<Value>, now: DateTime<Utc>) -> watch::Receiver<DateTime<Utc>> {
+    /// Notes the object as seen now: a change of what `idle` watches restarts it. The
+    /// operator's own bookkeeping (annotations under `prefix`: progress records, the
+    /// diff-base, touch-dummy) is no change of the object; results in `status` are.
+    fn observe(
+        &self,
+        body: &Arc<Value>,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> watch::Receiver<DateTime<Utc>> {
+        let own = format!("{prefix}/");
+        let annotations: serde_json::Map<String, Value> = body
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| !key.starts_with(&own))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
         let fingerprint = serde_json::json!({
             "spec": body.get("spec"),
             "labels": body.pointer("/metadata/labels"),
-            "annotations": body.pointer("/metadata/annotations"),
+            "annotations": annotations,
             "status": body.get("status"),
         });
         let mut state = lock(&self.0);
@@ -122,7 +138,7 @@ impl ObjectDaemons {
         changed.subscribe()
     }
 
-    /// Stops the timers `keep` rejects and waits until they have ended.
+    /// Stops the tasks `keep` rejects and waits until they have ended.
     async fn stop_where(&self, keep: impl Fn(&(String, String)) -> bool) {
         let stopping: Vec<Running> = {
             let mut state = lock(&self.0);
@@ -148,15 +164,16 @@ impl ObjectDaemons {
         lock(&self.0).exited.clone()
     }
 
-    /// Stops every timer of the object and waits until they have ended.
+    /// Stops every timer and daemon of the object and waits until they have ended.
     pub(crate) async fn stop_all(&self) {
         self.stop_where(|_| false).await;
     }
 }
 
 impl Processor {
-    /// The timers whose filters match the object (deletion aside: a deleted object keeps
-    /// needing the finalizer until its timers have stopped).
+    /// The timers and daemons whose filters match the object, daemons that exited for
+    /// good left out (deletion aside: a deleted object keeps needing the finalizer until
+    /// its tasks have stopped).
     pub(crate) async fn matching_daemons(
         &self,
         stream: &StreamContext,
@@ -181,8 +198,9 @@ impl Processor {
         matching
     }
 
-    /// Starts the timers that match and are not running, and stops the others. Timers
-    /// start only once the object carries the finalizer, and never while it is deleted.
+    /// Starts the timers and daemons that match and are not running, and stops the
+    /// others. They start only once the object carries the finalizer, and never while it
+    /// is being deleted.
     pub(crate) async fn sync_daemons(
         &self,
         stream: &Arc<StreamContext>,
@@ -194,23 +212,23 @@ impl Processor {
         if stream.handlers.spawning.is_empty() {
             return;
         }
-        let timers = &memory.daemons;
-        let changed = timers.observe(&event.body, self.clock.now());
+        let tasks = &memory.daemons;
+        let changed = tasks.observe(&event.body, &self.changes.prefix, self.clock.now());
         let body: &Value = &event.body;
         if changes::is_deletion_ongoing(body) {
-            timers.stop_all().await;
+            tasks.stop_all().await;
             return;
         }
-        timers
+        tasks
             .stop_where(|id| matching.iter().any(|h| &h.identity() == id))
             .await;
         if !changes::is_deletion_blocked(body, &self.changes.finalizer) {
-            // The finalizer comes first; the event that shows it starts the timers.
+            // The finalizer comes first; the event that shows it starts the tasks.
             return;
         }
         for handler in matching {
             let identity = handler.identity();
-            if timers.is_running(&identity) {
+            if tasks.is_running(&identity) {
                 continue;
             }
             let stop = stream.stopping.child_token();
@@ -232,7 +250,7 @@ impl Processor {
                 progress: progress.clone(),
             };
             let task = stream.daemons.spawn(ticker.run());
-            lock(&timers.0).running.insert(
+            lock(&tasks.0).running.insert(
                 identity,
                 Running {
                     stop,
@@ -676,12 +694,17 @@ mod tests {
                 "spec": {"size": spec},
             }))
         };
-        let changed = timers.observe(&body(1, "1"), at(0));
+        let changed = timers.observe(&body(1, "1"), "p", at(0));
         assert_eq!(*changed.borrow(), at(0));
         // Only the resourceVersion moved: not a change.
-        timers.observe(&body(1, "2"), at(5));
+        timers.observe(&body(1, "2"), "p", at(5));
         assert_eq!(*changed.borrow(), at(0));
-        timers.observe(&body(2, "3"), at(7));
+        // The operator's own records are not a change either.
+        let mut recorded = (*body(1, "3")).clone();
+        recorded["metadata"]["annotations"] = serde_json::json!({"p/tick": "{}"});
+        timers.observe(&Arc::new(recorded), "p", at(6));
+        assert_eq!(*changed.borrow(), at(0));
+        timers.observe(&body(2, "4"), "p", at(7));
         assert_eq!(*changed.borrow(), at(7));
         assert!(timers.settled(at(100)), "no timer runs");
     }
