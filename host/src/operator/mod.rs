@@ -139,12 +139,8 @@ pub(crate) async fn run(
             });
         }
     }
+    // Every kind is served: resource kinds by the streams, activities beside them.
     let registry = Registry::new(handlers);
-    for (guest, id, kind) in registry.unserved() {
-        tracing::warn!(
-            "Handler '{id}' of guest '{guest}' is a {kind:?} handler, which this version of the host does not run yet."
-        );
-    }
     let indexes = Indexes::default();
     for guest in guests {
         for reg in guest

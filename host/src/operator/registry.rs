@@ -134,11 +134,6 @@ impl Kind {
             Kind::Create | Kind::Update | Kind::Delete | Kind::Resume | Kind::Field
         )
     }
-
-    /// Resource kinds this host version serves.
-    fn is_served(self) -> bool {
-        matches!(self, Kind::Event | Kind::Index | Kind::Timer | Kind::Daemon) || self.is_changing()
-    }
 }
 
 /// Every handler of every loaded guest.
@@ -233,20 +228,6 @@ impl Registry {
                 (resource, handlers)
             })
             .filter(|(_, handlers)| !handlers.is_empty())
-            .collect()
-    }
-
-    /// Handlers of kinds this host version does not run yet, for a warning at start.
-    pub(crate) fn unserved(&self) -> Vec<(String, String, Kind)> {
-        self.handlers
-            .iter()
-            // Activities are run beside the streams: probes by the liveness endpoint
-            // (crate::health), startup and cleanup handlers around the operator (lib.rs).
-            .filter(|h| {
-                !h.spec.kind.is_served()
-                    && !matches!(h.spec.kind, Kind::Probe | Kind::Startup | Kind::Cleanup)
-            })
-            .map(|h| (h.guest.name().to_owned(), h.spec.id.clone(), h.spec.kind))
             .collect()
     }
 }

@@ -157,10 +157,6 @@ impl Caller {
 
 /// An Event a guest asked to post.
 #[derive(Clone, Debug)]
-#[allow(
-    dead_code,
-    reason = "read by the operator's Kubernetes calls, not wired yet"
-)]
 pub(crate) struct GuestEvent {
     /// The object the Event is about (JSON with apiVersion, kind, metadata); `None` means
     /// the object of the call.
@@ -220,10 +216,6 @@ impl KubeRequest {
     }
 
     /// The resource the request is about.
-    #[allow(
-        dead_code,
-        reason = "read by the operator's Kubernetes calls, not wired yet"
-    )]
     pub(crate) fn target(&self) -> &Selector {
         match self {
             KubeRequest::Get { target, .. }
