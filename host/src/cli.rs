@@ -65,6 +65,22 @@ pub(crate) enum Command {
     Resume(ResumeArgs),
     /// Test a guest against case files, each on a fresh embedded cluster, or replay recordings.
     Test(TestArgs),
+    /// Print the RBAC manifests the guests need (resolved on the current cluster).
+    Rbac(RbacArgs),
+}
+
+/// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, as YAML.
+#[derive(Debug, Args)]
+pub(crate) struct RbacArgs {
+    /// Guests: .wasm files or directories of them.
+    #[arg(required = true)]
+    pub(crate) guests: Vec<PathBuf>,
+    /// The ServiceAccount's name (also the role's and the binding's).
+    #[arg(long, default_value = "kapsel")]
+    pub(crate) service_account: String,
+    /// The namespace the operator runs in.
+    #[arg(long, default_value = "default")]
+    pub(crate) namespace: String,
 }
 
 /// `kapsel test GUEST CASE...` and `kapsel test GUEST --replay FILE`: exit 0 when every
@@ -283,6 +299,30 @@ impl Cli {
                 .resume()
                 .await
                 .map_err(|e| CliError::new(error_chain(&e), 1)),
+            Command::Rbac(args) => {
+                let client = kube::Client::try_default().await.map_err(|e| {
+                    CliError::new(
+                        format!(
+                            "kapsel rbac resolves the guests' selectors on a cluster, and none can be reached: {e}"
+                        ),
+                        1,
+                    )
+                })?;
+                let text =
+                    crate::rbac(&args.guests, client, &args.service_account, &args.namespace)
+                        .await
+                        .map_err(|e| {
+                            // A guest that cannot be loaded is an input error.
+                            let code = if matches!(e, crate::Error::NoGuests(_)) {
+                                2
+                            } else {
+                                1
+                            };
+                            CliError::new(error_chain(&e), code)
+                        })?;
+                print!("{text}");
+                Ok(())
+            }
             Command::Test(args) => {
                 let request = crate::cases::TestRequest {
                     guest: args.guest,

@@ -23,6 +23,7 @@ mod metrics;
 mod object_log;
 mod operator;
 mod peering;
+mod rbac;
 mod recording;
 mod runtime;
 pub mod testing;
@@ -47,6 +48,40 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, String> {
         .map_err(|e| cli::error_chain(&e))?;
     let guest = runtime.load(guest).await.map_err(|e| e.to_string())?;
     Ok(runtime::describe_json(guest.describe()))
+}
+
+/// The RBAC manifests (a ServiceAccount, a ClusterRole, its binding) that an operator of
+/// these guests needs on the cluster `client` talks to, as YAML (what `kapsel rbac`
+/// prints). The guests' selectors and permissions are resolved by that cluster's
+/// discovery; those that resolve to nothing are named in a comment.
+///
+/// # Errors
+/// [`Error::NoGuests`] when a guest cannot be loaded (naming the file), else what
+/// failed (the runtime, discovery).
+pub async fn rbac(
+    guests: &[PathBuf],
+    client: kube::Client,
+    service_account: &str,
+    namespace: &str,
+) -> Result<String, Error> {
+    let runtime = runtime::Runtime::new(runtime::RuntimeConfig::default())
+        .map_err(|e| Error::Runtime(Box::new(e)))?;
+    let (loaded, errors) = runtime.load_all(guests).await;
+    if !errors.is_empty() || loaded.is_empty() {
+        return Err(Error::NoGuests(
+            errors.iter().map(ToString::to_string).collect(),
+        ));
+    }
+    let needs = operator::guest_needs(&client, &loaded)
+        .await
+        .map_err(|e| Error::Operator(e.into()))?;
+    Ok(rbac::manifests(
+        &needs,
+        &rbac::Subject {
+            name: service_account.to_owned(),
+            namespace: namespace.to_owned(),
+        },
+    ))
 }
 
 /// How long cleanup handlers may take, retries included, when the operator stops.

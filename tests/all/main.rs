@@ -15,6 +15,7 @@ mod indexes;
 mod loading;
 mod migration;
 mod peering;
+mod rbac;
 mod replay;
 mod retries;
 mod sandbox;

@@ -672,3 +672,54 @@ async fn find(
         selector::Resolution::Unresolved => Err(format!("the cluster serves no resource {name}")),
     }
 }
+
+/// What the guests' selectors and permissions mean on a cluster (KOPF.md §2.3), for
+/// `kapsel rbac`.
+#[derive(Debug, Default)]
+pub(crate) struct GuestNeeds {
+    /// Resources the guests' handlers watch, and whether they patch them (results,
+    /// progress records, finalizers: every kind but index handlers).
+    pub(crate) watched: Vec<(Resource, bool)>,
+    /// Resources the guests' Kubernetes calls may use, with the verbs declared.
+    pub(crate) permitted: Vec<(Resource, Vec<String>)>,
+    /// Selectors that resolve to nothing (or ambiguously), as written.
+    pub(crate) unresolved: Vec<String>,
+}
+
+/// Resolves every handler selector and every permission of `guests` on the cluster.
+///
+/// # Errors
+/// When discovery fails.
+pub(crate) async fn guest_needs(client: &Client, guests: &[Guest]) -> Result<GuestNeeds, String> {
+    let discovered = discovery::scan(client)
+        .await
+        .map_err(|e| format!("discovery failed: {e}"))?;
+    let mut needs = GuestNeeds::default();
+    let resolve = |wit: &crate::runtime::Selector, needs: &mut GuestNeeds| {
+        let selector = convert::selector(wit);
+        match selector::resolve(&selector, &discovered) {
+            selector::Resolution::Resolved(found) => found,
+            selector::Resolution::Ambiguous(_) | selector::Resolution::Unresolved => {
+                needs.unresolved.push(selector.to_string());
+                Vec::new()
+            }
+        }
+    };
+    for guest in guests {
+        let described = guest.describe();
+        for registration in &described.handlers {
+            let patches = convert::kind(registration.kind) != Kind::Index;
+            for wit in &registration.selectors {
+                for resource in resolve(wit, &mut needs) {
+                    needs.watched.push((resource, patches));
+                }
+            }
+        }
+        for permission in &described.permissions {
+            for resource in resolve(&permission.target, &mut needs) {
+                needs.permitted.push((resource, permission.verbs.clone()));
+            }
+        }
+    }
+    Ok(needs)
+}

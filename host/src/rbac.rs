@@ -1,0 +1,185 @@
+//! `kapsel rbac GUEST...`: the RBAC manifests an operator of these guests needs
+//! (KOPF.md §14), worked out from what the guests declare, resolved on a cluster.
+//!
+//! One ServiceAccount, one ClusterRole and its ClusterRoleBinding:
+//! - the framework's needs: peering (`kopf.dev` `clusterkopfpeerings`, `kopfpeerings`),
+//!   observing CRDs and namespaces, posting Events;
+//! - every resource a handler watches: `list`, `watch`, and `patch` when any handler
+//!   but an index writes to its objects (results, progress records, finalizers), with
+//!   `patch` on `<plural>/status` too when the resource has a status subresource (the
+//!   gap in Kopf's documented example);
+//! - every resource the guests' `kapsel::permit!` declarations name, with their verbs.
+//!
+//! Selectors are resolved by discovery, as the operator resolves them when it runs, so
+//! the CRDs must exist on the cluster; selectors that resolve to nothing are listed in a
+//! comment at the top rather than guessed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use crate::operator::GuestNeeds;
+
+/// Who the manifests are for.
+#[derive(Debug, Clone)]
+pub(crate) struct Subject {
+    /// The ServiceAccount's name (also the role's and the binding's).
+    pub(crate) name: String,
+    /// The namespace the operator runs in.
+    pub(crate) namespace: String,
+}
+
+/// The manifests, as one YAML stream.
+pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject) -> String {
+    let mut rules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let mut grant = |group: &str, resource: &str, verbs: &[&str]| {
+        rules
+            .entry((group.to_owned(), resource.to_owned()))
+            .or_default()
+            .extend(verbs.iter().map(|v| (*v).to_owned()));
+    };
+    // The framework (KOPF.md §14).
+    let peer = ["get", "list", "watch", "patch"];
+    grant("kopf.dev", "clusterkopfpeerings", &peer);
+    grant("kopf.dev", "kopfpeerings", &peer);
+    grant(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        &["list", "watch"],
+    );
+    grant("", "namespaces", &["list", "watch"]);
+    grant("", "events", &["create"]);
+    for (resource, patches) in &needs.watched {
+        grant(&resource.group, &resource.plural, &["list", "watch"]);
+        if *patches {
+            grant(&resource.group, &resource.plural, &["patch"]);
+            if resource.subresources.iter().any(|s| s == "status") {
+                grant(
+                    &resource.group,
+                    &format!("{}/status", resource.plural),
+                    &["patch"],
+                );
+            }
+        }
+    }
+    for (resource, verbs) in &needs.permitted {
+        let verbs: Vec<&str> = verbs.iter().map(String::as_str).collect();
+        grant(&resource.group, &resource.plural, &verbs);
+    }
+
+    let rules: Vec<Value> = rules
+        .into_iter()
+        .map(|((group, resource), verbs)| {
+            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+        })
+        .collect();
+    let name = &subject.name;
+    let documents = [
+        json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": subject.namespace},
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": subject.namespace}],
+        }),
+    ];
+    let mut out = String::new();
+    if !needs.unresolved.is_empty() {
+        out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
+        for selector in &needs.unresolved {
+            out.push_str(&format!("#   {selector}\n"));
+        }
+    }
+    for document in documents {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&document).unwrap_or_default());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::Resource;
+
+    fn resource(group: &str, plural: &str, status: bool) -> Resource {
+        Resource {
+            group: group.into(),
+            version: "v1".into(),
+            plural: plural.into(),
+            kind: String::new(),
+            singular: String::new(),
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            namespaced: true,
+            verbs: Vec::new(),
+            subresources: if status {
+                vec!["status".into()]
+            } else {
+                Vec::new()
+            },
+            preferred: true,
+        }
+    }
+
+    #[test]
+    fn rules_cover_the_framework_the_watched_and_the_permitted() {
+        let needs = GuestNeeds {
+            watched: vec![
+                (resource("kopf.dev", "kopfexamples", true), true),
+                (resource("", "pods", true), false),
+            ],
+            permitted: vec![(
+                resource("", "configmaps", false),
+                vec!["get".into(), "create".into()],
+            )],
+            unresolved: vec!["widgets".into()],
+        };
+        let text = manifests(
+            &needs,
+            &Subject {
+                name: "op".into(),
+                namespace: "ops".into(),
+            },
+        );
+        assert!(text.starts_with("# Not resolved on this cluster"), "{text}");
+        assert!(text.contains("#   widgets"), "{text}");
+        let documents: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+            .collect();
+        let rules = documents[1]["rules"].as_array().expect("rules");
+        let verbs = |group: &str, resource: &str| -> Vec<String> {
+            rules
+                .iter()
+                .find(|r| r["apiGroups"][0] == group && r["resources"][0] == resource)
+                .map(|r| serde_json::from_value(r["verbs"].clone()).expect("verbs"))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            verbs("kopf.dev", "kopfexamples"),
+            ["list", "patch", "watch"]
+        );
+        assert_eq!(verbs("kopf.dev", "kopfexamples/status"), ["patch"]);
+        // Index-only: read, never patched.
+        assert_eq!(verbs("", "pods"), ["list", "watch"]);
+        assert!(verbs("", "pods/status").is_empty());
+        assert_eq!(verbs("", "configmaps"), ["create", "get"]);
+        assert_eq!(verbs("", "events"), ["create"]);
+        assert_eq!(
+            verbs("kopf.dev", "clusterkopfpeerings"),
+            ["get", "list", "patch", "watch"]
+        );
+        assert_eq!(documents[2]["subjects"][0]["namespace"], "ops");
+    }
+}

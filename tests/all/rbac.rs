@@ -1,0 +1,86 @@
+//! `kapsel rbac`: the manifests an operator of some guests needs, resolved on a cluster.
+
+use kapsel_host::testing::Cluster;
+use kapsel_tests::{create_kopfexamples_crd, guest};
+use serde_json::Value;
+
+fn verbs(documents: &[Value], group: &str, resource: &str) -> Vec<String> {
+    documents[1]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .find(|r| r["apiGroups"][0] == group && r["resources"][0] == resource)
+        .map(|r| serde_json::from_value(r["verbs"].clone()).expect("verbs"))
+        .unwrap_or_default()
+}
+
+fn parse(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+        .collect()
+}
+
+#[tokio::test]
+async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
+    let cluster = Cluster::start().await.expect("cluster");
+    let guests = [guest("kube_calls")];
+
+    // Before the CRD exists, its selector resolves to nothing: said, not guessed.
+    let text = kapsel_host::rbac(&guests, cluster.client(), "op", "ops")
+        .await
+        .expect("manifests");
+    assert!(text.contains("#   kopfexamples"), "{text}");
+    assert!(verbs(&parse(&text), "kopf.dev", "kopfexamples").is_empty());
+
+    create_kopfexamples_crd(&cluster.client()).await;
+    let text = kapsel_host::rbac(&guests, cluster.client(), "op", "ops")
+        .await
+        .expect("manifests");
+    assert!(!text.contains("Not resolved"), "{text}");
+    let documents = parse(&text);
+    let kinds: Vec<&str> = documents
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    );
+    assert_eq!(documents[0]["metadata"]["namespace"], "ops");
+    assert_eq!(documents[2]["subjects"][0]["name"], "op");
+    assert_eq!(
+        verbs(&documents, "kopf.dev", "kopfexamples"),
+        ["list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs(&documents, "kopf.dev", "kopfexamples/status"),
+        ["patch"]
+    );
+    // `kapsel::permit!("v1", "configmaps", verbs = [...])`, and nothing for secrets.
+    assert_eq!(
+        verbs(&documents, "", "configmaps"),
+        ["create", "delete", "get", "list", "patch"]
+    );
+    assert!(verbs(&documents, "", "secrets").is_empty());
+    assert_eq!(verbs(&documents, "", "events"), ["create"]);
+    cluster.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn rbac_refuses_what_is_not_a_guest() {
+    let cluster = Cluster::start().await.expect("cluster");
+    let error = kapsel_host::rbac(
+        &["/nonexistent/guest.wasm".into()],
+        cluster.client(),
+        "op",
+        "ops",
+    )
+    .await
+    .expect_err("no guest");
+    assert!(matches!(error, kapsel_host::Error::NoGuests(_)), "{error}");
+    assert!(
+        error.to_string().contains("/nonexistent/guest.wasm"),
+        "{error}"
+    );
+    cluster.shutdown().await.expect("shutdown");
+}
