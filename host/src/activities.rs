@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::journal::{Journal, Record};
 use crate::metrics;
-use crate::operator::{GuestApi, KubeAccess};
+use crate::operator::{GuestApi, Indexes, KubeAccess};
 use crate::runtime::{
     self, BoxFuture, CallContext, Caller, Guest, HandlerKind, HostServices, KubeError, KubeRequest,
 };
@@ -85,11 +85,13 @@ pub(crate) fn of_kind(guests: &[Guest], kind: HandlerKind) -> Vec<Activity> {
     activities
 }
 
-/// What activities run with: the journal, and the cluster for their Kubernetes calls
-/// (none in tests that need no cluster: calls then answer `NotAvailable`).
+/// What activities run with: the journal, the guests' indexes, and the cluster for
+/// their Kubernetes calls (none in tests that need no cluster: calls then answer
+/// `NotAvailable`).
 #[derive(Clone)]
 pub(crate) struct Context {
     pub(crate) journal: Journal,
+    pub(crate) indexes: Indexes,
     pub(crate) kube: Option<KubeAccess>,
 }
 
@@ -124,6 +126,7 @@ impl Activity {
                 None,
                 Arc::new(ActivityServices {
                     journal: journal.clone(),
+                    indexes: context.indexes.clone(),
                     // Activities are about no object: namespaced calls default to `default`.
                     kube: context
                         .kube
@@ -287,17 +290,26 @@ fn may_retry(
         && budget.is_none_or(|b| next < b)
 }
 
-/// What an activity may use: its log lines go to the journal, and it may make the
-/// Kubernetes calls its guest declared. (Kopf also passes the indexes to activities;
-/// they live inside the running operator and are not offered here.)
+/// What an activity may use: its log lines go to the journal, it reads its guest's
+/// indexes (as Kopf passes them to activities: empty until the operator has indexed),
+/// and it may make the Kubernetes calls its guest declared.
 struct ActivityServices {
     journal: Journal,
+    indexes: Indexes,
     kube: Option<GuestApi>,
 }
 
 impl HostServices for ActivityServices {
     fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
         self.journal.push_guest_log(caller, level, message);
+    }
+
+    fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
+        self.indexes.lookup(&caller.guest, index, key)
+    }
+
+    fn index_keys(&self, caller: &Caller, index: &str) -> Vec<String> {
+        self.indexes.keys(&caller.guest, index)
     }
 
     fn kube<'a>(

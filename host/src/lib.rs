@@ -358,6 +358,7 @@ impl Operator {
         settings.recorder.observe(&self.journal);
         let activities = activities::Context {
             journal: self.journal.clone(),
+            indexes: settings.indexes.clone(),
             kube: Some(operator::KubeAccess::new(
                 client.clone(),
                 settings.known.clone(),

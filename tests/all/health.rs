@@ -64,16 +64,37 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 #[tokio::test]
 async fn liveness_reports_the_probes_and_fails_when_one_fails() {
     let cluster = Cluster::start().await.unwrap();
+    // Indexed by the `partial` index under the keys `a` and `b`, which a probe counts.
+    create(
+        &cluster.client(),
+        &core("ConfigMap", "configmaps"),
+        Some("default"),
+        configmap("indexed", json!({"a": "1", "b": "2"})),
+    )
+    .await;
     let port = free_port();
     let healthy = cluster.start_operator(
         Operator::new([guest("probes")]).liveness(format!("http://127.0.0.1:{port}/healthz")),
     );
+    // The indexers have run for it once its event handler has.
+    healthy
+        .journal()
+        .wait_for(PATIENCE, |records| {
+            guest_logs(records, "probes")
+                .iter()
+                .any(|line| line == "seen None indexed")
+        })
+        .await
+        .expect("the configmap was indexed");
 
     let (code, body) = served(port, "/healthz").await;
     assert_eq!(code, 200, "{body}");
     let results: Value = serde_json::from_str(&body).unwrap();
-    // `quiet` returns nothing and is left out, as in Kopf.
-    assert_eq!(results, json!({"status": "ok", "roomy": 40}));
+    // `quiet` returns nothing and is left out, as in Kopf; probes read the indexes.
+    assert_eq!(
+        results,
+        json!({"status": "ok", "roomy": 40, "partial_keys": 2})
+    );
 
     // Results are reused for 10 s: a second request calls no probe.
     let (code, _) = served(port, "/healthz").await;

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use discovery::Resource;
 pub(crate) use guest_api::{GuestApi, KnownResources, KubeAccess};
+pub(crate) use indexes::Indexes;
 pub(crate) use memory::Memories;
 pub(crate) use namespaces::Scope;
 pub(crate) use stream::StreamSettings;
@@ -44,7 +45,7 @@ use crate::journal::{Journal, Record};
 use crate::peering::Peering;
 use crate::runtime::Guest;
 use discovery::Resource as Discovered;
-use indexes::{Indexes, Readiness};
+use indexes::Readiness;
 use process::{Processor, StreamContext};
 use registry::{Kind, Registry};
 
@@ -74,6 +75,8 @@ pub(crate) struct Settings {
     pub(crate) recorder: crate::recording::Recorder,
     /// What discovery found last; shared with the activities' Kubernetes calls.
     pub(crate) known: KnownResources,
+    /// The guests' indexes; shared with the activities (probes read them, as in Kopf).
+    pub(crate) indexes: Indexes,
 }
 
 impl Default for Settings {
@@ -92,6 +95,7 @@ impl Default for Settings {
             watched: Watched::default(),
             recorder: crate::recording::Recorder::default(),
             known: KnownResources::default(),
+            indexes: Indexes::default(),
         }
     }
 }
@@ -141,7 +145,7 @@ pub(crate) async fn run(
     }
     // Every kind is served: resource kinds by the streams, activities beside them.
     let registry = Registry::new(handlers);
-    let indexes = Indexes::default();
+    let indexes = settings.indexes.clone();
     for guest in guests {
         for reg in guest
             .describe()

@@ -76,6 +76,12 @@ fn status() -> &'static str {
     "ok"
 }
 
+/// Liveness: how many keys the `partial` index has (probes read indexes, as in Kopf).
+#[kapsel::on::probe]
+fn partial_keys() -> usize {
+    kapsel::index::keys::<String>("partial").len()
+}
+
 /// Liveness: no result, so the report leaves it out (as Kopf does).
 #[kapsel::on::probe]
 fn quiet() {}
