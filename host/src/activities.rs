@@ -10,10 +10,8 @@ use serde_json::Value;
 
 use crate::journal::{Journal, Record};
 use crate::metrics;
-use crate::operator::{GuestApi, Indexes, KubeAccess};
-use crate::runtime::{
-    self, BoxFuture, CallContext, Caller, Guest, HandlerKind, HostServices, KubeError, KubeRequest,
-};
+use crate::operator::{GuestServices, Indexes, KubeAccess};
+use crate::runtime::{self, CallContext, Guest, HandlerKind};
 
 /// Kopf's `execution.default_backoff`: the retry delay after an arbitrary failure.
 pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
@@ -124,14 +122,17 @@ impl Activity {
             let context = CallContext::new(
                 id.clone(),
                 None,
-                Arc::new(ActivityServices {
+                // Activities are about no object: no default object for Events, and
+                // namespaced Kubernetes calls default to `default`.
+                Arc::new(GuestServices {
                     journal: journal.clone(),
                     indexes: context.indexes.clone(),
-                    // Activities are about no object: namespaced calls default to `default`.
+                    events: None,
                     kube: context
                         .kube
                         .as_ref()
                         .map(|kube| kube.for_call(&self.guest, Arc::new(Value::Null))),
+                    sleeps: None,
                 }),
             );
             journal.push(Record::HandlerCalled {
@@ -288,45 +289,6 @@ fn may_retry(
             .timeout_seconds
             .is_none_or(|t| next.as_secs_f64() < t)
         && budget.is_none_or(|b| next < b)
-}
-
-/// What an activity may use: its log lines go to the journal, it reads its guest's
-/// indexes (as Kopf passes them to activities: empty until the operator has indexed),
-/// and it may make the Kubernetes calls its guest declared.
-struct ActivityServices {
-    journal: Journal,
-    indexes: Indexes,
-    kube: Option<GuestApi>,
-}
-
-impl HostServices for ActivityServices {
-    fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
-        self.journal.push_guest_log(caller, level, message);
-    }
-
-    fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
-        self.indexes.lookup(&caller.guest, index, key)
-    }
-
-    fn index_keys(&self, caller: &Caller, index: &str) -> Vec<String> {
-        self.indexes.keys(&caller.guest, index)
-    }
-
-    fn kube<'a>(
-        &'a self,
-        caller: &'a Caller,
-        request: KubeRequest,
-    ) -> BoxFuture<'a, Result<String, KubeError>> {
-        match &self.kube {
-            Some(kube) => Box::pin(kube.call(caller, request)),
-            None => Box::pin(async {
-                Err(KubeError::local(
-                    "NotAvailable",
-                    "Kubernetes calls are not available to this handler",
-                ))
-            }),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -755,30 +755,22 @@ fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
 /// Where the replay did differently than the recording, one line each.
 fn differences(recorded: &[Entry], replayed: &[Entry]) -> Vec<String> {
     let mut found = Vec::new();
-    let (outcomes_before, outcomes_after) = (outcomes(recorded), outcomes(replayed));
-    for key in keys(&outcomes_before, &outcomes_after) {
-        let (before, after) = (outcomes_before.get(&key), outcomes_after.get(&key));
-        if before != after {
-            found.push(format!(
-                "handler {} on {}: recorded {}, replayed {}",
-                key.1,
-                key.0,
-                list(before),
-                list(after)
-            ));
-        }
-    }
-    let (calls_before, calls_after) = (calls(recorded), calls(replayed));
-    for key in keys(&calls_before, &calls_after) {
-        let (before, after) = (calls_before.get(&key), calls_after.get(&key));
-        if before != after {
-            found.push(format!(
-                "Kubernetes calls of {} on {}: recorded {}, replayed {}",
-                key.1,
-                key.0,
-                list(before),
-                list(after)
-            ));
+    let sequences = [
+        ("handler", outcomes(recorded), outcomes(replayed)),
+        ("Kubernetes calls of", calls(recorded), calls(replayed)),
+    ];
+    for (what, before, after) in &sequences {
+        for key in keys(before, after) {
+            let (before, after) = (before.get(&key), after.get(&key));
+            if before != after {
+                found.push(format!(
+                    "{what} {} on {}: recorded {}, replayed {}",
+                    key.1,
+                    key.0,
+                    list(before),
+                    list(after)
+                ));
+            }
         }
     }
     let (states_before, states_after) = (last_states(recorded), last_states(replayed));

@@ -43,21 +43,21 @@ pub(crate) enum CallOutcome {
     },
 }
 
-/// The services a guest may use while handling one object: its own indexes,
-/// Events about its object (or others), the Kubernetes calls it declared permission
-/// for; and what it logs goes to the journal.
-struct ObjectServices {
-    indexes: Indexes,
-    journal: Journal,
-    poster: Poster,
-    /// The object of the call, for Events that name no other object.
-    body: Arc<serde_json::Value>,
-    kube: GuestApi,
+/// What a guest may use during one call: its own indexes; Events (for calls about an
+/// object, which is what Events name by default); the Kubernetes calls it declared;
+/// for daemons, their sleeps. What it logs goes to the journal. Handlers of objects and
+/// activities (probes, startup, cleanup) get the same services, minus what they lack.
+pub(crate) struct GuestServices {
+    pub(crate) journal: Journal,
+    pub(crate) indexes: Indexes,
+    /// The poster, and the object of the call for Events that name no other object.
+    pub(crate) events: Option<(Poster, Arc<serde_json::Value>)>,
+    pub(crate) kube: Option<GuestApi>,
     /// Daemons' sleeps; other handlers are told to stop at once.
-    sleeps: Option<DaemonSleeps>,
+    pub(crate) sleeps: Option<DaemonSleeps>,
 }
 
-impl HostServices for ObjectServices {
+impl HostServices for GuestServices {
     fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
         self.journal.push_guest_log(caller, level, message);
     }
@@ -75,9 +75,12 @@ impl HostServices for ObjectServices {
         _caller: &'a Caller,
         event: GuestEvent,
     ) -> BoxFuture<'a, Result<(), KubeError>> {
-        let queued = posting::from_guest(&self.body, event)
-            .map(|event| self.poster.post(event))
-            .map_err(|message| KubeError::local("Invalid", message));
+        let queued = match &self.events {
+            Some((poster, body)) => posting::from_guest(body, event)
+                .map(|event| poster.post(event))
+                .map_err(|message| KubeError::local("Invalid", message)),
+            None => Err(runtime::not_available("posting Events")),
+        };
         Box::pin(async move { queued })
     }
 
@@ -86,7 +89,10 @@ impl HostServices for ObjectServices {
         caller: &'a Caller,
         request: KubeRequest,
     ) -> BoxFuture<'a, Result<String, KubeError>> {
-        Box::pin(self.kube.call(caller, request))
+        match &self.kube {
+            Some(kube) => Box::pin(kube.call(caller, request)),
+            None => Box::pin(async { Err(runtime::not_available("Kubernetes calls")) }),
+        }
     }
 
     fn sleep_unless_stopped<'a>(
@@ -173,18 +179,17 @@ fn context(
     CallContext::new(
         handler.spec.id.clone(),
         Some(object.to_owned()),
-        Arc::new(ObjectServices {
+        Arc::new(GuestServices {
             indexes: processor.indexes.clone(),
             journal: processor.journal.clone(),
-            poster: processor.poster.clone(),
-            body: event.body.clone(),
-            kube: GuestApi::new(
+            events: Some((processor.poster.clone(), event.body.clone())),
+            kube: Some(GuestApi::new(
                 processor.client.clone(),
                 processor.known.clone(),
                 handler.guest.clone(),
                 event.body.clone(),
                 processor.recorder.clone(),
-            ),
+            )),
             sleeps: details.and_then(|d| d.sleeps.clone()),
         }),
     )

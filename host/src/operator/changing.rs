@@ -184,23 +184,12 @@ impl Processor {
         if changing.is_empty() {
             // Only timers and daemons: no change detection (nothing is stored for it, as in
             // Kopf); only the finalizer they need, released once they have stopped.
-            match changes::decide(body, &settings.finalizer, daemons_required) {
-                FinalizerDecision::Add => {
-                    patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()));
-                }
-                FinalizerDecision::Remove => {
-                    patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
-                }
-                FinalizerDecision::Keep => {
-                    if changes::release_on_deletion(body, &settings.finalizer, false) {
-                        object_log!(
-                            debug,
-                            object,
-                            "Removing the finalizer, thus allowing the actual deletion."
-                        );
-                        patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
-                    }
-                }
+            let decision = changes::decide(body, &settings.finalizer, daemons_required);
+            patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
+            if patch.finalizer.is_none()
+                && changes::release_on_deletion(body, &settings.finalizer, false)
+            {
+                patch.finalizer = Some(release(&settings.finalizer, object));
             }
             return self
                 .send(stream, event, object, memory, patch)
@@ -229,21 +218,8 @@ impl Processor {
         let mut measured = self.clock.now();
         let mut handled = false;
         match decision {
-            FinalizerDecision::Add => {
-                object_log!(
-                    debug,
-                    object,
-                    "Adding the finalizer, thus preventing the actual deletion."
-                );
-                patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()));
-            }
-            FinalizerDecision::Remove => {
-                object_log!(
-                    debug,
-                    object,
-                    "Removing the finalizer, as there are no handlers requiring it."
-                );
-                patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
+            FinalizerDecision::Add | FinalizerDecision::Remove => {
+                patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
             }
             FinalizerDecision::Keep
                 if changes::is_stealth(&active.views, &cause, body, &mut eval) =>
@@ -524,12 +500,7 @@ impl Processor {
             memory.state().fully_handled_once = true;
         }
         if changes::release_on_deletion(body, &settings.finalizer, !end.delays.is_empty()) {
-            object_log!(
-                debug,
-                object,
-                "Removing the finalizer, thus allowing the actual deletion."
-            );
-            patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
+            patch.finalizer = Some(release(&settings.finalizer, object));
         }
         (end.delays, now)
     }
@@ -641,6 +612,43 @@ impl Processor {
         };
         Ok(true)
     }
+}
+
+/// The finalizer change a decision asks for, logged as Kopf logs it (`None`: keep).
+fn finalizer_change(
+    decision: FinalizerDecision,
+    finalizer: &str,
+    object: &str,
+) -> Option<FinalizerChange> {
+    match decision {
+        FinalizerDecision::Add => {
+            object_log!(
+                debug,
+                object,
+                "Adding the finalizer, thus preventing the actual deletion."
+            );
+            Some(FinalizerChange::Add(finalizer.to_owned()))
+        }
+        FinalizerDecision::Remove => {
+            object_log!(
+                debug,
+                object,
+                "Removing the finalizer, as there are no handlers requiring it."
+            );
+            Some(FinalizerChange::Remove(finalizer.to_owned()))
+        }
+        FinalizerDecision::Keep => None,
+    }
+}
+
+/// Releasing a deleted object: nothing is pending any more.
+fn release(finalizer: &str, object: &str) -> FinalizerChange {
+    object_log!(
+        debug,
+        object,
+        "Removing the finalizer, thus allowing the actual deletion."
+    );
+    FinalizerChange::Remove(finalizer.to_owned())
 }
 
 /// What a changing handler's cause carries: the reason, its view of old/new/diff, and

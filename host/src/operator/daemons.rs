@@ -179,10 +179,14 @@ impl Processor {
         stream: &StreamContext,
         event: &ObjectEvent,
         object: &str,
+        memory: &ObjectMemory,
         body_json: &Arc<str>,
     ) -> Vec<Arc<Handler>> {
         let mut matching = Vec::new();
-        let exited = self.memories.get(&event.key).daemons.exited();
+        if stream.handlers.spawning.is_empty() {
+            return matching;
+        }
+        let exited = memory.daemons.exited();
         for handler in &stream.handlers.spawning {
             if exited.contains(&handler.identity()) {
                 continue;

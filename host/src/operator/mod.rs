@@ -34,8 +34,9 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use calls::GuestServices;
 pub(crate) use discovery::Resource;
-pub(crate) use guest_api::{GuestApi, KnownResources, KubeAccess};
+pub(crate) use guest_api::{KnownResources, KubeAccess};
 pub(crate) use indexes::Indexes;
 pub(crate) use memory::Memories;
 pub(crate) use namespaces::Scope;

@@ -152,7 +152,7 @@ impl Processor {
             return;
         }
         let spawning = self
-            .matching_daemons(stream, &event, &object, &body_json)
+            .matching_daemons(stream, &event, &object, &memory, &body_json)
             .await;
         if changes::is_deletion_ongoing(&event.body) {
             // Stopped before the deletion cycle, which releases the finalizer after them.

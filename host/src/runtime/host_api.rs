@@ -78,7 +78,8 @@ pub(crate) trait HostServices: Send + Sync + 'static {
     }
 }
 
-fn not_available(what: &str) -> KubeError {
+/// The answer to a host call this handler has no access to.
+pub(crate) fn not_available(what: &str) -> KubeError {
     KubeError::local(
         "NotAvailable",
         format!("{what} are not available to this handler"),

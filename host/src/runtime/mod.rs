@@ -48,7 +48,7 @@ pub(crate) use engine::{Runtime, RuntimeConfig, RuntimeError};
 )]
 pub(crate) use host_api::{
     BoxFuture, CallContext, Caller, GUEST_LOG_TARGET, GuestEvent, HostServices, KubeRequest,
-    NoServices,
+    NoServices, not_available,
 };
 #[allow(
     unused_imports,
