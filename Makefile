@@ -23,7 +23,7 @@ guests: setup
 	CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) $(CARGO) build --release --target $(WASM_TARGET) $(GUEST_PACKAGES)
 
 build:
-	$(CARGO) build -p kapsel-host
+	$(CARGO) build -p kapsel-cli
 
 fmt:
 	$(CARGO) fmt --all --check
@@ -35,8 +35,8 @@ unit: setup guests
 	KAPSEL_GUEST_DIR=$(abspath $(GUEST_DIR)) $(CARGO) test --workspace --no-fail-fast
 
 # `kapsel test` over every example's case files (each example must have some).
-# The binary is the one `cargo test --workspace` builds (the host's CLI tests need it):
-# a plain `cargo build -p kapsel-host` resolves other features and would rebuild the
+# The binary is the one `cargo test --workspace` builds (the CLI's tests need it):
+# a plain `cargo build -p kapsel-cli` resolves other features and would rebuild the
 # dependencies, minutes on a cold CI machine; after `unit` this step builds nothing.
 cases: setup guests
 	$(CARGO) test --workspace --no-run --quiet

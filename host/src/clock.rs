@@ -43,6 +43,7 @@ impl Clock for SystemClock {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// A clock that moves only when told to (`kapsel test`'s `advance` step): sleeps end
 /// as soon as the clock has been advanced past their deadline, without waiting.
 #[derive(Debug, Clone)]
@@ -52,6 +53,7 @@ pub(crate) struct ManualClock {
     offset: tokio::sync::watch::Sender<Duration>,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl ManualClock {
     /// A clock that starts at the current system time.
     pub(crate) fn new() -> ManualClock {
@@ -77,6 +79,7 @@ impl ManualClock {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         let offset = *self.offset.borrow();

@@ -42,6 +42,30 @@ impl Progress {
     }
 }
 
+/// Tells when an operator runs: its guests are loaded, its startup handlers are done and
+/// its watch streams are started. Get it with [`Operator::readiness`] before running.
+#[derive(Debug, Clone)]
+pub struct Readiness(tokio::sync::watch::Receiver<bool>);
+
+impl Readiness {
+    /// Whether the operator runs now (it stays ready until it ends).
+    pub fn is_ready(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the operator runs (`true`), or has ended without running (`false`).
+    pub async fn wait(&mut self) -> bool {
+        self.0.wait_for(|ready| *ready).await.is_ok()
+    }
+}
+
+impl Operator {
+    /// What tells when this operator runs; take it before [`Operator::run`].
+    pub fn readiness(&self) -> Readiness {
+        Readiness(self.settings.started.subscribe())
+    }
+}
+
 /// An operator running in a thread of its own; see [`Operator::spawn`].
 #[derive(Debug)]
 pub struct OperatorHandle {
@@ -63,7 +87,7 @@ impl Operator {
         let stop = CancellationToken::new();
         let progress = Arc::new(Progress::default());
         let journal = self.journal();
-        let started = self.settings.started.subscribe();
+        let mut ready = self.readiness();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("kapsel-operator")
@@ -75,9 +99,8 @@ impl Operator {
             .spawn(move || {
                 thread_progress.set(Phase::Starting);
                 let watcher = thread_progress.clone();
-                let mut started = started;
                 runtime.spawn(async move {
-                    if started.wait_for(|s| *s).await.is_ok() {
+                    if ready.wait().await {
                         watcher.set(Phase::Running);
                     }
                 });

@@ -35,7 +35,7 @@ const METRICS_PATH: &str = "/metrics";
 /// An `http://host:port/path` URL to serve on. As in Kopf, only `http` is accepted, the
 /// host defaults to `localhost` and the port to 80.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Endpoint {
+pub struct Endpoint {
     host: String,
     port: u16,
     path: String,
@@ -46,14 +46,20 @@ impl Endpoint {
     ///
     /// # Errors
     /// Why the URL cannot be served.
-    pub(crate) fn parse(url: &str) -> Result<Endpoint, String> {
+    pub fn parse(url: &str) -> Result<Endpoint, EndpointError> {
+        let error = |problem: String| EndpointError {
+            url: url.to_owned(),
+            problem,
+        };
         let rest = url
             .get(..7)
             .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
             .map(|_| &url[7..])
-            .ok_or_else(|| format!("{url}: only http:// URLs can be served"))?;
+            .ok_or_else(|| error("only http:// URLs can be served".to_owned()))?;
         if rest.contains(['?', '#', '@']) {
-            return Err(format!("{url}: a query, fragment or user cannot be served"));
+            return Err(error(
+                "a query, fragment or user cannot be served".to_owned(),
+            ));
         }
         let (authority, path) = rest
             .find('/')
@@ -63,14 +69,14 @@ impl Endpoint {
             Some((host, port)) if !port.contains(']') => {
                 let port = port
                     .parse::<u16>()
-                    .map_err(|_| format!("{url}: bad port {port:?}"))?;
+                    .map_err(|_| error(format!("bad port {port:?}")))?;
                 (host, port)
             }
             _ => (authority, 80),
         };
         // The router reads these as parameters and wildcards.
         if path.contains(['{', '}', '*', ':']) {
-            return Err(format!("{url}: the path cannot contain {{, }}, * or :"));
+            return Err(error("the path cannot contain {, }, * or :".to_owned()));
         }
         let host = host.trim_start_matches('[').trim_end_matches(']');
         Ok(Endpoint {
@@ -85,6 +91,14 @@ impl Endpoint {
     }
 }
 
+/// Why a URL cannot be served as an endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{url}: {problem}")]
+pub struct EndpointError {
+    url: String,
+    problem: String,
+}
+
 /// What to serve: the liveness endpoint and/or the metrics on their own URL.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Endpoints {
@@ -96,7 +110,7 @@ pub(crate) struct Endpoints {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ServeError {
     #[error("bad endpoint URL {0}")]
-    Url(String),
+    Url(EndpointError),
     #[error("cannot listen on {host}:{port}")]
     Bind {
         host: String,

@@ -1,8 +1,10 @@
 //! The Kapsel host: runs Kubernetes operators whose handlers are sandboxed
 //! WebAssembly components, with Kopf's programming model.
 //!
-//! The `kapsel` binary is a thin shell over this library. Applications can
-//! embed an operator with [`Operator`]; tests use [`testing`].
+//! Applications embed an operator with [`Operator`] (in their tokio runtime, or in a
+//! thread of its own with [`Operator::spawn`]). The `kapsel` command (crate `kapsel-cli`)
+//! is a thin shell over this library; with the `testing` feature, [`testing`] runs
+//! operators on an in-memory cluster (and `kapsel test`'s case files and replays).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kapsel_host::Error> {
@@ -12,11 +14,9 @@
 //! ```
 
 mod activities;
-mod capture;
-mod cases;
-mod cli;
 mod clock;
 mod embedding;
+mod error;
 mod health;
 mod journal;
 mod metrics;
@@ -26,6 +26,7 @@ mod peering;
 mod rbac;
 mod recording;
 mod runtime;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 use std::future::Future;
@@ -34,8 +35,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use cli::{Cli, CliError, LogFormat, Logging};
-pub use embedding::OperatorHandle;
+pub use embedding::{OperatorHandle, Readiness};
+pub use error::{Error, error_chain};
+pub use health::{Endpoint, EndpointError};
 pub use journal::{Journal, Record};
 pub use peering::Freezer;
 
@@ -44,8 +46,8 @@ pub use peering::Freezer;
 /// # Errors
 /// The reason the guest cannot be loaded, naming the file.
 pub async fn inspect(guest: &Path) -> Result<serde_json::Value, String> {
-    let runtime = runtime::Runtime::new(runtime::RuntimeConfig::default())
-        .map_err(|e| cli::error_chain(&e))?;
+    let runtime =
+        runtime::Runtime::new(runtime::RuntimeConfig::default()).map_err(|e| error_chain(&e))?;
     let guest = runtime.load(guest).await.map_err(|e| e.to_string())?;
     Ok(runtime::describe_json(guest.describe()))
 }
@@ -86,42 +88,6 @@ pub async fn rbac(
 
 /// How long cleanup handlers may take, retries included, when the operator stops.
 const CLEANUP_BUDGET: Duration = Duration::from_secs(10);
-
-/// Errors that stop an operator.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// No Kubernetes connection could be configured (no in-cluster account, no kubeconfig).
-    #[error("cannot find a Kubernetes cluster to connect to")]
-    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The WebAssembly engine could not start.
-    #[error("the WebAssembly runtime could not start")]
-    Runtime(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// None of the given guests could be loaded (each reason was logged).
-    #[error("no guest could be loaded: {}", .0.join("; "))]
-    NoGuests(Vec<String>),
-    /// A startup handler failed for good, so the operator did not start.
-    #[error("startup handlers failed: {0}")]
-    Startup(String),
-    /// The operator failed while running.
-    #[error("the operator failed")]
-    Operator(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The liveness or metrics endpoint cannot be served (a bad URL, a port in use).
-    #[error("the liveness or metrics endpoint cannot be served")]
-    Endpoint(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A peer record could not be written (`freeze`, `resume`).
-    #[error("the peer record could not be written")]
-    Peering(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The recording file (`--record`) cannot be written.
-    #[error("cannot write the recording {path}")]
-    Recording {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// An operator: guests (WebAssembly handlers) served on a cluster.
 ///

@@ -102,6 +102,7 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
+    #[cfg(any(test, feature = "testing"))]
     /// When it happened, in seconds since the start (0 for the header and resources).
     pub(crate) fn at(&self) -> f64 {
         match self {
@@ -151,6 +152,7 @@ impl ResourceInfo {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `apiVersion` as objects carry it.
     pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -196,10 +198,12 @@ struct Output {
     broken: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// A recording kept in memory (a replay records what the replayed guest does).
 #[derive(Clone, Default)]
 pub(crate) struct Memory(Arc<Mutex<Vec<u8>>>);
 
+#[cfg(any(test, feature = "testing"))]
 impl Memory {
     /// Everything recorded so far.
     pub(crate) fn entries(&self) -> Vec<Entry> {
@@ -211,6 +215,7 @@ impl Memory {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Write for Memory {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0
@@ -237,6 +242,7 @@ impl Recorder {
         Ok(recorder)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Records into memory.
     pub(crate) fn in_memory(guests: &[String]) -> (Recorder, Memory) {
         let memory = Memory::default();
@@ -444,6 +450,7 @@ fn round(seconds: f64) -> f64 {
     (seconds * 1e6).round() / 1e6
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Reads a recording; errors name the line.
 ///
 /// # Errors

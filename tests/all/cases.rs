@@ -14,7 +14,9 @@ fn case(name: &str) -> PathBuf {
 
 async fn run(name: &str) -> (Result<CaseSummary, String>, String) {
     let mut out = Vec::new();
-    let result = run_cases(&guest("misbehaving"), &[case(name)], &mut out).await;
+    let result = run_cases(&guest("misbehaving"), &[case(name)], &mut out)
+        .await
+        .map_err(|e| e.to_string());
     (result, String::from_utf8_lossy(&out).into_owned())
 }
 

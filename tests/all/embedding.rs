@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use kapsel_cli::Runner;
 use kapsel_host::Record;
-use kapsel_host::testing::Runner;
 use kapsel_tests::{PATIENCE, core, create, guest, guest_logs, pod};
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kapsel_host::testing::{CaseSummary, Runner, replay};
+use kapsel_cli::Runner;
+use kapsel_host::testing::{CaseSummary, replay};
 use kapsel_tests::{PATIENCE, create, create_kopfexamples_crd, delete, guest, kopfexamples, patch};
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
@@ -248,7 +249,8 @@ async fn a_broken_recording_is_refused_with_its_line() {
     let mut out = Vec::new();
     let error = replay(&guest("minimal"), std::slice::from_ref(&file), &mut out)
         .await
-        .expect_err("not a recording");
+        .expect_err("not a recording")
+        .to_string();
     assert!(
         error.contains("broken.jsonl:2: not a recording line"),
         "{error}"

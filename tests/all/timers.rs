@@ -21,7 +21,9 @@ async fn passes_in(dir: &str, file: &str) {
         .join(dir)
         .join(file);
     let mut out = Vec::new();
-    let result = run_cases(&guest("timers"), &[path], &mut out).await;
+    let result = run_cases(&guest("timers"), &[path], &mut out)
+        .await
+        .map_err(|e| e.to_string());
     let report = String::from_utf8_lossy(&out);
     assert_eq!(
         result,

@@ -38,7 +38,9 @@ pub fn run(guests: Vec<PathBuf>, ticks: usize) -> Result<Report, String> {
         .map_err(|e| format!("cannot start the API server: {e}"))?;
     let client = {
         let _entered = runtime.enter();
-        kapsel_host::testing::client_for(&server.url())?
+        let url = server.url();
+        let uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
+        kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())?
     };
 
     let operator = Operator::new(guests)

@@ -63,12 +63,26 @@ struct Running {
     stop: CancellationToken,
     /// The object as last seen: calls get the freshest body (Kopf's live kwargs).
     body: watch::Sender<Arc<Value>>,
+    #[cfg_attr(
+        not(any(test, feature = "testing")),
+        expect(
+            dead_code,
+            reason = "read by `kapsel test`'s settling (feature `testing`)"
+        )
+    )]
     progress: Arc<Mutex<Progress>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 /// Where a task is, for `kapsel test`'s "settled".
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(
+    not(any(test, feature = "testing")),
+    expect(
+        dead_code,
+        reason = "read by `kapsel test`'s settling (feature `testing`)"
+    )
+)]
 struct Progress {
     /// Not waiting: starting, or calling the handler and sending its patch.
     busy: bool,
@@ -81,6 +95,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ObjectDaemons {
+    #[cfg(any(test, feature = "testing"))]
     /// No task is busy, and none waits for a time that has come.
     pub(crate) fn settled(&self, now: DateTime<Utc>) -> bool {
         lock(&self.0).running.values().all(|r| {

@@ -63,6 +63,7 @@ impl Memories {
         self.lock().len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Nothing is happening: every routed event was processed, no worker is busy (a
     /// worker sleeping on handler time is idle), and no patch awaits its echo. `kapsel
     /// test` waits for this before it advances handler time.
@@ -77,6 +78,7 @@ impl Memories {
         })
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Whether the object's event with this resourceVersion (or a later one) was seen,
     /// or the object is gone from memory after being seen.
     pub(crate) fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {

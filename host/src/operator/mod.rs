@@ -430,6 +430,7 @@ impl Watched {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = keys;
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn contains(&self, key: &str) -> bool {
         self.0
             .lock()
@@ -625,6 +626,7 @@ async fn observe_namespaces(
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The one resource a name means, as kubectl and case files write it: a plural, kind,
 /// singular or short name, optionally followed by its group (`kopfexamples.kopf.dev`).
 pub(crate) async fn find_resource(client: &Client, name: &str) -> Result<Resource, String> {
@@ -640,6 +642,7 @@ pub(crate) async fn find_resource(client: &Client, name: &str) -> Result<Resourc
     find(client, &selector, name).await
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The resource of objects with this `apiVersion` and `kind`.
 pub(crate) async fn find_kind(
     client: &Client,
@@ -655,6 +658,7 @@ pub(crate) async fn find_kind(
     find(client, &selector, &format!("{kind} ({api_version})")).await
 }
 
+#[cfg(any(test, feature = "testing"))]
 async fn find(
     client: &Client,
     selector: &selector::Selector,

@@ -696,7 +696,8 @@ mod tests {
         #[tokio::test]
         async fn posts_in_order_and_retries() {
             let server = ApiServer::start(Config::default()).await.unwrap();
-            let client = crate::testing::client_for(&server.url()).unwrap();
+            let client =
+                kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
             let shutdown = CancellationToken::new();
             let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
             let team = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
@@ -777,7 +778,8 @@ mod tests {
         #[tokio::test]
         async fn final_failures_are_not_retried() {
             let server = ApiServer::start(Config::default()).await.unwrap();
-            let client = crate::testing::client_for(&server.url()).unwrap();
+            let client =
+                kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
             let shutdown = CancellationToken::new();
             let (poster, task) = Poster::start(client.clone(), shutdown.clone());
             // A namespace that does not exist: 404, final. The next event still goes out.

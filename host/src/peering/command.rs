@@ -83,6 +83,11 @@ impl Freezer {
         self
     }
 
+    /// Priority 666 (`--dev`).
+    pub fn dev(self) -> Freezer {
+        self.priority(super::DEV_PRIORITY)
+    }
+
     /// Use this client instead of inferring one.
     pub fn client(mut self, client: kube::Client) -> Freezer {
         self.client = Some(client);

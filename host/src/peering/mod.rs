@@ -412,7 +412,7 @@ impl Follower {
             Err(error) => tracing::warn!(
                 "Keep-alive in '{}' {where_} failed: {}",
                 self.name(),
-                crate::cli::error_chain(&error)
+                crate::error_chain(&error)
             ),
         }
     }
@@ -439,7 +439,7 @@ impl Follower {
             {
                 tracing::warn!(
                     "Could not remove dead peers: {}",
-                    crate::cli::error_chain(&error)
+                    crate::error_chain(&error)
                 );
             }
         }
@@ -509,7 +509,7 @@ impl Follower {
             tracing::warn!(
                 "Watching the peering object {} failed, retrying: {}",
                 describe(&self.target),
-                crate::cli::error_chain(error)
+                crate::error_chain(error)
             );
             return;
         }

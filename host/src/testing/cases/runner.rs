@@ -120,7 +120,7 @@ async fn run_on(
     if let (Verdict::Passed, Err(error)) = (&verdict, stopped) {
         verdict = Verdict::Failed {
             step: case.steps.len(),
-            message: format!("the operator failed: {}", crate::cli::error_chain(&error)),
+            message: format!("the operator failed: {}", crate::error_chain(&error)),
         };
     }
     (verdict, journal.records())

@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use kapsel_host::{LogFormat, Logging};
+use crate::args::{LogFormat, Logging};
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -46,7 +46,9 @@ pub(crate) fn init(logging: &Logging) {
         // prefixes: `kapsel` alone would let `kapsel_host` through.)
         format!("off,{COMMAND_TARGET}={own}")
     } else {
-        format!("{libraries},kapsel={own},kapsel_host={own},kapsel_apiserver={own}")
+        format!(
+            "{libraries},kapsel={own},kapsel_host={own},kapsel_cli={own},kapsel_apiserver={own}"
+        )
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
@@ -152,8 +154,10 @@ impl Line {
             let handler = fields.rest.remove("handler").map(text);
             (guest.unwrap_or_else(|| "guest".to_owned()), handler)
         } else {
-            let logger = target
-                .strip_prefix("kapsel_host")
+            // The host library's and the command's modules log as `kapsel.<module>`.
+            let logger = ["kapsel_host", "kapsel_cli"]
+                .iter()
+                .find_map(|prefix| target.strip_prefix(prefix))
                 .map_or_else(|| target.to_owned(), |rest| format!("kapsel{rest}"));
             (logger.replace("::", "."), None)
         };

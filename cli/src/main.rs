@@ -1,23 +1,10 @@
-//! The `kapsel` command: parse the command line, set up logging and signals, run.
-
-mod telemetry;
+//! The `kapsel` binary: the command of [`kapsel_cli`], stopped by SIGINT/SIGTERM.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use kapsel_host::Cli;
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    telemetry::init(&cli.logging());
-    match cli.execute(shutdown_signal()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(target: telemetry::COMMAND_TARGET, "{error}");
-            ExitCode::from(error.exit_code())
-        }
-    }
+    kapsel_cli::main(shutdown_signal()).await
 }
 
 /// Completes on the first SIGINT or SIGTERM; a second one exits at once.

@@ -197,7 +197,7 @@ async fn replay(
         return (
             Verdict::Failed {
                 step: plan.steps.len(),
-                message: format!("the operator failed: {}", crate::cli::error_chain(&error)),
+                message: format!("the operator failed: {}", crate::error_chain(&error)),
             },
             records,
         );

@@ -14,50 +14,105 @@ mod runner;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use report::Summary;
+use super::CaseSummary;
 
-/// What `kapsel test` was asked to do.
+/// What `kapsel test` is asked to do: a guest, case files and recordings to replay.
 #[derive(Debug, Clone)]
-pub(crate) struct TestRequest {
-    pub(crate) guest: PathBuf,
-    pub(crate) cases: Vec<PathBuf>,
-    /// Recordings of `kapsel run --record` to replay.
-    pub(crate) replays: Vec<PathBuf>,
-    /// Only cases whose name or path contains this.
-    pub(crate) filter: Option<String>,
-    /// Print what the operator did for failing cases.
-    pub(crate) verbose: bool,
-    pub(crate) junit: Option<PathBuf>,
+#[must_use]
+pub struct TestRequest {
+    guest: PathBuf,
+    cases: Vec<PathBuf>,
+    replays: Vec<PathBuf>,
+    filter: Option<String>,
+    verbose: bool,
+    junit: Option<PathBuf>,
 }
 
-/// Why `kapsel test` could not run at all (exit code 2).
+impl TestRequest {
+    /// A request to test this guest (a `.wasm` file), with no case yet; the report shows
+    /// what the operator did for failing cases.
+    pub fn new(guest: impl Into<PathBuf>) -> TestRequest {
+        TestRequest {
+            guest: guest.into(),
+            cases: Vec::new(),
+            replays: Vec::new(),
+            filter: None,
+            verbose: true,
+            junit: None,
+        }
+    }
+
+    /// Case files (YAML), or directories of them.
+    pub fn cases(mut self, cases: &[PathBuf]) -> TestRequest {
+        self.cases.extend_from_slice(cases);
+        self
+    }
+
+    /// Recordings of `kapsel run --record` to replay.
+    pub fn replays(mut self, recordings: &[PathBuf]) -> TestRequest {
+        self.replays.extend_from_slice(recordings);
+        self
+    }
+
+    /// Only the cases whose name or path contains this.
+    pub fn filter(mut self, filter: Option<String>) -> TestRequest {
+        self.filter = filter;
+        self
+    }
+
+    /// Whether the report shows what the operator did in a failing case.
+    pub fn verbose(mut self, verbose: bool) -> TestRequest {
+        self.verbose = verbose;
+        self
+    }
+
+    /// Also write a JUnit XML report here.
+    pub fn junit(mut self, path: Option<PathBuf>) -> TestRequest {
+        self.junit = path;
+        self
+    }
+}
+
+/// Why `kapsel test` could not run at all (the command exits 2).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TestError {
+#[non_exhaustive]
+pub enum TestError {
+    /// The guest cannot be loaded.
     #[error("{0}")]
     Guest(String),
+    /// Case files that cannot be read, each with its file, line and column.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-    Cases(Vec<format::CaseError>),
+    Cases(Vec<String>),
+    /// A recording that cannot be read, with its file and line.
     #[error("{0}")]
     Recording(String),
+    /// No case or recording is left to run.
     #[error("no case matches the filter {0:?}")]
     NothingSelected(String),
+    /// The JUnit report cannot be written.
     #[error("cannot write the JUnit report {path}: {error}")]
     Junit {
+        /// The report's path.
         path: PathBuf,
+        /// Why.
         error: std::io::Error,
     },
 }
 
 /// Runs the cases; `Ok(summary)` tells how many passed.
-pub(crate) async fn run(
+pub(super) async fn run(
     request: &TestRequest,
     out: &mut impl std::io::Write,
-) -> Result<Summary, TestError> {
+) -> Result<CaseSummary, TestError> {
     let (cases, errors): (Vec<_>, Vec<_>) = expand(&request.cases)
         .iter()
         .map(|path| format::load(path))
         .partition(Result::is_ok);
-    let errors: Vec<format::CaseError> = errors.into_iter().filter_map(Result::err).collect();
+    let errors: Vec<String> = errors
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| e.to_string())
+        .collect();
     if !errors.is_empty() {
         return Err(TestError::Cases(errors));
     }
@@ -85,7 +140,7 @@ pub(crate) async fn run(
     // Compiled once for all cases; a guest that cannot load would fail every case the
     // same way: say it once.
     let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig::default())
-        .map_err(|e| TestError::Guest(crate::cli::error_chain(&e)))?;
+        .map_err(|e| TestError::Guest(crate::error_chain(&e)))?;
     let guest = runtime
         .load(&request.guest)
         .await
@@ -111,7 +166,7 @@ pub(crate) async fn run(
         report::print_case(out, &run, request.verbose);
         runs.push(run);
     }
-    let summary = Summary::of(&runs);
+    let summary = report::Summary::of(&runs);
     report::print_summary(out, &summary);
     if let Some(path) = &request.junit {
         let xml = report::junit(&request.guest, &runs);
@@ -120,7 +175,10 @@ pub(crate) async fn run(
             error,
         })?;
     }
-    Ok(summary)
+    Ok(CaseSummary {
+        passed: summary.passed,
+        failed: summary.failed,
+    })
 }
 
 /// Case arguments: files, or directories of `*.yaml`/`*.yml` files (sorted).

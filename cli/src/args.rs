@@ -1,0 +1,230 @@
+//! The `kapsel` command line as clap parses it: commands, their flags, the logging flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Kubernetes operators whose handlers are sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "kapsel", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    #[command(flatten)]
+    pub(crate) logging: Logging,
+}
+
+/// Logging options, shared by every command (as in `kopf run`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Logging {
+    /// Show the operator's debug messages.
+    #[arg(short, long, global = true)]
+    pub(crate) verbose: bool,
+    /// Show debug messages, the libraries' too (Kubernetes client, HTTP).
+    #[arg(short, long, global = true)]
+    pub(crate) debug: bool,
+    /// Show only warnings and errors.
+    #[arg(short, long, global = true, conflicts_with_all = ["verbose", "debug"])]
+    pub(crate) quiet: bool,
+    /// How log lines look.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Full)]
+    pub(crate) log_format: LogFormat,
+    /// Only the command's own messages: set for commands whose output is a report
+    /// (`kapsel test`) unless `-v`/`-d` asks for the operators' lines too.
+    #[arg(skip)]
+    pub(crate) report_only: bool,
+}
+
+/// Log line formats, as Kopf names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// The message only.
+    Plain,
+    /// Time, level, source and message.
+    Full,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run an operator: serve the handlers of the given guests.
+    Run(RunArgs),
+    /// Print the handlers a guest declares, as JSON.
+    Inspect {
+        /// A .wasm file.
+        guest: PathBuf,
+    },
+    /// Serve an in-memory Kubernetes API server on 127.0.0.1 (kubectl works with it).
+    DevCluster(DevClusterArgs),
+    /// Pause the operators of lower priority: write a peer record that lasts a while.
+    Freeze(FreezeArgs),
+    /// Remove the record `freeze` wrote, so that the paused operators resume.
+    Resume(ResumeArgs),
+    /// Test a guest against case files, each on a fresh embedded cluster, or replay recordings.
+    Test(TestArgs),
+    /// Print the RBAC manifests the guests need (resolved on the current cluster).
+    Rbac(RbacArgs),
+}
+
+/// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, as YAML.
+#[derive(Debug, Args)]
+pub(crate) struct RbacArgs {
+    /// Guests: .wasm files or directories of them.
+    #[arg(required = true)]
+    pub(crate) guests: Vec<PathBuf>,
+    /// The ServiceAccount's name (also the role's and the binding's).
+    #[arg(long, default_value = "kapsel")]
+    pub(crate) service_account: String,
+    /// The namespace the operator runs in.
+    #[arg(long, default_value = "default")]
+    pub(crate) namespace: String,
+}
+
+/// `kapsel test GUEST CASE...` and `kapsel test GUEST --replay FILE`: exit 0 when every
+/// case and replay passes, 1 when one fails, 2 when the guest, a case file or a
+/// recording is unusable.
+#[derive(Debug, Args)]
+pub(crate) struct TestArgs {
+    /// The guest: a .wasm file.
+    pub(crate) guest: PathBuf,
+    /// Case files (YAML), or directories of them.
+    #[arg(required_unless_present = "replay")]
+    pub(crate) cases: Vec<PathBuf>,
+    /// Replay a recording made by `kapsel run --record` and report what the guest does
+    /// differently (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Vec<PathBuf>,
+    /// Run only the cases whose name or path contains this.
+    #[arg(long)]
+    pub(crate) filter: Option<String>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) junit: Option<PathBuf>,
+}
+
+/// Peering options of `run` (Kopf's, KOPF.md §8.2, §8.4). Without `--standalone`
+/// or `--peering`, the peering object `default` is used if it exists.
+#[derive(Debug, Args)]
+pub(crate) struct RunPeeringArgs {
+    /// Run without peering: never pause for other operators.
+    #[arg(long, conflicts_with = "peering")]
+    pub(crate) standalone: bool,
+    /// Peer through this peering object; paused until it exists and no peer blocks this operator.
+    #[arg(short = 'P', long, value_name = "NAME", env = "KAPSEL_RUN_PEERING")]
+    pub(crate) peering: Option<String>,
+    /// Peering priority: operators pause while a live peer has a higher one (equal ones all pause).
+    #[arg(short = 'p', long, default_value_t = 0, allow_negative_numbers = true)]
+    pub(crate) priority: i64,
+    /// Priority 666, for a development operator that pauses the deployed ones.
+    #[arg(long)]
+    pub(crate) dev: bool,
+}
+
+/// Which peer record `freeze` and `resume` write, and where.
+#[derive(Debug, Args)]
+pub(crate) struct PeerRecordArgs {
+    /// The peering object.
+    #[arg(short = 'P', long, value_name = "NAME")]
+    pub(crate) peering: String,
+    /// Freeze the operators of namespaces matching this pattern (repeatable): their KopfPeering objects.
+    #[arg(short = 'n', long = "namespace", conflicts_with = "all_namespaces")]
+    pub(crate) namespaces: Vec<String>,
+    /// Freeze cluster-wide operators: the ClusterKopfPeering object.
+    #[arg(short = 'A', long)]
+    pub(crate) all_namespaces: bool,
+    /// The record's identity (default: env POD_ID, else user@host); resume needs the one freeze used.
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    pub(crate) id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FreezeArgs {
+    #[command(flatten)]
+    pub(crate) record: PeerRecordArgs,
+    /// How long the freeze lasts unless `resume` ends it, in seconds.
+    #[arg(short = 't', long, value_name = "SECONDS")]
+    pub(crate) lifetime: u64,
+    /// The record's priority: operators of lower priority pause.
+    #[arg(
+        short = 'p',
+        long,
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    pub(crate) priority: i64,
+    /// Priority 666.
+    #[arg(long)]
+    pub(crate) dev: bool,
+    /// Why (logged only, as in Kopf).
+    #[arg(short = 'm', long)]
+    pub(crate) message: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    #[command(flatten)]
+    pub(crate) record: PeerRecordArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Guests: .wasm files or directories of them (e.g. a mounted ConfigMap).
+    #[arg(required = true)]
+    pub(crate) guests: Vec<PathBuf>,
+    /// Serve namespaces matching this pattern (repeatable; globs, `!` excludes).
+    #[arg(short = 'n', long = "namespace", conflicts_with = "all_namespaces")]
+    pub(crate) namespaces: Vec<String>,
+    /// Serve all namespaces (cluster-wide).
+    #[arg(short = 'A', long)]
+    pub(crate) all_namespaces: bool,
+    #[command(flatten)]
+    pub(crate) peering: RunPeeringArgs,
+    /// Start an in-memory API server in this process and run the operator on it.
+    #[arg(long)]
+    pub(crate) embedded: bool,
+    #[command(flatten)]
+    pub(crate) embedded_server: EmbeddedArgs,
+    /// The wall-clock budget of one handler call, in milliseconds, unless the handler declares one.
+    #[arg(long, default_value_t = 5000)]
+    pub(crate) call_deadline_ms: u64,
+    /// The memory cap of one handler call, in MiB, unless the handler declares one.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) call_memory_mib: u32,
+    /// Serve liveness at this URL (e.g. http://0.0.0.0:8080/healthz), with the metrics at /metrics beside it.
+    #[arg(short = 'L', long, value_name = "URL", value_parser = endpoint_url)]
+    pub(crate) liveness: Option<String>,
+    /// Serve the metrics (Prometheus text format) at this URL (e.g. http://0.0.0.0:9090/metrics).
+    #[arg(long, value_name = "URL", value_parser = endpoint_url)]
+    pub(crate) metrics: Option<String>,
+    /// Record the watch events received, the patches sent and the guests' Kubernetes
+    /// calls into this file (JSON Lines), for `kapsel test GUEST --replay FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) record: Option<PathBuf>,
+}
+
+/// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.
+fn endpoint_url(url: &str) -> Result<String, String> {
+    kapsel_host::Endpoint::parse(url)
+        .map(|_| url.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EmbeddedArgs {
+    /// Port of the in-memory API server (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) port: u16,
+    /// Where to write a kubeconfig for the in-memory API server.
+    #[arg(long)]
+    pub(crate) kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevClusterArgs {
+    #[command(flatten)]
+    pub(crate) server: EmbeddedArgs,
+    /// Save the cluster's objects to this file and reload them at the next start.
+    #[arg(long)]
+    pub(crate) state: Option<PathBuf>,
+}

@@ -1,0 +1,295 @@
+//! What each `kapsel` command does, and the exit code it ends with.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use kapsel_host::{Freezer, Operator, error_chain};
+
+use crate::args::{
+    Cli, Command, DevClusterArgs, EmbeddedArgs, Logging, PeerRecordArgs, RunArgs, RunPeeringArgs,
+};
+
+/// A command's failure, with the exit code it should end the process with.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct CliError {
+    message: String,
+    code: u8,
+}
+
+impl CliError {
+    fn new(message: impl Into<String>, code: u8) -> Self {
+        CliError {
+            message: message.into(),
+            code,
+        }
+    }
+
+    /// The process exit code: 1 for failures, 2 for usage and input errors.
+    pub(crate) fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+impl Cli {
+    /// The logging options, to set up logging before [`Cli::execute`].
+    pub(crate) fn logging(&self) -> Logging {
+        let mut logging = self.logging.clone();
+        logging.report_only =
+            matches!(self.command, Command::Test(_)) && !logging.verbose && !logging.debug;
+        logging
+    }
+
+    /// Runs the command until it is done or `shutdown` completes.
+    ///
+    /// # Errors
+    /// A [`CliError`] carrying the message to print and the exit code.
+    pub(crate) async fn execute(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<(), CliError> {
+        match self.command {
+            Command::Run(args) => run(args, shutdown).await,
+            Command::Inspect { guest } => {
+                let json = kapsel_host::inspect(&guest)
+                    .await
+                    .map_err(|e| CliError::new(e, 2))?;
+                let text = serde_json::to_string_pretty(&json)
+                    .map_err(|e| CliError::new(e.to_string(), 1))?;
+                println!("{text}");
+                Ok(())
+            }
+            Command::DevCluster(args) => dev_cluster(args, shutdown).await,
+            Command::Freeze(args) => {
+                if let Some(message) = &args.message {
+                    tracing::info!("Freezing: {message}");
+                }
+                let freezer = freezer(args.record).priority(args.priority);
+                let freezer = if args.dev { freezer.dev() } else { freezer };
+                freezer
+                    .freeze(Duration::from_secs(args.lifetime))
+                    .await
+                    .map_err(|e| CliError::new(error_chain(&e), 1))
+            }
+            Command::Resume(args) => freezer(args.record)
+                .resume()
+                .await
+                .map_err(|e| CliError::new(error_chain(&e), 1)),
+            Command::Rbac(args) => {
+                let client = kube::Client::try_default().await.map_err(|e| {
+                    CliError::new(
+                        format!(
+                            "kapsel rbac resolves the guests' selectors on a cluster, and none can be reached: {e}"
+                        ),
+                        1,
+                    )
+                })?;
+                let text =
+                    kapsel_host::rbac(&args.guests, client, &args.service_account, &args.namespace)
+                        .await
+                        .map_err(|e| {
+                            // A guest that cannot be loaded is an input error.
+                            let code = if matches!(e, kapsel_host::Error::NoGuests(_)) {
+                                2
+                            } else {
+                                1
+                            };
+                            CliError::new(error_chain(&e), code)
+                        })?;
+                print!("{text}");
+                Ok(())
+            }
+            Command::Test(args) => {
+                let request = kapsel_host::testing::TestRequest::new(args.guest)
+                    .cases(&args.cases)
+                    .replays(&args.replay)
+                    .filter(args.filter)
+                    // `-v` of the shared logging flags also shows what a failing case's operator did.
+                    .verbose(self.logging.verbose || self.logging.debug)
+                    .junit(args.junit);
+                let summary = kapsel_host::testing::test(&request, &mut std::io::stdout())
+                    .await
+                    .map_err(|e| CliError::new(e.to_string(), 2))?;
+                if summary.failed > 0 {
+                    return Err(CliError::new(
+                        format!(
+                            "{} of {} case(s) failed",
+                            summary.failed,
+                            summary.failed + summary.passed
+                        ),
+                        1,
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The operator a `kapsel run` command line describes, for [`crate::Runner`]: the
+/// arguments after `kapsel` (`["run", "-A", "guest.wasm"]`). `--embedded` is ignored:
+/// the runner brings its own cluster.
+///
+/// # Errors
+/// The usage error, as `kapsel` would print it.
+pub(crate) fn operator_from_args<I, T>(args: I) -> Result<Operator, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(
+        std::iter::once("kapsel".into()).chain(args.into_iter().map(Into::into)),
+    )
+    .map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Run(args) => Ok(operator_for(args)),
+        _ => Err("the runner runs `run` commands only".to_owned()),
+    }
+}
+
+/// The operator of `kapsel run`, everything but the connection.
+fn operator_for(args: RunArgs) -> Operator {
+    let mut operator = Operator::new(args.guests)
+        .call_deadline(Duration::from_millis(args.call_deadline_ms))
+        .call_memory_mib(args.call_memory_mib);
+    operator = peering(operator, &args.peering);
+    if let Some(url) = args.liveness {
+        operator = operator.liveness(url);
+    }
+    if let Some(url) = args.metrics {
+        operator = operator.metrics(url);
+    }
+    if let Some(path) = args.record {
+        operator = operator.record(path);
+    }
+    if args.namespaces.is_empty() {
+        operator.all_namespaces()
+    } else {
+        operator.namespaces(args.namespaces)
+    }
+}
+
+async fn run(
+    args: RunArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), CliError> {
+    if args.namespaces.is_empty() && !args.all_namespaces {
+        tracing::warn!(
+            "Neither -n/--namespace nor -A/--all-namespaces is given: serving the whole cluster."
+        );
+    }
+    let embedded = args.embedded;
+    let embedded_server = args.embedded_server.clone();
+    let mut operator = operator_for(args);
+    let server = if embedded {
+        let server = start_server(&embedded_server, None).await?;
+        let client =
+            kapsel_host::testing::client_for(&server.url()).map_err(|e| CliError::new(e, 1))?;
+        operator = operator.client(client);
+        Some(server)
+    } else {
+        None
+    };
+    let result = operator.run(shutdown).await;
+    if let Some(server) = server
+        && let Err(error) = server.shutdown().await
+    {
+        tracing::warn!(
+            "The API server did not stop cleanly: {}",
+            error_chain(&error)
+        );
+    }
+    result.map_err(|e| CliError::new(error_chain(&e), 1))
+}
+
+/// Applies `run`'s peering flags: `--dev` wins over `--priority`, as in Kopf.
+fn peering(mut operator: Operator, args: &RunPeeringArgs) -> Operator {
+    if args.standalone {
+        operator = operator.standalone();
+    }
+    if let Some(name) = &args.peering {
+        operator = operator.peering(name);
+    }
+    if args.dev {
+        operator.dev()
+    } else {
+        operator.priority(args.priority)
+    }
+}
+
+/// The [`Freezer`] that `freeze`/`resume` use.
+fn freezer(args: PeerRecordArgs) -> Freezer {
+    let mut freezer = Freezer::new(args.peering);
+    if args.namespaces.is_empty() {
+        if !args.all_namespaces {
+            tracing::warn!(
+                "Neither -n/--namespace nor -A/--all-namespaces is given: using the cluster-wide peering."
+            );
+        }
+    } else {
+        freezer = freezer.namespaces(args.namespaces);
+    }
+    if let Some(id) = args.id {
+        freezer = freezer.identity(id);
+    }
+    freezer
+}
+
+async fn dev_cluster(
+    args: DevClusterArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), CliError> {
+    let server = start_server(&args.server, args.state).await?;
+    shutdown.await;
+    tracing::info!("Stopping the API server.");
+    server.shutdown().await.map_err(|e| {
+        CliError::new(
+            format!("the API server did not stop cleanly: {}", error_chain(&e)),
+            1,
+        )
+    })
+}
+
+/// Starts the in-memory API server and tells how to reach it.
+async fn start_server(
+    args: &EmbeddedArgs,
+    state: Option<PathBuf>,
+) -> Result<kapsel_apiserver::ApiServer, CliError> {
+    let mut config = kapsel_apiserver::Config::default().port(args.port);
+    if let Some(state) = state {
+        config = config.state_file(state);
+    }
+    let server = kapsel_apiserver::ApiServer::start(config)
+        .await
+        .map_err(|e| {
+            CliError::new(
+                format!("cannot start the API server: {}", error_chain(&e)),
+                1,
+            )
+        })?;
+    let path = args
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(default_kubeconfig_path);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display()), 1))?;
+    }
+    std::fs::write(&path, server.kubeconfig()).map_err(|e| {
+        CliError::new(
+            format!("cannot write the kubeconfig {}: {e}", path.display()),
+            1,
+        )
+    })?;
+    tracing::info!(
+        "The API server is serving on {}. Use it with: export KUBECONFIG={}",
+        server.url(),
+        path.display()
+    );
+    Ok(server)
+}
+
+fn default_kubeconfig_path() -> PathBuf {
+    PathBuf::from(".kapsel").join("kubeconfig")
+}

@@ -1,0 +1,35 @@
+//! The `kapsel` command (`run`, `dev-cluster`, `test`, `inspect`, `rbac`, `freeze`,
+//! `resume`) as a library: the binary adds only the process's signals ([`main`]), and
+//! [`Runner`] runs the same command lines in-process for tests (Kopf's `KopfRunner`).
+//!
+//! Modules, one job each: `args` (the command line as clap parses it), `commands` (what
+//! each command does and its exit code), `telemetry` (Kopf's log formats), `runner`
+//! ([`Runner`]) and `capture` (a runner's log lines, per thread).
+
+mod args;
+mod capture;
+mod commands;
+mod runner;
+mod telemetry;
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use runner::{RunResult, Runner};
+
+/// Parses the process's arguments, sets up logging and runs the command until it is
+/// done or `shutdown` completes; returns the exit code (0, 1 for failures, 2 for usage
+/// and input errors).
+pub async fn main(shutdown: impl Future<Output = ()> + Send) -> ExitCode {
+    let cli = args::Cli::parse();
+    telemetry::init(&cli.logging());
+    match cli.execute(shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(target: telemetry::COMMAND_TARGET, "{error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

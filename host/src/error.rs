@@ -1,0 +1,51 @@
+//! The errors that stop an operator, and how the `kapsel` command prints them.
+
+use std::path::PathBuf;
+
+/// Errors that stop an operator.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No Kubernetes connection could be configured (no in-cluster account, no kubeconfig).
+    #[error("cannot find a Kubernetes cluster to connect to")]
+    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The WebAssembly engine could not start.
+    #[error("the WebAssembly runtime could not start")]
+    Runtime(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// None of the given guests could be loaded (each reason was logged).
+    #[error("no guest could be loaded: {}", .0.join("; "))]
+    NoGuests(Vec<String>),
+    /// A startup handler failed for good, so the operator did not start.
+    #[error("startup handlers failed: {0}")]
+    Startup(String),
+    /// The operator failed while running.
+    #[error("the operator failed")]
+    Operator(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The liveness or metrics endpoint cannot be served (a bad URL, a port in use).
+    #[error("the liveness or metrics endpoint cannot be served")]
+    Endpoint(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A peer record could not be written (`freeze`, `resume`).
+    #[error("the peer record could not be written")]
+    Peering(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The recording file (`--record`) cannot be written.
+    #[error("cannot write the recording {path}")]
+    Recording {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An error and its sources on one line (`a: b: c`), as the `kapsel` command prints them.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

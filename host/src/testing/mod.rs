@@ -1,0 +1,182 @@
+//! Run operators on a fresh in-memory cluster, for tests (Kopf's `KopfRunner`, and more).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use kapsel_host::{testing::Cluster, Operator};
+//! let cluster = Cluster::start().await?;
+//! let operator = cluster.start_operator(Operator::new(["seed.wasm"]));
+//! // ... create objects with cluster.client(), then:
+//! operator.journal().wait_for(std::time::Duration::from_secs(5), |records| !records.is_empty()).await.ok();
+//! operator.stop().await?;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod cases;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use cases::{TestError, TestRequest};
+pub use kapsel_apiserver::{ApiServer, Fault, Faults, RequestMatcher};
+
+use crate::{Error, Journal, Operator};
+
+/// A kube client for an API server at this URL (plain HTTP on loopback).
+///
+/// # Errors
+/// The URL does not parse, or the client cannot be built.
+pub fn client_for(url: &str) -> Result<kube::Client, String> {
+    let uri = url
+        .parse()
+        .map_err(|e| format!("bad API server URL {url}: {e}"))?;
+    let config = kube::Config::new(uri);
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {url}: {e}"))
+}
+
+/// A fresh in-memory cluster on a free loopback port.
+pub struct Cluster {
+    server: ApiServer,
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("url", &self.server.url())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Starts an empty cluster (namespaces `default`, `kube-system`, `kube-public`).
+    ///
+    /// # Errors
+    /// The server cannot bind a port.
+    pub async fn start() -> Result<Cluster, Box<dyn std::error::Error + Send + Sync>> {
+        let server = ApiServer::start(kapsel_apiserver::Config::default()).await?;
+        let client = client_for(&server.url())?;
+        Ok(Cluster { server, client })
+    }
+
+    /// A client of this cluster.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The API server, e.g. for its URL, kubeconfig and fault injection.
+    pub fn server(&self) -> &ApiServer {
+        &self.server
+    }
+
+    /// Starts an operator on this cluster in the background.
+    pub fn start_operator(&self, operator: Operator) -> RunningOperator {
+        let operator = operator.client(self.client.clone());
+        let journal = operator.journal();
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(operator.run(async move { stopped.cancelled().await }));
+        RunningOperator {
+            journal,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops the server.
+    ///
+    /// # Errors
+    /// The server did not stop cleanly (e.g. its state file could not be saved).
+    pub async fn shutdown(self) -> Result<(), kapsel_apiserver::Error> {
+        self.server.shutdown().await
+    }
+}
+
+/// An operator running in the background.
+#[derive(Debug)]
+pub struct RunningOperator {
+    journal: Journal,
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl RunningOperator {
+    /// What the operator did so far.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Whether the operator has exited on its own (e.g. an error at start).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops the operator gracefully and returns how it ended.
+    ///
+    /// # Errors
+    /// The operator's own error; or, if it did not stop within 30 s, that.
+    pub async fn stop(self) -> Result<(), Error> {
+        self.stop.cancel();
+        match tokio::time::timeout(Duration::from_secs(30), self.task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(Error::Operator(Box::new(join))),
+            Err(_) => Err(Error::Operator(
+                "the operator did not stop within 30 s".into(),
+            )),
+        }
+    }
+}
+
+/// How a `kapsel test` run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseSummary {
+    /// Cases (and replays) that passed.
+    pub passed: usize,
+    /// Cases (and replays) that failed.
+    pub failed: usize,
+}
+
+/// Runs `kapsel test` in-process: `guest` against the case files (or directories of
+/// them), each on a fresh embedded cluster; the report is written to `out`.
+///
+/// # Errors
+/// A case file that cannot be parsed (the message names the file, line and problem),
+/// a guest that cannot be loaded, or no case selected.
+pub async fn run_cases(
+    guest: &Path,
+    cases: &[PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<CaseSummary, TestError> {
+    test(&TestRequest::new(guest).cases(cases), out).await
+}
+
+/// Runs `kapsel test GUEST --replay FILE...` in-process: each recording of
+/// `kapsel run --record` is replayed against `guest` on a fresh embedded cluster, and
+/// what the guest did differently is reported to `out`.
+///
+/// # Errors
+/// A recording that cannot be read (the message names the file and line), or a guest
+/// that cannot be loaded.
+pub async fn replay(
+    guest: &Path,
+    recordings: &[PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<CaseSummary, TestError> {
+    test(&TestRequest::new(guest).replays(recordings), out).await
+}
+
+/// Runs what `kapsel test` was asked (case files and recordings against one guest);
+/// the report is written to `out`.
+///
+/// # Errors
+/// What keeps the run from starting (the `kapsel` command exits 2 for these): a case
+/// file or recording that cannot be read, a guest that cannot be loaded, nothing
+/// selected, a JUnit report that cannot be written.
+pub async fn test(
+    request: &TestRequest,
+    out: &mut impl std::io::Write,
+) -> Result<CaseSummary, TestError> {
+    cases::run(request, out).await
+}
