@@ -54,7 +54,7 @@ impl Cli {
             Command::Inspect { guest } => {
                 let json = kapsel_host::inspect(&guest)
                     .await
-                    .map_err(|e| CliError::new(e, 2))?;
+                    .map_err(|e| CliError::new(error_chain(&e), 2))?;
                 let text = serde_json::to_string_pretty(&json)
                     .map_err(|e| CliError::new(e.to_string(), 1))?;
                 println!("{text}");

@@ -69,6 +69,7 @@ impl ManualClock {
     }
 
     /// How far the clock has been advanced.
+    #[cfg(feature = "testing")]
     pub(crate) fn elapsed(&self) -> Duration {
         *self.offset.borrow()
     }

@@ -62,7 +62,7 @@ impl Readiness {
 impl Operator {
     /// What tells when this operator runs; take it before [`Operator::run`].
     pub fn readiness(&self) -> Readiness {
-        Readiness(self.settings.started.subscribe())
+        Readiness(self.shared.started.subscribe())
     }
 }
 

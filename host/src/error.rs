@@ -38,13 +38,18 @@ pub enum Error {
     },
 }
 
-/// An error and its sources on one line (`a: b: c`), as the `kapsel` command prints them.
+/// An error and its sources on one line (`a: b: c`), as the `kapsel` command prints them;
+/// a source whose text the line already holds (errors that repeat their cause in their
+/// own message) is not repeated.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text

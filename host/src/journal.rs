@@ -143,28 +143,6 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Records a guest's log line (its guest, handler and object come from the call).
-    pub(crate) fn push_guest_log(
-        &self,
-        caller: &crate::runtime::Caller,
-        level: crate::runtime::Level,
-        message: &str,
-    ) {
-        let level = match level {
-            crate::runtime::Level::Debug => "debug",
-            crate::runtime::Level::Info => "info",
-            crate::runtime::Level::Warning => "warning",
-            crate::runtime::Level::Error => "error",
-        };
-        self.push(Record::GuestLog {
-            guest: caller.guest.to_string(),
-            handler: caller.handler_id.clone(),
-            object: caller.object.clone(),
-            level: level.to_owned(),
-            message: message.to_owned(),
-        });
-    }
-
     fn lock(&self) -> MutexGuard<'_, Ring> {
         self.shared
             .records

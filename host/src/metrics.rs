@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::journal::Record;
-use crate::runtime::CallError;
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -34,17 +33,6 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 const DURATION_BUCKETS: [f64; 15] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
-
-/// The fault label of a failed guest call: `trap`, `timeout` or `memory`; `None` when the
-/// sandbox did not stop the guest (the host failed to run the call).
-pub(crate) fn sandbox_fault(error: &CallError) -> Option<&'static str> {
-    match error {
-        CallError::Trap { .. } => Some("trap"),
-        CallError::Timeout { .. } => Some("timeout"),
-        CallError::MemoryExceeded { .. } => Some("memory"),
-        CallError::HostBug(_) => None,
-    }
-}
 
 /// The operator's metrics; cheap to clone (all clones share the figures).
 #[derive(Clone, Default)]

@@ -18,7 +18,60 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::operator::GuestNeeds;
+use crate::cluster::{self, DiscoveryError, Resolution, Resource, Selector};
+use crate::runtime::{Guest, HandlerKind};
+
+/// What the guests' selectors and permissions mean on a cluster (KOPF.md §2.3), for
+/// `kapsel rbac`.
+#[derive(Debug, Default)]
+pub(crate) struct GuestNeeds {
+    /// Resources the guests' handlers watch, and whether they patch them (results,
+    /// progress records, finalizers: every kind but index handlers).
+    pub(crate) watched: Vec<(Resource, bool)>,
+    /// Resources the guests' Kubernetes calls may use, with the verbs declared.
+    pub(crate) permitted: Vec<(Resource, Vec<String>)>,
+    /// Selectors that resolve to nothing (or ambiguously), as written.
+    pub(crate) unresolved: Vec<String>,
+}
+
+/// Resolves every handler selector and every permission of `guests` on the cluster.
+///
+/// # Errors
+/// When discovery fails.
+pub(crate) async fn guest_needs(
+    client: &kube::Client,
+    guests: &[Guest],
+) -> Result<GuestNeeds, DiscoveryError> {
+    let discovered = cluster::scan(client).await?;
+    let mut needs = GuestNeeds::default();
+    let resolve = |wit: &crate::runtime::Selector, needs: &mut GuestNeeds| {
+        let selector = Selector::from_wit(wit);
+        match cluster::resolve(&selector, &discovered) {
+            Resolution::Resolved(found) => found,
+            Resolution::Ambiguous(_) | Resolution::Unresolved => {
+                needs.unresolved.push(selector.to_string());
+                Vec::new()
+            }
+        }
+    };
+    for guest in guests {
+        let described = guest.describe();
+        for registration in &described.handlers {
+            let patches = registration.kind != HandlerKind::Index;
+            for wit in &registration.selectors {
+                for resource in resolve(wit, &mut needs) {
+                    needs.watched.push((resource, patches));
+                }
+            }
+        }
+        for permission in &described.permissions {
+            for resource in resolve(&permission.target, &mut needs) {
+                needs.permitted.push((resource, permission.verbs.clone()));
+            }
+        }
+    }
+    Ok(needs)
+}
 
 /// Who the manifests are for.
 #[derive(Debug, Clone)]
@@ -111,7 +164,7 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::Resource;
+    use crate::cluster::Resource;
 
     fn resource(group: &str, plural: &str, status: bool) -> Resource {
         Resource {

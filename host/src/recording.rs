@@ -23,8 +23,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cluster::Resource;
 use crate::journal::Record;
-use crate::operator::Resource;
 use crate::runtime::{Caller, KubeError, KubeRequest};
 
 /// The format this host writes and reads.
@@ -102,7 +102,7 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     /// When it happened, in seconds since the start (0 for the header and resources).
     pub(crate) fn at(&self) -> f64 {
         match self {
@@ -152,7 +152,7 @@ impl ResourceInfo {
         }
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     /// `apiVersion` as objects carry it.
     pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{Target, describe, identity, patch, peering_api, peers};
 use crate::Error;
-use crate::operator::Scope;
+use crate::cluster::{Scope, served_namespaces};
 
 /// A manual peer that pauses operators of lower priority (`kapsel freeze`)
 /// until its record expires or is removed (`kapsel resume`).
@@ -124,7 +124,7 @@ impl Freezer {
         let targets: Vec<Target> = if self.namespaces.is_empty() {
             vec![None]
         } else {
-            crate::operator::initial_namespaces(&client, &Scope::from_patterns(&self.namespaces))
+            served_namespaces(&client, &Scope::from_patterns(&self.namespaces))
                 .await
                 .map_err(|e| Error::Peering(Box::new(e)))?
                 .into_iter()

@@ -65,6 +65,18 @@ impl HandlerKind {
     }
 }
 
+impl Level {
+    /// The level as the WIT spells it (`debug`, `info`, `warning`, `error`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
 impl ErrorsMode {
     /// The mode as the WIT spells it.
     pub(crate) fn as_str(self) -> &'static str {

@@ -9,8 +9,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Reply};
 use super::engine::{Runtime, mib_to_bytes};
-use super::host_api::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::loader::Guest;
+use super::guest::Guest;
+use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
 use super::state::{Deadline, HostState};
 
 /// How long past its deadline a call may take before the host drops it. The epoch stops a

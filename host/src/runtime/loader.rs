@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use wasmtime::component::Component;
 
-use super::bindings::{DescribeOutput, GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
+use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
 use super::describe::validate;
 use super::engine::Runtime;
-use super::host_api::{CallContext, NoServices};
+use super::guest::{Guest, GuestInner};
 use super::invoke::{Budget, CallError, Export, Returned, call_export};
+use super::services::{CallContext, NoServices};
 use super::state::HostState;
 
 /// The magic number every WebAssembly binary starts with.
@@ -21,67 +22,6 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
 /// The WIT package version this host implements.
 const PACKAGE_VERSION: &str = "0.1.0";
-
-/// A guest loaded and checked: compiled once, linked, and described. Each call instantiates
-/// it afresh, so a guest that trapped, timed out or ran out of memory is as good as new for
-/// the next call, and no state leaks between objects.
-///
-/// Cheap to clone (an `Arc` inside).
-#[derive(Clone)]
-pub(crate) struct Guest {
-    inner: Arc<GuestInner>,
-}
-
-struct GuestInner {
-    /// The file stem, used in logs and as the guest's identity.
-    name: Arc<str>,
-    path: PathBuf,
-    /// Compiled and linked; instantiating it is the only per-call work.
-    pre: GuestWorldPre<HostState>,
-    /// What `describe()` answered at load (already checked).
-    describe: DescribeOutput,
-    /// Keeps the engine's epoch ticker alive while the guest may be called.
-    runtime: Runtime,
-}
-
-impl fmt::Debug for Guest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Guest")
-            .field("name", &self.inner.name)
-            .field("path", &self.inner.path)
-            .field("handlers", &self.inner.describe.handlers.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Guest {
-    /// The guest's name: its file stem.
-    pub(crate) fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The file the guest was loaded from.
-    pub(crate) fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
-    /// What the guest declared at load.
-    pub(crate) fn describe(&self) -> &DescribeOutput {
-        &self.inner.describe
-    }
-
-    pub(super) fn runtime(&self) -> &Runtime {
-        &self.inner.runtime
-    }
-
-    pub(super) fn shared_name(&self) -> &Arc<str> {
-        &self.inner.name
-    }
-
-    pub(super) fn pre(&self) -> &GuestWorldPre<HostState> {
-        &self.inner.pre
-    }
-}
 
 /// Why a guest was not loaded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]

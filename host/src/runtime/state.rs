@@ -7,8 +7,8 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::host_api::{CallContext, Caller, HostServices};
 use super::pipe::TailPipe;
+use super::services::{CallContext, Caller, HostServices};
 
 /// Table elements a guest may grow a table to; far above what compiled Rust needs, far below
 /// what would let a guest use the table to get around its memory cap.

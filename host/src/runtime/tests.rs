@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
+use super::bindings::Reply;
+use super::loader::LoadError;
+use super::services::{GUEST_LOG_TARGET, NoServices};
 use super::*;
 
 /// Builds the raw test guests once per test run, in their own target directory so the

@@ -33,7 +33,7 @@ use serde_json::{Map, Value, json};
 use super::matching;
 use super::runner::{self, CaseRun, Verdict, World, Written};
 use crate::clock::ManualClock;
-use crate::operator::{Resource, find_kind};
+use crate::cluster::{Resource, find_kind};
 use crate::recording::{Entry, Recorder, ResourceInfo};
 use crate::runtime::{Guest, Runtime};
 use crate::testing::Cluster;

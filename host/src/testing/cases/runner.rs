@@ -13,8 +13,9 @@ use serde_json::Value;
 use super::format::{Case, Expectation, Expected, Source, Step, Target};
 use super::matching;
 use crate::clock::{Clock, ManualClock};
+use crate::cluster::{Resource, find_kind, find_resource};
 use crate::journal::Record;
-use crate::operator::{Memories, Resource, Watched, find_kind, find_resource};
+use crate::reactor::{Memories, Watched};
 use crate::recording::Recorder;
 use crate::runtime::{Guest, Runtime};
 use crate::testing::{Cluster, RunningOperator};
@@ -180,12 +181,12 @@ impl World {
         let mut operator = Operator::new([guest.path().to_path_buf()])
             .all_namespaces()
             .standalone();
-        operator.settings.clock = clock.clone();
-        operator.settings.recorder = recorder;
+        operator.shared.clock = clock.clone();
+        operator.shared.recorder = recorder;
         operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
-        let memories = operator.settings.memories.clone();
-        let watched = operator.settings.watched.clone();
-        let started = operator.settings.started.subscribe();
+        let memories = operator.shared.memories.clone();
+        let watched = operator.shared.watched.clone();
+        let started = operator.shared.started.subscribe();
         World {
             client: cluster.client(),
             clock,

@@ -1,0 +1,357 @@
+//! Posting Kubernetes Events (`v1/events`) about objects, the way Kopf's
+//! `kopf.event`/`info`/`warn`/`exception` do (KOPF.md §6.5).
+//!
+//! `Poster::post` never blocks and never fails: events are queued in memory
+//! and posted in the background by one worker per involved object, so events
+//! about one object go out in the order they were posted while objects do not
+//! wait for each other (`poster`). A worker retires after a second without events.
+//! Failures are retried as Kopf retries API requests; other failures and exhausted
+//! retries are logged as warnings and the event is dropped. On shutdown, queued events
+//! get a short grace to go out.
+//!
+//! The Event body is Kopf's, with Kapsel's names where Kopf names itself:
+//! `reportingComponent` and `source.component` are `kapsel`, and so is
+//! `reportingInstance` (Kopf's default is `dev`), and `metadata.generateName` is
+//! `kapsel-event-` rather than Kopf's `kopf-event-`: the prefix only names the
+//! Event object, which users find by its `involvedObject` (as `kubectl describe`
+//! and `kubectl get events` do), and an Event named after Kopf from an operator
+//! that is not Kopf would mislead whoever reads it.
+
+mod poster;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+use crate::runtime::GuestEvent;
+
+pub(crate) use poster::Poster;
+
+/// Messages longer than this many characters are cut in the middle (Kopf's
+/// `MAX_MESSAGE_LENGTH`), a common cause of rejected Events otherwise.
+const MAX_MESSAGE_CHARS: usize = 1024;
+
+/// What replaces the middle of a cut message (Kopf's `CUT_MESSAGE_INFIX`).
+const CUT_INFIX: &str = "...";
+
+/// The name of the posting component, in `reportingComponent`, `source.component`
+/// and (until peering names each instance) `reportingInstance`.
+const COMPONENT: &str = "kapsel";
+
+/// The prefix of the Events' generated names (Kopf's `posting.event_name_prefix`).
+const NAME_PREFIX: &str = "kapsel-event-";
+
+/// The Event types a handler may post: Kopf's `info`, `warn` and `exception`.
+const EVENT_TYPES: [&str; 3] = ["Normal", "Warning", "Error"];
+
+/// The object an Event is about (an Event's `involvedObject`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ObjectRef {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    /// `None` for cluster-scoped objects.
+    pub(crate) namespace: Option<String>,
+    pub(crate) uid: Option<String>,
+}
+
+impl ObjectRef {
+    /// The reference of an object body (or of a bare reference with
+    /// `apiVersion`, `kind` and `metadata`); `None` unless it has an apiVersion,
+    /// a kind and a name.
+    pub(crate) fn of(body: &Value) -> Option<ObjectRef> {
+        let text = |value: Option<&Value>| {
+            value
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let meta = body.get("metadata");
+        Some(ObjectRef {
+            api_version: text(body.get("apiVersion"))?,
+            kind: text(body.get("kind"))?,
+            name: text(meta.and_then(|m| m.get("name")))?,
+            namespace: text(meta.and_then(|m| m.get("namespace"))),
+            uid: text(meta.and_then(|m| m.get("uid"))),
+        })
+    }
+
+    /// Events are objects too: posting Events about them would be noise at
+    /// best and an endless loop at worst (an operator handling Events), so Kopf
+    /// skips them; so does Kapsel, for both Event APIs.
+    pub(super) fn is_event(&self) -> bool {
+        self.kind == "Event" && matches!(self.api_version.as_str(), "v1" | "events.k8s.io/v1")
+    }
+
+    /// What keeps one object's events in order: its uid, or its full name.
+    pub(super) fn queue_key(&self) -> String {
+        match &self.uid {
+            Some(uid) => uid.clone(),
+            None => format!(
+                "{}//{}//{}//{}",
+                self.kind,
+                self.api_version,
+                self.name,
+                self.namespace.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// One Event to post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PostedEvent {
+    pub(crate) involved: ObjectRef,
+    /// `Normal`, `Warning` or `Error`.
+    pub(crate) event_type: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+}
+
+/// The Event a guest's `post-event` import asks for. `current` is the body of
+/// the object the call is about; the guest names another object by a reference
+/// (JSON with `apiVersion`, `kind`, `metadata.name`, optionally
+/// `metadata.namespace` and `metadata.uid`).
+///
+/// # Errors
+/// A message for the guest's log when the type is not one of `Normal`,
+/// `Warning`, `Error`, or the object reference is not JSON or lacks a part.
+pub(crate) fn from_guest(current: &Value, event: GuestEvent) -> Result<PostedEvent, String> {
+    if !EVENT_TYPES.contains(&event.event_type.as_str()) {
+        return Err(format!(
+            "the Event type {:?} is none of {}",
+            event.event_type,
+            EVENT_TYPES.join(", ")
+        ));
+    }
+    let involved = match &event.object {
+        None => ObjectRef::of(current)
+            .ok_or("the object of the call has no apiVersion, kind or name to post about")?,
+        Some(json) => {
+            let object: Value = serde_json::from_str(json)
+                .map_err(|e| format!("the Event's object is not JSON: {e}"))?;
+            ObjectRef::of(&object).ok_or(
+                "the Event's object needs an apiVersion, a kind and a metadata.name to be referred to",
+            )?
+        }
+    };
+    Ok(PostedEvent {
+        involved,
+        event_type: event.event_type,
+        reason: event.reason,
+        message: event.message,
+    })
+}
+
+/// The message, cut to its first and last halves around `...` when it is longer
+/// than [`MAX_MESSAGE_CHARS`] characters (to exactly that many, as Kopf does).
+fn shorten(message: &str) -> String {
+    let chars = message.chars().count();
+    if chars <= MAX_MESSAGE_CHARS {
+        return message.to_owned();
+    }
+    let infix = CUT_INFIX.chars().count();
+    let head = MAX_MESSAGE_CHARS / 2 - infix / 2;
+    let tail = MAX_MESSAGE_CHARS / 2 - (infix - infix / 2);
+    let mut cut: String = message.chars().take(head).collect();
+    cut.push_str(CUT_INFIX);
+    cut.extend(message.chars().skip(chars - tail));
+    cut
+}
+
+/// The namespace an Event about this object lives in: the object's, or
+/// `default` for cluster-scoped objects (which have no namespace to hold it).
+pub(super) fn event_namespace(involved: &ObjectRef) -> &str {
+    involved.namespace.as_deref().unwrap_or("default")
+}
+
+/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5).
+pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> Value {
+    let r = &event.involved;
+    let namespace = event_namespace(r);
+    let mut involved = json!({
+        "apiVersion": r.api_version,
+        "kind": r.kind,
+        "name": r.name,
+        "namespace": namespace,
+    });
+    if let Some(uid) = &r.uid {
+        involved["uid"] = json!(uid);
+    }
+    // `firstTimestamp`/`lastTimestamp` are metav1.Time (whole seconds); `eventTime`
+    // is metav1.MicroTime. All three are the same instant.
+    let seconds = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let micros = now.to_rfc3339_opts(SecondsFormat::Micros, true);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": namespace, "generateName": NAME_PREFIX},
+        "action": "Action?",
+        "type": event.event_type,
+        "reason": event.reason,
+        "message": shorten(&event.message),
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "source": {"component": COMPONENT},
+        "involvedObject": involved,
+        "firstTimestamp": seconds,
+        "lastTimestamp": seconds,
+        "eventTime": micros,
+    })
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(crate) fn pod_ref() -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: "web-0".into(),
+            namespace: Some("team".into()),
+            uid: Some("u-1".into()),
+        }
+    }
+
+    pub(crate) fn event(involved: ObjectRef, reason: &str, message: &str) -> PostedEvent {
+        PostedEvent {
+            involved,
+            event_type: "Normal".into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn body_is_kopfs() {
+        let now = DateTime::parse_from_rfc3339("2026-11-30T07:30:00.123456Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let body = event_body(&event(pod_ref(), "Created", "all good"), now);
+        assert_eq!(
+            body,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"namespace": "team", "generateName": "kapsel-event-"},
+                "action": "Action?",
+                "type": "Normal",
+                "reason": "Created",
+                "message": "all good",
+                "reportingComponent": "kapsel",
+                "reportingInstance": "kapsel",
+                "source": {"component": "kapsel"},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "web-0",
+                                   "namespace": "team", "uid": "u-1"},
+                "firstTimestamp": "2026-11-30T07:30:00Z",
+                "lastTimestamp": "2026-11-30T07:30:00Z",
+                "eventTime": "2026-11-30T07:30:00.123456Z",
+            })
+        );
+    }
+
+    #[test]
+    fn cluster_scoped_objects_get_events_in_default() {
+        let node = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: "n1".into(),
+            namespace: None,
+            uid: None,
+        };
+        let body = event_body(&event(node, "Seen", ""), Utc::now());
+        assert_eq!(body["metadata"]["namespace"], "default");
+        assert_eq!(
+            body["involvedObject"],
+            json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "namespace": "default"})
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_in_the_middle() {
+        assert_eq!(shorten("short"), "short");
+        let exact = "x".repeat(1024);
+        assert_eq!(shorten(&exact), exact);
+        // 600 'a's then 600 'b's: 511 'a's, "...", 510 'b's (Kopf's slicing).
+        let long = format!("{}{}", "a".repeat(600), "b".repeat(600));
+        let cut = shorten(&long);
+        assert_eq!(cut.chars().count(), 1024);
+        assert_eq!(cut, format!("{}...{}", "a".repeat(511), "b".repeat(510)));
+        // Characters, not bytes: multi-byte text is never split inside a character.
+        let wide = "é".repeat(2000);
+        assert_eq!(shorten(&wide).chars().count(), 1024);
+    }
+
+    #[test]
+    fn references_from_bodies() {
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                          "metadata": {"name": "kopf-example-1", "namespace": "default",
+                                       "uid": "abc", "labels": {"x": "y"}},
+                          "spec": {}});
+        assert_eq!(
+            ObjectRef::of(&body),
+            Some(ObjectRef {
+                api_version: "kopf.dev/v1".into(),
+                kind: "KopfExample".into(),
+                name: "kopf-example-1".into(),
+                namespace: Some("default".into()),
+                uid: Some("abc".into()),
+            })
+        );
+        for incomplete in [
+            json!({"kind": "Pod", "metadata": {"name": "p"}}),
+            json!({"apiVersion": "v1", "metadata": {"name": "p"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ""}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 5}}),
+            json!("not an object"),
+        ] {
+            assert_eq!(ObjectRef::of(&incomplete), None, "{incomplete}");
+        }
+    }
+
+    #[test]
+    fn guest_events() {
+        let current = json!({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": "web-0", "namespace": "team", "uid": "u-1"}});
+        let ask = |object: Option<&str>, event_type: &str| GuestEvent {
+            object: object.map(str::to_owned),
+            event_type: event_type.into(),
+            reason: "Why".into(),
+            message: "What".into(),
+        };
+        assert_eq!(
+            from_guest(&current, ask(None, "Warning")),
+            Ok(PostedEvent {
+                involved: pod_ref(),
+                event_type: "Warning".into(),
+                reason: "Why".into(),
+                message: "What".into(),
+            })
+        );
+        let other = r#"{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}"#;
+        let posted = from_guest(&current, ask(Some(other), "Error")).unwrap();
+        assert_eq!(
+            (posted.involved.kind.as_str(), posted.involved.namespace),
+            ("Node", None)
+        );
+
+        let wrong_type = from_guest(&current, ask(None, "Info")).unwrap_err();
+        assert!(wrong_type.contains("\"Info\""), "{wrong_type}");
+        let not_json = from_guest(&current, ask(Some("{"), "Normal")).unwrap_err();
+        assert!(not_json.contains("not JSON"), "{not_json}");
+        let nameless = from_guest(&current, ask(Some(r#"{"kind": "Pod"}"#), "Normal"));
+        assert!(nameless.is_err());
+        assert!(from_guest(&json!({}), ask(None, "Normal")).is_err());
+    }
+
+    #[test]
+    fn events_about_events_are_skipped() {
+        let mut reference = pod_ref();
+        reference.kind = "Event".into();
+        assert!(reference.is_event());
+        reference.api_version = "events.k8s.io/v1".into();
+        assert!(reference.is_event());
+        assert!(!pod_ref().is_event());
+    }
+}

@@ -1,0 +1,374 @@
+//! [`Poster`]: Events posted in the background, one worker per involved object, so that
+//! Events about one object go out in order while objects do not wait for each other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::Utc;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{PostedEvent, event_body, event_namespace};
+use crate::cluster::requests::retried;
+
+/// How long a worker waits for more events about its object before it retires
+/// (Kopf's `posting.idle_timeout`).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long queued events may take to go out once the operator stops (Kopf's
+/// `queueing.exit_timeout`, which also bounds its poster).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// One object's queue, as `post` sees it.
+struct Worker {
+    queue: mpsc::UnboundedSender<PostedEvent>,
+    task: AbortHandle,
+}
+
+/// What the poster's handles and workers share.
+struct Shared {
+    client: Client,
+    runtime: tokio::runtime::Handle,
+    /// The live workers by queue key. `post` sends and workers retire under this
+    /// lock, so an event is never left in the queue of a retiring worker.
+    workers: Mutex<Workers>,
+    /// Signalled whenever a worker retires (the shutdown waits for none to be left).
+    retired: Notify,
+    /// Events posted but not yet sent or given up on, for the shutdown's warning.
+    pending: AtomicUsize,
+    /// Cancelled when the operator stops: workers stop idling.
+    shutdown: CancellationToken,
+}
+
+#[derive(Default)]
+struct Workers {
+    by_key: HashMap<String, Worker>,
+    /// Set once the shutdown grace is over: later events are dropped.
+    closed: bool,
+}
+
+impl Shared {
+    fn workers(&self) -> MutexGuard<'_, Workers> {
+        // Every change under this lock is a single insert/remove: a panic cannot leave it torn.
+        self.workers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Posts Kubernetes Events in the background; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Poster {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Poster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poster").finish_non_exhaustive()
+    }
+}
+
+impl Poster {
+    /// Starts posting with `client` until `shutdown` is cancelled. The task
+    /// returned ends once the queued events went out or [`EXIT_GRACE`] passed.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub(crate) fn start(
+        client: Client,
+        shutdown: CancellationToken,
+    ) -> (Poster, tokio::task::JoinHandle<()>) {
+        let shared = Arc::new(Shared {
+            client,
+            runtime: tokio::runtime::Handle::current(),
+            workers: Mutex::default(),
+            retired: Notify::new(),
+            pending: AtomicUsize::new(0),
+            shutdown,
+        });
+        let task = tokio::spawn(drain_on_shutdown(shared.clone()));
+        (Poster { shared }, task)
+    }
+
+    /// Queues an Event; returns at once. Events about Events are skipped.
+    pub(crate) fn post(&self, event: PostedEvent) {
+        if event.involved.is_event() {
+            return;
+        }
+        let shared = &self.shared;
+        let key = event.involved.queue_key();
+        let mut workers = shared.workers();
+        if workers.closed {
+            tracing::warn!(
+                "Event {:?} about {}/{} not posted: the operator has stopped.",
+                event.reason,
+                event.involved.kind,
+                event.involved.name
+            );
+            return;
+        }
+        shared.pending.fetch_add(1, Ordering::Relaxed);
+        // A worker's queue is closed only once it was aborted; then start afresh.
+        let event = match workers.by_key.get(&key) {
+            Some(worker) => match worker.queue.send(event) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(event)) => event,
+            },
+            None => event,
+        };
+        let (queue, rx) = mpsc::unbounded_channel();
+        // The receiver is alive until the worker below ends, which it cannot do
+        // before it takes this lock.
+        let _ = queue.send(event);
+        let task = shared
+            .runtime
+            .spawn(work(shared.clone(), key.clone(), rx))
+            .abort_handle();
+        workers.by_key.insert(key, Worker { queue, task });
+    }
+}
+
+/// One object's worker: posts its events in order, retires when idle.
+async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiver<PostedEvent>) {
+    loop {
+        let next = if shared.shutdown.is_cancelled() {
+            queue.try_recv().ok()
+        } else {
+            // Idle or stopping: `None` retires the worker unless events are queued,
+            // which the next turn then takes without waiting.
+            tokio::select! {
+                event = queue.recv() => event,
+                () = tokio::time::sleep(IDLE_TIMEOUT) => None,
+                () = shared.shutdown.cancelled() => None,
+            }
+        };
+        match next {
+            Some(event) => {
+                deliver(&shared.client, &event).await;
+                shared.pending.fetch_sub(1, Ordering::Relaxed);
+            }
+            None => {
+                let mut workers = shared.workers();
+                // An event may have come in since the check above: then carry on.
+                if queue.is_empty() {
+                    workers.by_key.remove(&key);
+                    drop(workers);
+                    shared.retired.notify_waiters();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Posts one Event, retrying what may succeed later (Kopf's request retries); logs what
+/// cannot be posted.
+async fn deliver(client: &Client, event: &PostedEvent) {
+    let body = event_body(event, Utc::now());
+    let object: DynamicObject = match serde_json::from_value(body) {
+        Ok(object) => object,
+        Err(error) => {
+            tracing::warn!("Failed to build an Event for {}: {error}", describe(event));
+            return;
+        }
+    };
+    let resource = ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), event_namespace(&event.involved), &resource);
+    let params = PostParams::default();
+    let posted = retried("posting an Event", || api.create(&params, &object)).await;
+    if let Err(error) = posted {
+        tracing::warn!("Failed to post an Event for {}: {error}", describe(event));
+    }
+}
+
+/// `Kind namespace/name: reason`, for log lines.
+fn describe(event: &PostedEvent) -> String {
+    let r = &event.involved;
+    match &r.namespace {
+        Some(ns) => format!("{} {ns}/{} ({})", r.kind, r.name, event.reason),
+        None => format!("{} {} ({})", r.kind, r.name, event.reason),
+    }
+}
+
+/// Waits for the shutdown, gives the queued events [`EXIT_GRACE`] to go out,
+/// then stops the workers that are still busy.
+async fn drain_on_shutdown(shared: Arc<Shared>) {
+    shared.shutdown.cancelled().await;
+    let drained = tokio::time::timeout(EXIT_GRACE, async {
+        loop {
+            let retired = shared.retired.notified();
+            if shared.workers().by_key.is_empty() {
+                return;
+            }
+            retired.await;
+        }
+    })
+    .await;
+    let mut workers = shared.workers();
+    workers.closed = true;
+    if drained.is_err() {
+        for worker in workers.by_key.values() {
+            worker.task.abort();
+        }
+        workers.by_key.clear();
+        tracing::warn!(
+            "{} Event(s) were not posted before the operator stopped.",
+            shared.pending.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Posting against a real API server: order, retries, shutdown.
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Event;
+    use kapsel_apiserver::{ApiServer, Config, Fault, RequestMatcher};
+    use kube::api::ListParams;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cluster::events::ObjectRef;
+    use crate::cluster::events::tests::{event, pod_ref};
+
+    /// The Events in `namespace`, in the order they were created. (Lists come in
+    /// name order, and generated names are random.)
+    async fn events_in(client: &Client, namespace: &str) -> Vec<Event> {
+        let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+        let mut events = api.list(&ListParams::default()).await.unwrap().items;
+        events.sort_by_key(|e| {
+            e.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        });
+        events
+    }
+
+    /// Polls until `n` Events are in `namespace` (or 10 s passed).
+    async fn wait_for_events(client: &Client, namespace: &str, n: usize) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let events = events_in(client, namespace).await;
+            if events.len() >= n || tokio::time::Instant::now() > deadline {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn posts_in_order_and_retries() {
+        let server = ApiServer::start(Config::default()).await.unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let shutdown = CancellationToken::new();
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        let team = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &team)
+            .await
+            .unwrap();
+        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+
+        // The first attempt fails with a 500; the retry (after 1 s) succeeds.
+        server.faults().fail_next(
+            1,
+            RequestMatcher::any().verb("create").plural("events"),
+            Fault::InternalError,
+        );
+        for i in 0..3 {
+            poster.post(event(pod_ref(), &format!("Step{i}"), &format!("step {i}")));
+        }
+        let node = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: "n1".into(),
+            namespace: None,
+            uid: None,
+        };
+        poster.post(PostedEvent {
+            event_type: "Warning".into(),
+            ..event(node, "Odd", &"z".repeat(3000))
+        });
+        let mut about_an_event = pod_ref();
+        about_an_event.kind = "Event".into();
+        poster.post(event(about_an_event, "Loop", "never posted"));
+
+        let team = wait_for_events(&client, "team", 3).await;
+        let reasons: Vec<_> = team.iter().filter_map(|e| e.reason.as_deref()).collect();
+        assert_eq!(reasons, ["Step0", "Step1", "Step2"]);
+        let first = &team[0];
+        assert_eq!(first.type_.as_deref(), Some("Normal"));
+        assert_eq!(first.message.as_deref(), Some("step 0"));
+        assert_eq!(first.action.as_deref(), Some("Action?"));
+        assert_eq!(first.reporting_component.as_deref(), Some("kapsel"));
+        assert!(
+            first
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("kapsel-event-"))
+        );
+        assert_eq!(first.involved_object.uid.as_deref(), Some("u-1"));
+        assert_eq!(first.involved_object.name.as_deref(), Some("web-0"));
+        assert!(first.event_time.is_some() && first.first_timestamp.is_some());
+
+        let default = wait_for_events(&client, "default", 1).await;
+        assert_eq!(default.len(), 1);
+        assert_eq!(default[0].type_.as_deref(), Some("Warning"));
+        assert_eq!(
+            default[0].message.as_deref().map(|m| m.chars().count()),
+            Some(1024)
+        );
+        assert_eq!(default[0].involved_object.kind.as_deref(), Some("Node"));
+
+        // Workers retire after a second idle; a later event starts a new one.
+        tokio::time::sleep(IDLE_TIMEOUT + Duration::from_millis(300)).await;
+        assert!(poster.shared.workers().by_key.is_empty());
+        poster.post(event(pod_ref(), "Later", "after idling"));
+        // Queued events go out during the shutdown's grace.
+        shutdown.cancel();
+        task.await.unwrap();
+        let team = events_in(&client, "team").await;
+        assert_eq!(team.len(), 4);
+        assert_eq!(team[3].reason.as_deref(), Some("Later"));
+        // After the shutdown, events are dropped (and logged).
+        poster.post(event(pod_ref(), "TooLate", "after stopping"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(events_in(&client, "team").await.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn final_failures_are_not_retried() {
+        let server = ApiServer::start(Config::default()).await.unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let shutdown = CancellationToken::new();
+        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+        // A namespace that does not exist: 404, final. The next event still goes out.
+        let mut missing = pod_ref();
+        missing.namespace = Some("nowhere".into());
+        missing.uid = None;
+        poster.post(event(missing.clone(), "Lost", "no namespace"));
+        missing.namespace = Some("default".into());
+        poster.post(event(missing, "Found", "fine"));
+        let default = wait_for_events(&client, "default", 1).await;
+        assert_eq!(default.len(), 1);
+        assert_eq!(default[0].reason.as_deref(), Some("Found"));
+        shutdown.cancel();
+        tokio::time::timeout(EXIT_GRACE + Duration::from_secs(1), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

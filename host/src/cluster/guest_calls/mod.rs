@@ -1,0 +1,245 @@
+//! The Kubernetes calls a guest makes while it handles an object (the WIT `get`, `list`,
+//! `create`, `patch` and `delete` imports): checked (`checks`: the resource, the
+//! guest's declared permissions, the namespace), then sent.
+//!
+//! Every answer goes back to the guest as a value; nothing here fails the handler call,
+//! retries a request or panics on what a guest sends.
+
+mod checks;
+
+use std::sync::{Arc, RwLock};
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Map, Value};
+
+use crate::cluster::discovery::Resource;
+use crate::object_log::object_log;
+use crate::runtime::{Caller, Guest, KubeError, KubeRequest};
+use checks::{Action, Prepared, bad_request, prepare};
+
+/// The resources discovered last, shared by the run loop (which replaces them on every
+/// rescan) and the guests' calls (which resolve selectors against them). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownResources(Arc<RwLock<Arc<[Resource]>>>);
+
+impl KnownResources {
+    /// Replaces the snapshot; calls already resolving keep the one they started with.
+    pub(crate) fn replace(&self, discovered: &[Resource]) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::from(discovered);
+    }
+
+    /// The current snapshot.
+    pub(crate) fn snapshot(&self) -> Arc<[Resource]> {
+        Arc::clone(&self.0.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The current snapshot; if nothing was discovered yet (startup handlers run before
+    /// the operator's first scan), a scan now.
+    async fn current(&self, client: &Client) -> Arc<[Resource]> {
+        let known = self.snapshot();
+        if !known.is_empty() {
+            return known;
+        }
+        match crate::cluster::discovery::scan(client).await {
+            Ok(found) => {
+                self.replace(&found);
+                self.snapshot()
+            }
+            // The call then names no known resource, and says so to the guest.
+            Err(_) => known,
+        }
+    }
+}
+
+/// What guests' Kubernetes calls need from the operator: the cluster and what discovery
+/// found. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct KubeAccess {
+    client: Client,
+    known: KnownResources,
+}
+
+impl KubeAccess {
+    pub(crate) fn new(client: Client, known: KnownResources) -> Self {
+        Self { client, known }
+    }
+
+    /// Serves one Kubernetes call of `guest` while it handles `object` (whose namespace
+    /// is the default one; `null` when the call is about no object).
+    pub(crate) async fn call(
+        &self,
+        guest: &Guest,
+        object: &Value,
+        caller: &Caller,
+        request: KubeRequest,
+    ) -> Result<String, KubeError> {
+        let known = self.known.current(&self.client).await;
+        let object_namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let prepared = prepare(
+            &caller.guest,
+            &guest.describe().permissions,
+            &known,
+            object_namespace,
+            request,
+        );
+        match prepared {
+            Ok(prepared) => execute(&self.client, prepared).await,
+            Err(refused) => {
+                if refused.code == 403 {
+                    object_log!(
+                        warn,
+                        caller.object_ref(),
+                        "Handler '{}' of guest '{}' was refused a Kubernetes call: {}",
+                        caller.handler_id,
+                        caller.guest,
+                        refused.message
+                    );
+                }
+                Err(refused)
+            }
+        }
+    }
+}
+
+/// Sends a checked request; answers the object (or list) as JSON, `""` for a deletion.
+async fn execute(client: &Client, prepared: Prepared) -> Result<String, KubeError> {
+    let Prepared {
+        resource,
+        namespace,
+        action,
+    } = prepared;
+    let ar = resource.api_resource();
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let object = match action {
+        Action::Get { name } => api.get(&name).await,
+        Action::List { label_selector } => {
+            let mut params = ListParams::default();
+            if let Some(labels) = &label_selector {
+                params = params.labels(labels);
+            }
+            let list = api.list(&params).await.map_err(kube_error)?;
+            return to_json(&list_json(&resource, list));
+        }
+        Action::Create { mut body } => {
+            fill_type(&mut body, &resource);
+            let object: DynamicObject = serde_json::from_value(body)
+                .map_err(|e| bad_request(format!("the body is not a Kubernetes object: {e}")))?;
+            api.create(&PostParams::default(), &object).await
+        }
+        Action::Patch { name, patch } => {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+        Action::Delete { name } => {
+            return api
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| String::new())
+                .map_err(kube_error);
+        }
+    };
+    to_json(&object.map_err(kube_error)?)
+}
+
+/// A list as `kubectl get -o json` shows it: every item with its apiVersion and kind,
+/// which the API server leaves out of list items.
+fn list_json(resource: &Resource, list: kube::core::ObjectList<DynamicObject>) -> Value {
+    let items: Vec<Value> = list
+        .items
+        .into_iter()
+        .map(|item| {
+            let mut item = serde_json::to_value(item).unwrap_or(Value::Null);
+            fill_type(&mut item, resource);
+            item
+        })
+        .collect();
+    let mut root = Map::new();
+    root.insert("apiVersion".to_owned(), Value::from(resource.api_version()));
+    root.insert(
+        "kind".to_owned(),
+        Value::from(format!("{}List", resource.kind)),
+    );
+    root.insert(
+        "metadata".to_owned(),
+        serde_json::to_value(list.metadata).unwrap_or_else(|_| Value::Object(Map::new())),
+    );
+    root.insert("items".to_owned(), Value::Array(items));
+    Value::Object(root)
+}
+
+/// Adds apiVersion and kind where an object lacks them, so guests need not repeat what
+/// the selector already said.
+fn fill_type(object: &mut Value, resource: &Resource) {
+    if let Value::Object(map) = object {
+        map.entry("apiVersion")
+            .or_insert_with(|| Value::from(resource.api_version()));
+        map.entry("kind")
+            .or_insert_with(|| Value::from(resource.kind.clone()));
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, KubeError> {
+    serde_json::to_string(value)
+        .map_err(|e| KubeError::local("Internal", format!("cannot serialise the answer: {e}")))
+}
+
+/// The API server's refusal as it gave it; anything else did not reach it (or its answer
+/// could not be read), which the guest sees as code 0 with the whole error chain.
+fn kube_error(error: kube::Error) -> KubeError {
+    match error {
+        kube::Error::Api(status) => KubeError {
+            code: status.code,
+            reason: status.reason,
+            message: status.message,
+        },
+        other => KubeError::local("Unavailable", crate::error_chain(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::checks::tests::{find, known};
+    use super::*;
+
+    #[test]
+    fn listed_items_and_created_bodies_get_their_type() {
+        let known = known();
+        let configmaps = find(&known, "configmaps", "");
+        let list: kube::core::ObjectList<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}],
+        }))
+        .expect("list");
+        let value = list_json(&configmaps, list);
+        assert_eq!(value["kind"], "ConfigMapList");
+        assert_eq!(value["apiVersion"], "v1");
+        assert_eq!(value["metadata"]["resourceVersion"], "7");
+        assert_eq!(value["items"][0]["kind"], "ConfigMap");
+        assert_eq!(value["items"][0]["data"]["k"], "v");
+        let mut body = json!({"kind": "Other", "metadata": {}});
+        fill_type(&mut body, &configmaps);
+        assert_eq!(
+            body,
+            json!({"kind": "Other", "metadata": {}, "apiVersion": "v1"})
+        );
+    }
+
+    #[test]
+    fn the_snapshot_is_replaced_not_mutated() {
+        let known_resources = KnownResources::default();
+        assert!(known_resources.snapshot().is_empty());
+        let before = known_resources.snapshot();
+        known_resources.replace(&known());
+        assert!(before.is_empty());
+        assert_eq!(known_resources.snapshot().len(), known().len());
+    }
+}

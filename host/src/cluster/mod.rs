@@ -1,0 +1,20 @@
+//! The Kubernetes side that every stage shares: what the cluster serves (`discovery`),
+//! which resource a selector means (`selectors`), which namespaces are served (`scope`),
+//! Kopf's retries of API requests (`requests`), Kubernetes Events (`events`), and the
+//! guests' own Kubernetes calls (`guest_calls`). Nothing here knows about handlers.
+
+mod discovery;
+mod events;
+mod guest_calls;
+mod requests;
+mod scope;
+mod selectors;
+
+pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
+pub(crate) use events::{Poster, from_guest};
+pub(crate) use guest_calls::{KnownResources, KubeAccess};
+pub(crate) use requests::{RequestError, retried};
+pub(crate) use scope::{Scope, served_namespaces};
+pub(crate) use selectors::{Resolution, Selector, resolve};
+#[cfg(feature = "testing")]
+pub(crate) use selectors::{find_kind, find_resource};

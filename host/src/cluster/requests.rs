@@ -1,0 +1,199 @@
+//! Kopf's retries of API requests (KOPF.md §5.5): which failures are worth another
+//! attempt, the pauses between attempts, and [`retried`], which runs a request with them.
+//! The operator's patches and its Events go through it; the guests' own calls do not
+//! (the guest decides what to do with a failure).
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Kopf's `networking.error_backoffs`: up to 9 attempts of an API request.
+const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
+
+/// A request failed for good (after retries, or a status that is not retried).
+#[derive(Debug, thiserror::Error)]
+#[error("{what} failed: {source}")]
+pub(crate) struct RequestError {
+    what: &'static str,
+    #[source]
+    pub(crate) source: kube::Error,
+}
+
+impl RequestError {
+    /// The HTTP status the API server answered, if it answered.
+    pub(crate) fn status(&self) -> Option<u16> {
+        status_code(&self.source)
+    }
+}
+
+/// The pause before retry number `retry` (0-based) of a failed API request, or `None`
+/// when the attempts are used up. A 429's `Retry-After` is honoured as a minimum
+/// (or always, with `enforce_retry_after`).
+pub(crate) fn backoff(
+    retry: usize,
+    retry_after: Option<u64>,
+    enforce_retry_after: bool,
+) -> Option<Duration> {
+    let ours = *BACKOFFS.get(retry)?;
+    let secs = match retry_after {
+        Some(server) if enforce_retry_after => server,
+        Some(server) => server.max(ours),
+        None => ours,
+    };
+    Some(Duration::from_secs(secs))
+}
+
+/// Which API failures are retried: connection errors and timeouts (`status: None`),
+/// 5xx, 403 (seen during cluster upgrades) and 429.
+pub(crate) fn is_retried(status: Option<u16>) -> bool {
+    match status {
+        None => true,
+        Some(code) => code >= 500 || code == 403 || code == 429,
+    }
+}
+
+/// The HTTP status of an API error; `None` when the server did not answer.
+pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Whether a failure is worth another attempt, and the server's `retryAfterSeconds`.
+fn retry_hint(error: &kube::Error) -> (bool, Option<u64>) {
+    match error {
+        kube::Error::Api(status) => {
+            let retry_after = status
+                .details
+                .as_ref()
+                .map(|d| u64::from(d.retry_after_seconds))
+                .filter(|s| *s > 0);
+            (is_retried(Some(status.code)), retry_after)
+        }
+        // Bodies we cannot read or send are not going to get better.
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => (false, None),
+        // Connection errors, timeouts, TLS hiccups.
+        _ => (is_retried(None), None),
+    }
+}
+
+/// Runs a request with Kopf's request retries (KOPF.md §5.5).
+pub(crate) async fn retried<T, F, Fut>(
+    what: &'static str,
+    mut request: F,
+) -> Result<T, RequestError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match request().await {
+            Ok(value) => return Ok(value),
+            Err(error) => {
+                let (retry, retry_after) = retry_hint(&error);
+                let pause = if retry {
+                    backoff(attempt, retry_after, false)
+                } else {
+                    None
+                };
+                let Some(pause) = pause else {
+                    return Err(RequestError {
+                        what,
+                        source: error,
+                    });
+                };
+                tracing::debug!(
+                    "{what} failed, retrying in {} s: {error}",
+                    pause.as_secs_f64()
+                );
+                tokio::time::sleep(pause).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn api_error(code: u16, retry_after: Option<u32>) -> kube::Error {
+        let mut status = kube::core::Status::failure("nope", "Reason").with_code(code);
+        if let Some(secs) = retry_after {
+            status.details = Some(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: secs,
+            });
+        }
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn which_failures_are_retried() {
+        assert_eq!(retry_hint(&api_error(500, None)), (true, None));
+        assert_eq!(retry_hint(&api_error(429, Some(3))), (true, Some(3)));
+        assert_eq!(retry_hint(&api_error(403, None)), (true, None));
+        assert_eq!(retry_hint(&api_error(409, None)), (false, None));
+        assert_eq!(retry_hint(&api_error(422, None)), (false, None));
+        assert_eq!(retry_hint(&api_error(404, None)), (false, None));
+        assert!(is_retried(None) && is_retried(Some(503)) && is_retried(Some(429)));
+        assert!(!is_retried(Some(404)) && !is_retried(Some(422)));
+    }
+
+    #[test]
+    fn backoffs_are_kopfs_and_honour_retry_after() {
+        assert_eq!(backoff(0, None, false), Some(Duration::from_secs(1)));
+        assert_eq!(backoff(7, None, false), Some(Duration::from_secs(21)));
+        assert_eq!(backoff(8, None, false), None, "9 attempts in total");
+        assert_eq!(backoff(2, Some(10), false), Some(Duration::from_secs(10)));
+        assert_eq!(backoff(5, Some(1), false), Some(Duration::from_secs(8)));
+        assert_eq!(backoff(5, Some(1), true), Some(Duration::from_secs(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_retried_with_backoff_then_succeed() {
+        let calls = AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        let result = retried("testing", || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    Err(api_error(503, None))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(result.ok(), Some(2));
+        // Kopf's first two backoffs: 1 s and 1 s.
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_errors_fail_at_once_and_retries_end() {
+        let calls = AtomicUsize::new(0);
+        let result: Result<(), _> = retried("testing", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(api_error(409, None)) }
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+        let calls = AtomicUsize::new(0);
+        let result: Result<(), _> = retried("testing", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(api_error(500, None)) }
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 9, "up to 9 attempts");
+    }
+}

@@ -1,0 +1,22 @@
+//! What guests declare and how one call of a handler goes: each registration as the host
+//! uses it (`spec`, with its data `filters`), which handlers serve which resource
+//! (`registry`), the stores index handlers fill (`indexes`), what a guest may use during
+//! a call (`services`), and one attempt turned into an outcome (`execution`, Kopf's
+//! `execute_handler_once`, for every kind of handler).
+
+pub(crate) mod execution;
+mod filters;
+mod indexes;
+mod journaling;
+mod registry;
+mod services;
+mod spec;
+
+pub(crate) use filters::Matcher;
+pub(crate) use indexes::{IndexUpdate, Indexes, ObjectKey};
+pub(crate) use journaling::About;
+pub(crate) use registry::{Registry, ResourceHandlers};
+pub(crate) use services::{
+    DaemonSleeps, GuestServices, SharedProgress, TaskProgress, after, set_progress,
+};
+pub(crate) use spec::{Handler, HandlerSpec, Schedule};

@@ -1,0 +1,173 @@
+//! [`GuestServices`]: what a guest may use during one call — its own indexes, Events
+//! about the handled object (or another), the Kubernetes calls it declared, and for
+//! daemons their stop-aware sleeps ([`DaemonSleeps`]). Handlers of objects and activities
+//! (probes, startup, cleanup) get the same services, minus what they lack. What the guest
+//! logs goes to the journal; its Kubernetes calls to the recording when one is made.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::indexes::Indexes;
+use crate::clock::Clock;
+use crate::cluster::{KubeAccess, Poster, from_guest};
+use crate::journal::{Journal, Record};
+use crate::recording::Recorder;
+use crate::runtime::{
+    self, BoxFuture, Caller, Guest, GuestEvent, HostServices, KubeError, KubeRequest,
+};
+
+/// The services of one call.
+pub(crate) struct GuestServices {
+    pub(crate) journal: Journal,
+    pub(crate) indexes: Indexes,
+    /// The calling guest: whose permissions its Kubernetes calls are checked against.
+    pub(crate) guest: Guest,
+    /// The handled object (`null` for activities): the default object of Events and the
+    /// default namespace of Kubernetes calls.
+    pub(crate) object: Arc<Value>,
+    /// Where Events go; `None` where they cannot be posted (activities, about no object).
+    pub(crate) poster: Option<Poster>,
+    /// The cluster for the guest's Kubernetes calls; `None` where there is none.
+    pub(crate) kube: Option<KubeAccess>,
+    /// Where `--record` writes each Kubernetes call and its answer.
+    pub(crate) recorder: Recorder,
+    /// Daemons' sleeps; other handlers are told to stop at once.
+    pub(crate) sleeps: Option<DaemonSleeps>,
+}
+
+impl HostServices for GuestServices {
+    fn log(&self, caller: &Caller, level: runtime::Level, message: &str) {
+        self.journal.push(Record::GuestLog {
+            guest: caller.guest.to_string(),
+            handler: caller.handler_id.clone(),
+            object: caller.object.clone(),
+            level: level.as_str().to_owned(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
+        self.indexes.lookup(&caller.guest, index, key)
+    }
+
+    fn index_keys(&self, caller: &Caller, index: &str) -> Vec<String> {
+        self.indexes.keys(&caller.guest, index)
+    }
+
+    fn post_event<'a>(
+        &'a self,
+        _caller: &'a Caller,
+        event: GuestEvent,
+    ) -> BoxFuture<'a, Result<(), KubeError>> {
+        let queued = match &self.poster {
+            Some(poster) => from_guest(&self.object, event)
+                .map(|event| poster.post(event))
+                .map_err(|message| KubeError::local("Invalid", message)),
+            None => Err(runtime::not_available("posting Events")),
+        };
+        Box::pin(async move { queued })
+    }
+
+    fn kube<'a>(
+        &'a self,
+        caller: &'a Caller,
+        request: KubeRequest,
+    ) -> BoxFuture<'a, Result<String, KubeError>> {
+        Box::pin(async move {
+            let Some(kube) = &self.kube else {
+                return Err(runtime::not_available("Kubernetes calls"));
+            };
+            // The only path a guest's request takes, so the pair is recorded here.
+            let recorded = self.recorder.is_on().then(|| request.clone());
+            let answer = kube.call(&self.guest, &self.object, caller, request).await;
+            if let Some(request) = recorded {
+                self.recorder.call(caller, &request, &answer);
+            }
+            answer
+        })
+    }
+
+    fn sleep_unless_stopped<'a>(
+        &'a self,
+        _caller: &'a Caller,
+        duration: Duration,
+    ) -> BoxFuture<'a, bool> {
+        match &self.sleeps {
+            Some(sleeps) => Box::pin(sleeps.sleep(duration)),
+            // Not a daemon: nothing to sleep for.
+            None => Box::pin(async { false }),
+        }
+    }
+}
+
+/// Where a timer's or daemon's task is, for `kapsel test`'s "settled": busy, or waiting
+/// until a time (or for a change).
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(
+    not(any(test, feature = "testing")),
+    expect(
+        dead_code,
+        reason = "read by `kapsel test`'s settling (feature `testing`)"
+    )
+)]
+pub(crate) struct TaskProgress {
+    /// Not waiting: starting, or calling the handler and sending its patch.
+    pub(crate) busy: bool,
+    /// When its current wait ends on its own (none: it waits for a change).
+    pub(crate) due: Option<DateTime<Utc>>,
+}
+
+/// A task's progress, shared between the task and whoever asks whether it settled.
+pub(crate) type SharedProgress = Arc<Mutex<TaskProgress>>;
+
+/// Sets a task's progress.
+pub(crate) fn set_progress(progress: &SharedProgress, busy: bool, due: Option<DateTime<Utc>>) {
+    *progress.lock().unwrap_or_else(PoisonError::into_inner) = TaskProgress { busy, due };
+}
+
+/// The time `seconds` after `time` (the end of time if that is not a time).
+pub(crate) fn after(time: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .and_then(|d| TimeDelta::from_std(d).ok())
+        .and_then(|d| time.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// What a daemon's sleeps (`sleep_unless_stopped`) need: the stop, the clock, and where
+/// `kapsel test` sees that the daemon waits rather than works.
+#[derive(Clone)]
+pub(crate) struct DaemonSleeps {
+    pub(crate) stop: CancellationToken,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) progress: SharedProgress,
+}
+
+impl std::fmt::Debug for DaemonSleeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonSleeps")
+            .field("stopped", &self.stop.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaemonSleeps {
+    /// Sleeps on handler time; `false` once the daemon must stop (at once if it must).
+    pub(crate) async fn sleep(&self, duration: Duration) -> bool {
+        if self.stop.is_cancelled() {
+            return false;
+        }
+        let until = after(self.clock.now(), duration.as_secs_f64());
+        set_progress(&self.progress, false, Some(until));
+        let slept = tokio::select! {
+            () = self.stop.cancelled() => false,
+            () = self.clock.sleep_until(until) => true,
+        };
+        set_progress(&self.progress, true, None);
+        slept && !self.stop.is_cancelled()
+    }
+}

@@ -1,0 +1,146 @@
+//! One handler registration as the host uses it ([`HandlerSpec`], read once from the
+//! contract's registration), and a loaded guest's handler ([`Handler`]).
+
+use super::execution::RetryPolicy;
+use super::filters::{Filters, Matcher};
+use crate::cluster::Selector;
+use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration};
+
+/// Kopf's default errors mode of a kind (KOPF.md §5.3): raw events and indexes ignore
+/// arbitrary failures, everything else retries them.
+fn default_errors(kind: HandlerKind) -> ErrorsMode {
+    match kind {
+        HandlerKind::Event | HandlerKind::Index => ErrorsMode::Ignored,
+        _ => ErrorsMode::Temporary,
+    }
+}
+
+/// A number of seconds, if it is one (absent, negative, zero or NaN: not set).
+fn positive(seconds: Option<f64>) -> Option<f64> {
+    seconds.filter(|s| s.is_finite() && *s > 0.0)
+}
+
+/// One registration, as the host uses it.
+#[derive(Debug, Clone)]
+pub(crate) struct HandlerSpec {
+    pub(crate) id: String,
+    pub(crate) kind: HandlerKind,
+    pub(crate) selectors: Vec<Selector>,
+    pub(crate) filters: Filters,
+    pub(crate) has_when: bool,
+    pub(crate) errors: Option<ErrorsMode>,
+    /// Seconds to wait after an arbitrary failure before retrying.
+    pub(crate) backoff_seconds: Option<f64>,
+    /// Changing handlers: give up this long after the first attempt.
+    pub(crate) timeout_seconds: Option<f64>,
+    /// Changing handlers: at most this many attempts.
+    pub(crate) retries: Option<u32>,
+    /// on.delete: no finalizer is needed for this handler.
+    pub(crate) optional: bool,
+    /// on.resume: also resume objects that are being deleted.
+    pub(crate) deleted: bool,
+    /// on.update/on.field: the field's old value must match.
+    pub(crate) old: Option<Matcher>,
+    /// on.update/on.field: the field's new value must match.
+    pub(crate) new: Option<Matcher>,
+    /// JSON, passed back to the handler.
+    pub(crate) param: Option<String>,
+    /// Timers: when they run (KOPF.md §1.10).
+    pub(crate) schedule: Schedule,
+}
+
+/// When a timer runs, in seconds (absent or not positive: not set).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Schedule {
+    pub(crate) interval: Option<f64>,
+    pub(crate) initial_delay: Option<f64>,
+    pub(crate) idle: Option<f64>,
+    /// Ticks aligned to the first one (`interval - elapsed mod interval`).
+    pub(crate) sharp: bool,
+}
+
+impl HandlerSpec {
+    /// The spec of a registration, as the contract carries it.
+    pub(crate) fn of(reg: &Registration) -> HandlerSpec {
+        let matcher = |m: &runtime::Matcher| match m {
+            runtime::Matcher::Equals(v) => Matcher::Equals(v.clone()),
+            runtime::Matcher::Present => Matcher::Present,
+            runtime::Matcher::Absent => Matcher::Absent,
+        };
+        let meta = |filters: &[runtime::MetaFilter]| {
+            filters
+                .iter()
+                .map(|f| (f.key.clone(), matcher(&f.matcher)))
+                .collect()
+        };
+        HandlerSpec {
+            id: reg.id.clone(),
+            kind: reg.kind,
+            selectors: reg.selectors.iter().map(Selector::from_wit).collect(),
+            filters: Filters {
+                labels: meta(&reg.labels),
+                annotations: meta(&reg.annotations),
+                field: reg.field.as_ref().map(|f| {
+                    f.split('.')
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                }),
+                value: reg.value.as_ref().map(matcher),
+            },
+            has_when: reg.has_when,
+            errors: reg.errors,
+            backoff_seconds: reg.backoff_seconds,
+            timeout_seconds: reg.timeout_seconds,
+            retries: reg.retries,
+            optional: reg.optional,
+            deleted: reg.deleted,
+            old: reg.old_value.as_ref().map(matcher),
+            new: reg.new_value.as_ref().map(matcher),
+            param: reg.param.clone(),
+            schedule: Schedule {
+                interval: positive(reg.interval_seconds),
+                initial_delay: positive(reg.initial_delay_seconds),
+                idle: positive(reg.idle_seconds),
+                sharp: reg.sharp,
+            },
+        }
+    }
+
+    /// How the handler's failures are retried (KOPF.md §5.1–§5.3).
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            errors: self.errors.unwrap_or(default_errors(self.kind)),
+            timeout: self.timeout_seconds,
+            retries: self.retries,
+            backoff: self.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
+        }
+    }
+
+    /// Whether this is a changing handler (KOPF.md §1.6): it takes part in change
+    /// detection.
+    pub(crate) fn is_changing(&self) -> bool {
+        matches!(
+            self.kind,
+            HandlerKind::Create
+                | HandlerKind::Update
+                | HandlerKind::Delete
+                | HandlerKind::Resume
+                | HandlerKind::Field
+        )
+    }
+}
+
+/// A registration of a loaded guest.
+#[derive(Debug)]
+pub(crate) struct Handler {
+    pub(crate) guest: Guest,
+    pub(crate) spec: HandlerSpec,
+}
+
+impl Handler {
+    /// Handlers are deduplicated per call by guest and id (KOPF.md §1.4).
+    pub(crate) fn identity(&self) -> (String, String) {
+        (self.guest.name().to_owned(), self.spec.id.clone())
+    }
+}

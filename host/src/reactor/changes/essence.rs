@@ -1,0 +1,321 @@
+//! The essence of an object and the stored diff-base (KOPF.md §4.2).
+//!
+//! The essence is what Kopf compares to decide whether an object changed: the body
+//! minus `apiVersion`, `kind`, `metadata` and `status`, with labels and annotations
+//! put back (minus Kopf's own and kubectl's bookkeeping), plus the fields that
+//! `field=` handlers watch. It is stored after each fully handled change in
+//! `<prefix>/last-handled-configuration` as compact Python-style JSON plus `\n`.
+//! Key order matters for byte-identical annotations: Kopf deep-copies the body and
+//! deletes keys, then re-adds `metadata` at the end, so `spec` precedes `metadata`.
+
+use serde_json::{Map, Value};
+
+use super::keys::{KeyScheme, marked_prefixes};
+use super::patch::{Patch, body_annotation};
+use crate::pyformat::{self, falsy};
+
+/// kubectl's own copy of the applied manifest: never essential.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Where the diff-base lives: the key scheme plus the record name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DiffBaseStorage {
+    pub(crate) keys: KeyScheme,
+    /// `last-handled-configuration`.
+    pub(crate) key: String,
+}
+
+impl DiffBaseStorage {
+    /// Kopf's `AnnotationsDiffBaseStorage.build()` followed by the progress storage's
+    /// `clear()` (which strips this prefix's annotations, as Kopf's processing does).
+    pub(crate) fn build(&self, body: &Value, extra_fields: &[Vec<String>]) -> Value {
+        let mut essence = match body {
+            Value::Object(map) => map.clone(),
+            _ => Map::new(),
+        };
+        for key in ["apiVersion", "kind", "metadata", "status"] {
+            essence.shift_remove(key);
+        }
+        // Re-added at the end, labels before annotations, as `dicts.cherrypick` does.
+        for field in [["metadata", "labels"], ["metadata", "annotations"]] {
+            cherrypick(body, &mut essence, &field.map(str::to_owned));
+        }
+        if let Some(Value::Object(annotations)) = essence
+            .get_mut("metadata")
+            .and_then(|m| m.get_mut("annotations"))
+        {
+            let ignored = marked_prefixes(annotations.keys().map(String::as_str));
+            annotations.retain(|key, _| {
+                let marked = ignored.iter().any(|p| key.starts_with(&format!("{p}/")));
+                !marked && key != LAST_APPLIED
+            });
+        }
+        for field in extra_fields {
+            cherrypick(body, &mut essence, field);
+        }
+        remove_empty_stanzas(&mut essence);
+        // The storage's own keys (relevant for non-`kopf.` prefixes without a marker yet).
+        let own = self.keys.keys(&self.key);
+        remove_annotations(&mut essence, |k| own.iter().any(|o| o == k));
+        remove_empty_stanzas(&mut essence);
+        self.clear(Value::Object(essence))
+    }
+
+    /// Kopf's progress-storage `clear()`: drop this prefix's annotations and Kopf's
+    /// legacy `status.kopf.progress`. Applied to both the stored and the fresh essence.
+    pub(crate) fn clear(&self, essence: Value) -> Value {
+        let Value::Object(mut essence) = essence else {
+            return essence;
+        };
+        let prefix = format!("{}/", self.keys.prefix);
+        remove_annotations(&mut essence, |k| k.starts_with(&prefix));
+        remove_path(&mut essence, &["status", "kopf", "progress"]);
+        remove_empty_stanzas(&mut essence);
+        Value::Object(essence)
+    }
+
+    /// The stored form: compact JSON plus a newline (kubectl's convention).
+    pub(crate) fn encode(essence: &Value) -> String {
+        let mut text = pyformat::dumps(essence);
+        text.push('\n');
+        text
+    }
+
+    /// Read the stored diff-base, V2 key first. A garbage value is skipped with a
+    /// warning (Kopf would crash the processing of the object); no value means "create".
+    pub(crate) fn fetch(&self, body: &Value) -> (Option<Value>, Vec<String>) {
+        let mut warnings = Vec::new();
+        for key in self.keys.keys(&self.key) {
+            match body_annotation(body, &key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Null) => {}
+                    Ok(value @ Value::Object(_)) => return (Some(self.clear(value)), warnings),
+                    Ok(_) | Err(_) => {
+                        warnings.push(format!("Ignoring the unparseable diff-base in {key}."))
+                    }
+                },
+                Some(_) => warnings.push(format!("Ignoring the non-string diff-base in {key}.")),
+            }
+        }
+        (None, warnings)
+    }
+
+    /// Put the diff-base into the patch under every key, plus the prefix marker.
+    pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) {
+        let encoded = Self::encode(essence);
+        for key in self.keys.keys(&self.key) {
+            patch.set_annotation(&key, Value::String(encoded.clone()));
+        }
+        store_marker(&self.keys, body, patch);
+    }
+}
+
+/// Brand a non-`kopf.` prefix with `<prefix>/kopf-managed: yes` unless already there.
+pub(crate) fn store_marker(keys: &KeyScheme, body: &Value, patch: &mut Patch) {
+    if let Some(marker) = keys.marker_key()
+        && body_annotation(body, &marker).is_none()
+        && patch.annotation(&marker).is_none()
+    {
+        patch.set_annotation(&marker, Value::String("yes".into()));
+    }
+}
+
+/// Copy `src[path]` into `dst[path]`, creating parents; silently skip absent values and
+/// non-mapping parents (where Kopf would raise).
+fn cherrypick(src: &Value, dst: &mut Map<String, Value>, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut found = src;
+    for key in path {
+        match found.as_object().and_then(|m| m.get(key)) {
+            Some(v) => found = v,
+            None => return,
+        }
+    }
+    let mut target = dst;
+    for key in parents {
+        let entry = target
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        match entry {
+            Value::Object(map) => target = map,
+            _ => return,
+        }
+    }
+    target.insert(last.clone(), found.clone());
+}
+
+/// Remove a nested key and the parents it leaves empty (Kopf's `dicts.remove`).
+fn remove_path(map: &mut Map<String, Value>, path: &[&str]) {
+    match path {
+        [] => {}
+        [key] => {
+            map.shift_remove(*key);
+        }
+        [key, rest @ ..] => {
+            if let Some(Value::Object(child)) = map.get_mut(*key) {
+                remove_path(child, rest);
+                if child.is_empty() {
+                    map.shift_remove(*key);
+                }
+            }
+        }
+    }
+}
+
+fn remove_annotations(essence: &mut Map<String, Value>, unwanted: impl Fn(&str) -> bool) {
+    if let Some(Value::Object(annotations)) = essence
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+    {
+        annotations.retain(|k, _| !unwanted(k));
+    }
+}
+
+fn remove_empty_stanzas(essence: &mut Map<String, Value>) {
+    if let Some(Value::Object(meta)) = essence.get_mut("metadata") {
+        for key in ["annotations", "labels"] {
+            if meta.get(key).is_some_and(falsy) {
+                meta.shift_remove(key);
+            }
+        }
+    }
+    for key in ["metadata", "status"] {
+        if essence.get(key).is_some_and(falsy) {
+            essence.shift_remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn storage() -> DiffBaseStorage {
+        DiffBaseStorage {
+            keys: KeyScheme {
+                prefix: "kopf.zalando.org".into(),
+                v1: true,
+            },
+            key: "last-handled-configuration".into(),
+        }
+    }
+
+    #[test]
+    fn the_captured_example() {
+        let body = json!({
+            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {"name": "kopf-example-1", "namespace": "default", "uid": "u", "resourceVersion": "1",
+                         "labels": {"somelabel": "somevalue"},
+                         "annotations": {"kopf.zalando.org/create_fn": "{}",
+                                         "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                         "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]},
+            "spec": {"field": "value", "items": ["a"]},
+            "status": {"create_fn": {"message": "hello"}}
+        });
+        let essence = storage().build(&body, &[]);
+        assert_eq!(
+            DiffBaseStorage::encode(&essence),
+            "{\"spec\":{\"field\":\"value\",\"items\":[\"a\"]},\"metadata\":{\"labels\":{\"somelabel\":\"somevalue\"}}}\n"
+        );
+    }
+
+    #[test]
+    fn kopf_managed_prefixes_are_not_essential() {
+        let body = json!({
+            "metadata": {"annotations": {
+                "keep.io/a": "1",
+                "x.kopf.zalando.org/b": "2",
+                "other.io/kopf-managed": "yes", "other.io/c": "3",
+            }},
+            "data": {"k": "v"},
+        });
+        assert_eq!(
+            storage().build(&body, &[]),
+            json!({"data": {"k": "v"}, "metadata": {"annotations": {"keep.io/a": "1"}}})
+        );
+    }
+
+    #[test]
+    fn custom_prefix_strips_its_own_keys_even_without_marker() {
+        let s = DiffBaseStorage {
+            keys: KeyScheme {
+                prefix: "example.com".into(),
+                v1: true,
+            },
+            key: "last-handled-configuration".into(),
+        };
+        let body = json!({"metadata": {"annotations": {"example.com/last-handled-configuration": "{}", "example.com/fn": "{}"}}, "spec": {}});
+        assert_eq!(s.build(&body, &[]), json!({"spec": {}}));
+    }
+
+    #[test]
+    fn extra_fields_and_empty_stanzas() {
+        let body = json!({"metadata": {"labels": {}, "annotations": {}}, "status": {"phase": "Running", "x": 1}, "spec": {"a": 1}});
+        let fields = vec![
+            vec!["status".to_owned(), "phase".to_owned()],
+            vec!["status".to_owned(), "missing".to_owned()],
+        ];
+        assert_eq!(
+            storage().build(&body, &fields),
+            json!({"spec": {"a": 1}, "status": {"phase": "Running"}})
+        );
+        assert_eq!(storage().build(&body, &[]), json!({"spec": {"a": 1}}));
+    }
+
+    #[test]
+    fn odd_bodies_do_not_panic() {
+        assert_eq!(storage().build(&json!("text"), &[]), json!({}));
+        assert_eq!(
+            storage().build(
+                &json!({"metadata": 5, "spec": 1}),
+                &[vec!["metadata".into(), "x".into()]]
+            ),
+            json!({"spec": 1})
+        );
+        assert_eq!(
+            storage().build(&json!({"metadata": {"annotations": "x"}}), &[]),
+            json!({"metadata": {"annotations": "x"}})
+        );
+    }
+
+    #[test]
+    fn fetching_tolerates_garbage() {
+        let s = storage();
+        let stored = "{\"spec\":{\"field\":\"value\"}}\n";
+        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": stored}}});
+        assert_eq!(
+            s.fetch(&body),
+            (Some(json!({"spec": {"field": "value"}})), vec![])
+        );
+        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": "{garbage"}}});
+        let (found, warnings) = s.fetch(&body);
+        assert_eq!(found, None);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(s.fetch(&json!({})), (None, vec![]));
+        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": 5}}});
+        assert_eq!(s.fetch(&body).0, None);
+    }
+
+    #[test]
+    fn storing_writes_every_key_and_the_marker() {
+        let s = DiffBaseStorage {
+            keys: KeyScheme {
+                prefix: "example.com".into(),
+                v1: true,
+            },
+            key: "last-handled-configuration".into(),
+        };
+        let mut patch = Patch::default();
+        s.store(&json!({}), &mut patch, &json!({"spec": 1}));
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"metadata": {"annotations": {
+                "example.com/last-handled-configuration": "{\"spec\":1}\n",
+                "example.com/kopf-managed": "yes"}}})
+        );
+    }
+}

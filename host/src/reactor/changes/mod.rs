@@ -1,0 +1,98 @@
+//! The pure core of Kopf's change handling (KOPF.md §1.6, §3, §4, §5).
+//!
+//! No I/O, no guests, no clock: every function takes the body, the handlers and `now`
+//! and returns decisions and patches, so the per-object pipeline can drive it and the
+//! tests (and `kapsel test`) can step it with a fake clock. The formats are Kopf's
+//! byte for byte, so objects migrate between Kopf and Kapsel in both directions.
+//!
+//! One cycle, as the integration drives it:
+//! 1. [`DiffBaseStorage::fetch`] + [`DiffBaseStorage::build`] → old/new essences;
+//!    [`detect_cause`]; [`select_handlers`] (then `when` in the guest);
+//! 2. [`finalizers::decide`] (add/remove the finalizer and stop there, or go on);
+//! 3. [`lifecycle::begin`] → plan; per planned handler `execution::precheck`, else
+//!    invoke the guest and turn the result into an outcome with `execution::decide`;
+//! 4. [`lifecycle::finish`]; if deleting and nothing pending, [`finalizers::release_on_deletion`];
+//! 5. [`Patch::finalize`], send [`Patch::merge_patches`] and [`Patch::finalizer_json_patch`];
+//!    then [`lifecycle::after_patch`] decides the sleep and the `touch-dummy` patch.
+
+mod causes;
+mod diff;
+mod essence;
+mod finalizers;
+mod keys;
+mod lifecycle;
+mod patch;
+mod progress;
+#[cfg(test)]
+mod scenario;
+
+use std::time::Duration;
+
+pub(crate) use causes::{
+    CallbackSlot, ChangingCause, ChangingHandler, Criterion, Reason, capitalize, detect_cause,
+    handler_view, is_stealth, prematch, select_handlers, title,
+};
+pub(crate) use essence::DiffBaseStorage;
+pub(crate) use finalizers::{
+    FinalizerDecision, changing_requires_finalizer, finalizer_decision, is_deletion_blocked,
+    is_deletion_ongoing, release_on_deletion,
+};
+pub(crate) use keys::KeyScheme;
+pub(crate) use lifecycle::{
+    CycleContext, Lifecycle, Wakeup, after_patch, begin, finish, touch_value,
+};
+pub(crate) use patch::{FinalizerChange, Patch, inconsistencies};
+pub(crate) use progress::{ProgressStorage, format_time, seconds};
+
+/// Kopf's persistence settings that matter here, with Kopf's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChangeSettings {
+    /// Annotation prefix (`kopf.zalando.org`).
+    pub(crate) prefix: String,
+    /// Also write the V1 keys (`v1=True`).
+    pub(crate) v1_keys: bool,
+    /// The diff-base record name.
+    pub(crate) diffbase_key: String,
+    /// The wake-up marker's record name.
+    pub(crate) touch_key: String,
+    /// `kopf.zalando.org/KopfFinalizerMarker`.
+    pub(crate) finalizer: String,
+    /// How long to wait for our own patch to come back before going on.
+    pub(crate) consistency_timeout: Duration,
+}
+
+impl Default for ChangeSettings {
+    fn default() -> Self {
+        ChangeSettings {
+            prefix: "kopf.zalando.org".into(),
+            v1_keys: true,
+            diffbase_key: "last-handled-configuration".into(),
+            touch_key: "touch-dummy".into(),
+            finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
+            consistency_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ChangeSettings {
+    pub(crate) fn keys(&self) -> KeyScheme {
+        KeyScheme {
+            prefix: self.prefix.clone(),
+            v1: self.v1_keys,
+        }
+    }
+
+    pub(crate) fn progress(&self) -> ProgressStorage {
+        ProgressStorage {
+            keys: self.keys(),
+            touch_key: self.touch_key.clone(),
+        }
+    }
+
+    pub(crate) fn diffbase(&self) -> DiffBaseStorage {
+        DiffBaseStorage {
+            keys: self.keys(),
+            key: self.diffbase_key.clone(),
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! [`Calls`]: how every stage calls a guest about an object — the cause built from the
+//! event, the services the guest may use, the bound on concurrent calls, the journal
+//! records, and Kopf's log line for how the attempt ended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::EventContext;
+use crate::cluster::{KubeAccess, Poster};
+use crate::handlers::execution::{self, Decision, Executed, IndexEntries, Verdict};
+use crate::handlers::{About, DaemonSleeps, GuestServices, Handler, Indexes};
+use crate::journal::Journal;
+use crate::object_log::object_log;
+use crate::reactor::changes::Patch;
+use crate::reactor::objects::{EventType, ObjectMemory};
+use crate::recording::Recorder;
+use crate::runtime::{self, CallContext, HandlerKind};
+
+/// What a changing handler's cause carries beyond the event (KOPF.md §1.13); timers and
+/// daemons carry the retry and time details only.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChangeDetails {
+    /// `create`, `update`, `delete`, `resume`.
+    pub(crate) reason: String,
+    /// JSON: essences, or the field's values for field handlers.
+    pub(crate) old: String,
+    pub(crate) new: String,
+    /// JSON: Kopf's diff, a list of `[op, [path...], old, new]`.
+    pub(crate) diff: String,
+    /// 0 on the first attempt.
+    pub(crate) retry: u32,
+    /// RFC 3339 time of the first attempt.
+    pub(crate) started: String,
+    pub(crate) runtime_seconds: f64,
+    /// Daemons: what their `sleep_unless_stopped` sleeps on.
+    pub(crate) sleeps: Option<DaemonSleeps>,
+}
+
+/// How loudly a success is logged: changing handlers, timers and daemons at `info`
+/// (as Kopf), raw event handlers at `debug` (one line per event), indexers not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Success {
+    Info,
+    Debug,
+    Silent,
+}
+
+/// Guest calls about objects; shared by every stage (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Calls {
+    /// Bounds concurrent guest calls across all objects: guest calls are CPU work.
+    permits: Arc<Semaphore>,
+    journal: Journal,
+    indexes: Indexes,
+    /// Kubernetes Events the guests post.
+    poster: Poster,
+    /// The cluster and what discovery found last, for the guests' Kubernetes calls.
+    kube: KubeAccess,
+    /// Where `--record` writes the guests' Kubernetes calls.
+    recorder: Recorder,
+}
+
+impl Calls {
+    pub(crate) fn new(
+        max_concurrent: usize,
+        journal: Journal,
+        indexes: Indexes,
+        poster: Poster,
+        kube: KubeAccess,
+        recorder: Recorder,
+    ) -> Calls {
+        Calls {
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            journal,
+            indexes,
+            poster,
+            kube,
+            recorder,
+        }
+    }
+
+    /// The guests' indexes.
+    pub(super) fn indexes(&self) -> &Indexes {
+        &self.indexes
+    }
+
+    /// What the journal says the call is about.
+    fn about<'a>(ctx: &'a EventContext<'_>) -> About<'a> {
+        About {
+            resource: &ctx.resource_key,
+            object: Some(ctx.object),
+            event_type: ctx.event.event_type.as_kopf(),
+        }
+    }
+
+    /// The context of one call: the object, and the services the guest may use.
+    fn context(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        sleeps: Option<DaemonSleeps>,
+    ) -> CallContext {
+        let services = GuestServices {
+            journal: self.journal.clone(),
+            indexes: self.indexes.clone(),
+            guest: handler.guest.clone(),
+            object: ctx.event.body.clone(),
+            poster: Some(self.poster.clone()),
+            kube: Some(self.kube.clone()),
+            recorder: self.recorder.clone(),
+            sleeps,
+        };
+        CallContext::new(
+            handler.spec.id.clone(),
+            Some(ctx.object.to_owned()),
+            Arc::new(services),
+        )
+        .long_running(handler.spec.kind == HandlerKind::Daemon)
+    }
+
+    /// Calls an event, changing, timer or daemon handler: recorded in the journal, and
+    /// within the bound on concurrent guest calls (daemons, which last as long as they
+    /// like, hold no permit: they would starve the others).
+    pub(super) async fn invoke(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        details: Option<&ChangeDetails>,
+        memo: Option<String>,
+    ) -> Executed {
+        handler.record_called(&self.journal, Self::about(ctx));
+        let _permit = if handler.spec.kind == HandlerKind::Daemon {
+            None
+        } else {
+            self.permits.acquire().await.ok()
+        };
+        let cause = cause(handler, ctx, details, memo);
+        let context = self.context(handler, ctx, details.and_then(|d| d.sleeps.clone()));
+        execution::invoke(&handler.guest, cause, context).await
+    }
+
+    /// Calls a handler that keeps the object's memo and builds a patch for it (changing
+    /// handlers, timers, daemons): the memo goes in and comes back, and the handler's
+    /// patch is merged into `patch`.
+    pub(super) async fn invoke_patching(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        details: &ChangeDetails,
+        memory: &ObjectMemory,
+        patch: &mut Patch,
+    ) -> Executed {
+        let memo = memory.state().memo.clone();
+        let executed = self.invoke(handler, ctx, Some(details), memo).await;
+        if let Some(memo) = &executed.memo {
+            memory.state().memo = Some(memo.clone());
+        }
+        if let Some(handler_patch) = executed.patch.as_deref() {
+            match serde_json::from_str::<Value>(handler_patch) {
+                Ok(Value::Object(fields)) => merge_into(&mut patch.merge, fields),
+                Ok(Value::Null) => {}
+                _ => object_log!(
+                    warn,
+                    ctx.object,
+                    "Handler '{}' returned a patch that is not a JSON object; ignored.",
+                    handler.spec.id
+                ),
+            }
+        }
+        executed
+    }
+
+    /// Calls an index handler.
+    pub(super) async fn index(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+    ) -> Executed<IndexEntries> {
+        handler.record_called(&self.journal, Self::about(ctx));
+        let _permit = self.permits.acquire().await.ok();
+        let cause = cause(handler, ctx, None, None);
+        let context = self.context(handler, ctx, None);
+        execution::index(&handler.guest, cause, context).await
+    }
+
+    /// Evaluates a handler's `when` filter in the guest (changing handlers' filters also
+    /// see the reason, old, new and diff); a failing filter does not pass.
+    pub(super) async fn passes_when(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        details: Option<&ChangeDetails>,
+    ) -> bool {
+        if !handler.spec.has_when {
+            return true;
+        }
+        let _permit = self.permits.acquire().await.ok();
+        let cause = cause(handler, ctx, details, None);
+        let context = self.context(handler, ctx, None);
+        match handler.guest.when(cause, context).await {
+            Ok(passes) => passes,
+            Err(error) => {
+                object_log!(
+                    error,
+                    ctx.object,
+                    "The `when` filter of handler '{}' failed: {error}",
+                    handler.spec.id
+                );
+                let error = error.to_string();
+                handler.record_failed(&self.journal, Self::about(ctx), &error);
+                false
+            }
+        }
+    }
+
+    /// Logs Kopf's line for how an attempt ended and records it (a failed attempt also
+    /// as a failure, with that line).
+    pub(super) fn conclude<T>(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        executed: (Duration, Option<&'static str>),
+        decision: &Decision<T>,
+        verdict: Verdict,
+        success: Success,
+    ) {
+        let (object, line) = (ctx.object, decision.line.as_str());
+        match (verdict, success) {
+            (Verdict::Success, Success::Info) => object_log!(info, object, "{line}"),
+            (Verdict::Success, Success::Debug) => object_log!(debug, object, "{line}"),
+            (Verdict::Success, Success::Silent) => {}
+            _ => {
+                object_log!(error, object, "{line}");
+                handler.record_failed(&self.journal, Self::about(ctx), line);
+            }
+        }
+        let (elapsed, fault) = executed;
+        handler.record_finished(&self.journal, Self::about(ctx), elapsed, verdict, fault);
+    }
+
+    /// Records an attempt that was not made: a precheck ended it (timeout, retries).
+    pub(super) fn record_failed(&self, handler: &Handler, ctx: &EventContext<'_>, error: &str) {
+        handler.record_failed(&self.journal, Self::about(ctx), error);
+    }
+}
+
+/// The cause of one call about the event's object.
+fn cause(
+    handler: &Handler,
+    ctx: &EventContext<'_>,
+    details: Option<&ChangeDetails>,
+    memo: Option<String>,
+) -> runtime::Cause {
+    let resource = &ctx.stream.resource;
+    let started = details.map_or_else(
+        || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+        |d| d.started.clone(),
+    );
+    runtime::Cause {
+        handler_id: handler.spec.id.clone(),
+        kind: handler.spec.kind,
+        resource: runtime::Resource {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            plural: resource.plural.clone(),
+            kind: resource.kind.clone(),
+            namespaced: resource.namespaced,
+        },
+        event_type: match ctx.event.event_type {
+            EventType::Listed => None,
+            EventType::Added => Some(runtime::EventType::Added),
+            EventType::Modified => Some(runtime::EventType::Modified),
+            EventType::Deleted => Some(runtime::EventType::Deleted),
+        },
+        // Timers carry retry and time details but no reason and no change.
+        reason: details.map(|d| d.reason.clone()).filter(|r| !r.is_empty()),
+        body: ctx.body.to_string(),
+        old: details.map(|d| d.old.clone()).filter(|v| !v.is_empty()),
+        new: details.map(|d| d.new.clone()).filter(|v| !v.is_empty()),
+        diff: details.map(|d| d.diff.clone()).filter(|v| !v.is_empty()),
+        retry: details.map_or(0, |d| d.retry),
+        started,
+        runtime_seconds: details.map_or(0.0, |d| d.runtime_seconds),
+        param: handler.spec.param.clone(),
+        memo,
+    }
+}
+
+/// RFC 7386: merges a handler's patch into the cycle's patch.
+fn merge_into(target: &mut serde_json::Map<String, Value>, patch: serde_json::Map<String, Value>) {
+    for (key, value) in patch {
+        match (target.get_mut(&key), value) {
+            (Some(Value::Object(existing)), Value::Object(more)) => merge_into(existing, more),
+            (_, value) => {
+                target.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn handler_patches_merge_deeply() {
+        let mut target = json!({"metadata": {"annotations": {"a": "1"}}, "status": {"x": 1}});
+        let Value::Object(ref mut map) = target else {
+            unreachable!()
+        };
+        let Value::Object(more) =
+            json!({"metadata": {"annotations": {"b": "2"}, "labels": {"l": "v"}}, "status": 5})
+        else {
+            unreachable!()
+        };
+        merge_into(map, more);
+        assert_eq!(
+            target,
+            json!({"metadata": {"annotations": {"a": "1", "b": "2"}, "labels": {"l": "v"}}, "status": 5})
+        );
+    }
+}

@@ -1,0 +1,402 @@
+//! [`Changing`]: the changing part of an object's event (KOPF.md §6.4 steps 5–7): cause
+//! detection, the finalizer decision, the consistency wait, the handlers planned by the
+//! lifecycle, the progress records and results, the finalizer release, and the patch or
+//! the sleep-then-touch wake-up. The decisions are the pure core's (`reactor::changes`);
+//! this stage does the I/O around them: guest calls, API requests, sleeps, logs.
+
+mod views;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::EventContext;
+use super::calls::{Calls, Success};
+use crate::clock::Clock;
+use crate::cluster::RequestError;
+use crate::handlers::execution::{self, Outcome};
+use crate::object_log::object_log;
+use crate::reactor::changes::{
+    self, ChangeSettings, ChangingCause, CycleContext, FinalizerChange, FinalizerDecision,
+    Lifecycle, Patch, Reason, Wakeup,
+};
+use crate::reactor::objects::ObjectMemory;
+use crate::reactor::patching::{Applied, Patcher, Target};
+use views::{details, finalizer_change, no_callbacks, release};
+
+pub(crate) use views::ChangingHandlers;
+
+fn resource_version(body: &Value) -> Option<&str> {
+    body.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+/// The changing stage.
+#[derive(Clone)]
+pub(crate) struct Changing {
+    pub(super) calls: Calls,
+    pub(super) patcher: Patcher,
+    /// Kopf's persistence settings: annotation prefix, finalizer, consistency timeout.
+    pub(super) settings: Arc<ChangeSettings>,
+    /// Handler time: progress records, retries, delays.
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+impl Changing {
+    /// Steps 5–7 of the per-event pipeline for a live (not DELETED) object. `patch`
+    /// already holds the on.event handlers' results; it is sent with this cycle's changes.
+    pub(super) async fn handle(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+        mut patch: Patch,
+    ) -> Result<(), RequestError> {
+        let settings = &*self.settings;
+        let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
+        let changing = &ctx.stream.changing;
+        let (diffbase, keys) = (settings.diffbase(), settings.keys());
+
+        if memory.state().released && changes::is_deletion_ongoing(body) {
+            // Echoes of our last patches before the release; the DELETED event follows.
+            return self.send(ctx, memory, patch).await.map(drop);
+        }
+
+        // Our own patch came back: the state is consistent again (KOPF.md §4.8).
+        let expected = memory.state().expected_version.clone();
+        if let Some((version, _)) = &expected
+            && resource_version(body) == Some(version.as_str())
+        {
+            memory.state().expected_version = None;
+        }
+
+        let daemons_required = memory.state().daemons_match;
+        if changing.is_empty() {
+            // Only timers and daemons: no change detection (nothing is stored for it, as in
+            // Kopf); only the finalizer they need, released once they have stopped.
+            let decision = changes::finalizer_decision(body, &settings.finalizer, daemons_required);
+            patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
+            if patch.finalizer.is_none()
+                && changes::release_on_deletion(body, &settings.finalizer, false)
+            {
+                patch.finalizer = Some(release(&settings.finalizer, object));
+            }
+            return self.send(ctx, memory, patch).await.map(drop);
+        }
+
+        let (old, warnings) = diffbase.fetch(body);
+        for warning in warnings {
+            object_log!(warn, object, "{warning}");
+        }
+        let new = diffbase.build(body, &changing.extra_fields);
+        let initial = {
+            let state = memory.state();
+            state.noticed_by_listing == Some(true) && !state.fully_handled_once
+        };
+        let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
+        let active = self.active_handlers(ctx, &cause).await;
+        let mut eval = no_callbacks;
+        let required = daemons_required
+            || changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
+        let decision = changes::finalizer_decision(body, &settings.finalizer, required);
+
+        let mut delays: Vec<f64> = Vec::new();
+        // When the delays were measured: the wake-up is absolute (see `Clock::sleep_until`).
+        let mut measured = self.clock.now();
+        let mut handled = false;
+        match decision {
+            FinalizerDecision::Add | FinalizerDecision::Remove => {
+                patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
+            }
+            FinalizerDecision::Keep
+                if changes::is_stealth(&active.views, &cause, body, &mut eval) =>
+            {
+                // Stealth mode (KOPF.md §3): nothing logged, stored or patched for it.
+                memory.state().fully_handled_once = true;
+            }
+            FinalizerDecision::Keep => {
+                if !self.consistent(memory, seq, object).await {
+                    // A newer event is queued: it carries the fresher state.
+                    return self.send(ctx, memory, patch).await.map(drop);
+                }
+                let carried = memory.state().carried_finalizer.take();
+                if let Some(FinalizerChange::Remove(name)) = carried
+                    && changes::is_deletion_ongoing(body)
+                    && changes::is_deletion_blocked(body, &name)
+                {
+                    // The deletion handlers finished, but the release was refused (422).
+                    patch.finalizer = Some(FinalizerChange::Remove(name));
+                } else if cause.reason.runs_handlers() {
+                    (delays, measured) = self
+                        .run_cycle(ctx, &active, memory, &cause, &mut patch)
+                        .await;
+                    handled = true;
+                } else {
+                    match cause.reason {
+                        Reason::Noop => object_log!(
+                            debug,
+                            object,
+                            "Something has changed, but we are not interested (the essence is the same)."
+                        ),
+                        Reason::Free => object_log!(
+                            debug,
+                            object,
+                            "Deletion, but we are done with it, and we do not care."
+                        ),
+                        _ => {}
+                    }
+                    memory.state().fully_handled_once = true;
+                }
+            }
+        }
+
+        patch.finalize(body, &keys, &settings.touch_key);
+        let patched = !patch.is_empty();
+        if patched {
+            self.send(ctx, memory, patch).await?;
+        }
+        match changes::after_patch(patched, &delays) {
+            Wakeup::Idle if handled => {
+                object_log!(
+                    info,
+                    object,
+                    "Handling cycle is finished, waiting for new changes."
+                )
+            }
+            Wakeup::Idle | Wakeup::ByPatch => {}
+            Wakeup::SleepThenTouch(pause) => {
+                object_log!(
+                    debug,
+                    object,
+                    "Sleeping for {} seconds for the delayed handlers.",
+                    pause.as_secs_f64()
+                );
+                let wake_at = chrono::TimeDelta::from_std(pause)
+                    .ok()
+                    .and_then(|p| measured.checked_add_signed(p))
+                    .unwrap_or(measured);
+                if !memory.idle_unless_newer(seq, &*self.clock, wake_at).await {
+                    let mut touch = Patch::default();
+                    let now = changes::touch_value(self.clock.now());
+                    touch.touch(body, &keys, &settings.touch_key, Some(&now));
+                    if !touch.is_empty() {
+                        self.send(ctx, memory, touch).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for our last patch to come back (KOPF.md §4.8). `false`: a newer event is
+    /// queued, so this one's state-dependent processing is skipped.
+    async fn consistent(&self, memory: &ObjectMemory, seq: u64, object: &str) -> bool {
+        let Some((version, since)) = memory.state().expected_version.clone() else {
+            return true;
+        };
+        if memory.has_newer(seq) {
+            return false;
+        }
+        let deadline = since + self.settings.consistency_timeout;
+        let sleep = Box::pin(tokio::time::sleep_until(deadline));
+        if memory.sleep_unless_newer(seq, sleep).await {
+            return false;
+        }
+        object_log!(
+            debug,
+            object,
+            "Timed out waiting for resourceVersion {version}; going on with the object as it is."
+        );
+        memory.state().expected_version = None;
+        true
+    }
+
+    /// The handlers whose `when` filter passes (all without one), for this cause.
+    ///
+    /// Kopf's "prematch" includes the `when` callback, so it takes part in stealth mode
+    /// and in the finalizer decision, not only in the selection; it is evaluated once
+    /// per event, and only for handlers whose data filters already match.
+    async fn active_handlers(
+        &self,
+        ctx: &EventContext<'_>,
+        cause: &ChangingCause,
+    ) -> ChangingHandlers {
+        let changing = &ctx.stream.changing;
+        let body: &Value = &ctx.event.body;
+        if !changing.views.iter().any(|v| v.has_when) {
+            return changing.clone();
+        }
+        let now = self.clock.now();
+        let mut eval = no_callbacks;
+        let mut active = ChangingHandlers {
+            owned: changing.owned.clone(),
+            extra_fields: changing.extra_fields.clone(),
+            ..ChangingHandlers::default()
+        };
+        for (handler, view) in changing.handlers.iter().zip(&changing.views) {
+            if view.has_when {
+                if !changes::prematch(view, cause, body, &mut eval) {
+                    continue;
+                }
+                // Filters get the cause, but no retry/started/runtime (KOPF.md §1.13).
+                let details = details(view, cause, 0, now, now);
+                if !self.calls.passes_when(handler, ctx, Some(&details)).await {
+                    continue;
+                }
+            }
+            active.handlers.push(handler.clone());
+            active.views.push(view.clone());
+        }
+        active
+    }
+
+    /// One changing cycle: the planned handlers run, their outcomes land in the patch.
+    /// Returns the delays of the handlers still pending, and when they were measured.
+    async fn run_cycle(
+        &self,
+        ctx: &EventContext<'_>,
+        changing: &ChangingHandlers,
+        memory: &ObjectMemory,
+        cause: &ChangingCause,
+        patch: &mut Patch,
+    ) -> (Vec<f64>, chrono::DateTime<chrono::Utc>) {
+        let settings = &*self.settings;
+        let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
+        let (diffbase, progress) = (settings.diffbase(), settings.progress());
+
+        let now = self.clock.now();
+        let mut eval = no_callbacks;
+        // `changing` holds only the handlers whose `when` passed (`active_handlers`).
+        let selected: Vec<String> =
+            changes::select_handlers(&changing.views, cause, body, &mut eval)
+                .into_iter()
+                .map(|index| changing.views[index].id.clone())
+                .collect();
+
+        let cycle_ctx = CycleContext {
+            body,
+            progress: &progress,
+            diffbase: &diffbase,
+            owned: &changing.owned,
+            selected: &selected,
+            now,
+        };
+        let cycle = changes::begin(&cycle_ctx, cause, Lifecycle::Asap, patch);
+        for warning in &cycle.warnings {
+            object_log!(warn, object, "{warning}");
+        }
+        for line in &cycle.log {
+            object_log!(info, object, "{line}");
+        }
+        if !selected.is_empty() {
+            object_log!(
+                debug,
+                object,
+                "{} is in progress.",
+                changes::capitalize(&changes::title(cause.reason.as_str()))
+            );
+        }
+
+        let mut outcomes: Vec<(String, Outcome)> = Vec::new();
+        for id in &cycle.plan {
+            let Some(index) = changing.views.iter().position(|v| &v.id == id) else {
+                continue;
+            };
+            let Some(state) = cycle.state.get(id) else {
+                continue;
+            };
+            let handler = &changing.handlers[index];
+            let name = execution::display_name(handler.spec.kind, id);
+            let policy = handler.spec.retry_policy();
+            if let Some(outcome) =
+                execution::precheck(&name, &policy, state.retries, state.runtime(now))
+            {
+                if let Some(error) = &outcome.error {
+                    object_log!(error, object, "{error}");
+                    self.calls.record_failed(handler, ctx, error);
+                }
+                outcomes.push((id.clone(), outcome));
+                continue;
+            }
+            let started = state.started.unwrap_or(now);
+            let details = details(&changing.views[index], cause, state.retries, started, now);
+            let executed = self
+                .calls
+                .invoke_patching(handler, ctx, &details, memory, patch)
+                .await;
+            let decision = execution::decide(
+                &name,
+                &policy,
+                state.retries,
+                state.runtime(now),
+                executed.attempt,
+            );
+            self.calls.conclude(
+                handler,
+                ctx,
+                (executed.elapsed, executed.fault),
+                &decision,
+                decision.verdict,
+                Success::Info,
+            );
+            outcomes.push((id.clone(), decision.outcome));
+        }
+
+        let end = changes::finish(&cycle_ctx, cause, cycle, outcomes, patch);
+        for line in &end.log {
+            object_log!(info, object, "{line}");
+        }
+        if end.fully_handled {
+            memory.state().fully_handled_once = true;
+        }
+        if changes::release_on_deletion(body, &settings.finalizer, !end.delays.is_empty()) {
+            patch.finalizer = Some(release(&settings.finalizer, object));
+        }
+        (end.delays, now)
+    }
+
+    /// Sends a patch; remembers the resourceVersion it produced and a refused finalizer
+    /// release. Returns whether the object still exists.
+    pub(super) async fn send(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        patch: Patch,
+    ) -> Result<bool, RequestError> {
+        if patch.is_empty() {
+            return Ok(true);
+        }
+        let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
+        let releasing = matches!(patch.finalizer, Some(FinalizerChange::Remove(_)))
+            && changes::is_deletion_ongoing(body);
+        let target = Target::of(&ctx.stream.resource, body);
+        let (fresh, refused) = match self.patcher.apply(target, body, &patch).await? {
+            Applied::Gone => {
+                object_log!(debug, object, "The object is gone; nothing to patch.");
+                return Ok(false);
+            }
+            Applied::Done(fresh) => (fresh, false),
+            Applied::FinalizerRefused(fresh) => (fresh, true),
+        };
+        let mut state = memory.state();
+        if releasing && !refused {
+            state.released = true;
+        }
+        if refused {
+            object_log!(
+                debug,
+                object,
+                "The finalizer change was refused (the object changed meanwhile); retrying in the next cycle."
+            );
+            state.carried_finalizer = patch.finalizer.clone();
+        }
+        // Releasing a deleting object's last finalizer deletes it: that version never arrives.
+        state.expected_version = match fresh.as_ref().and_then(resource_version) {
+            Some(version) if !releasing || refused => {
+                Some((version.to_owned(), tokio::time::Instant::now()))
+            }
+            _ => None,
+        };
+        Ok(true)
+    }
+}

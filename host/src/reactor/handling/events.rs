@@ -1,0 +1,54 @@
+//! [`Events`]: the raw event handlers (`on.event`, KOPF.md §1.7) of an object's event.
+//! They are never retried: a failure is logged and ignored, as raw events are not
+//! persisted anywhere a retry could come from.
+
+use std::collections::HashSet;
+
+use super::EventContext;
+use super::calls::{Calls, Success};
+use crate::handlers::execution::{self, Verdict};
+use crate::reactor::changes::Patch;
+
+/// The on.event stage.
+#[derive(Clone)]
+pub(crate) struct Events {
+    pub(super) calls: Calls,
+}
+
+impl Events {
+    /// Calls every matching on.event handler once; their results go into `patch`
+    /// (`status.<id>`, KOPF.md §1.14).
+    pub(super) async fn run(&self, ctx: &EventContext<'_>, patch: &mut Patch) {
+        let mut called: HashSet<(String, String)> = HashSet::new();
+        for handler in &ctx.stream.handlers.event {
+            if !handler.spec.filters.matches_body(&ctx.event.body)
+                || called.contains(&handler.identity())
+                || !self.calls.passes_when(handler, ctx, None).await
+            {
+                continue;
+            }
+            called.insert(handler.identity());
+            let executed = self.calls.invoke(handler, ctx, None, None).await;
+            let name = execution::display_name(handler.spec.kind, &handler.spec.id);
+            let policy = handler.spec.retry_policy();
+            let decision =
+                execution::decide(&name, &policy, 0, Default::default(), executed.attempt);
+            // Nothing brings a raw event back: what would be retried is ignored.
+            let verdict = match decision.verdict {
+                Verdict::Success => Verdict::Success,
+                _ => Verdict::Ignored,
+            };
+            self.calls.conclude(
+                handler,
+                ctx,
+                (executed.elapsed, executed.fault),
+                &decision,
+                verdict,
+                Success::Debug,
+            );
+            if let Some(result) = &decision.outcome.result {
+                patch.deliver_result(&handler.spec.id, result);
+            }
+        }
+    }
+}

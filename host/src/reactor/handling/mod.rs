@@ -1,0 +1,269 @@
+//! The handling of one object event (KOPF.md §6.4), stage by stage: the index handlers
+//! first (`indexing`, with the readiness gate), then the raw event handlers (`events`),
+//! then the changing handlers (`changing`), then the timers and daemons that match
+//! (`daemons`, each task a `ticker`). Every stage calls guests through `calls`; an
+//! unexpected error throttles the object.
+
+mod calls;
+mod changing;
+mod daemons;
+mod events;
+mod indexing;
+mod ticker;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::Clock;
+use crate::cluster::{KubeAccess, Poster, Resource};
+use crate::handlers::ResourceHandlers;
+use crate::object_log::object_log;
+use crate::reactor::changes::{self, Patch};
+use crate::reactor::objects::{
+    ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, object_ref,
+};
+use crate::reactor::patching::Patcher;
+use crate::reactor::{Settings, Shared};
+use calls::Calls;
+use changing::{Changing, ChangingHandlers};
+use daemons::Daemons;
+use events::Events;
+use indexing::Indexing;
+
+pub(crate) use indexing::Readiness;
+
+/// What a stream's events need to know about the stream.
+#[derive(Debug)]
+pub(crate) struct StreamContext {
+    /// Unique per stream, for the readiness gate.
+    pub(crate) id: String,
+    pub(crate) resource: Arc<Resource>,
+    pub(crate) handlers: ResourceHandlers,
+    pub(crate) changing: ChangingHandlers,
+    /// Cancelled when the stream stops: its objects' timers and daemons stop with it.
+    pub(crate) stopping: CancellationToken,
+    /// The timer and daemon tasks of the stream's objects, awaited when it stops.
+    pub(crate) tasks: TaskTracker,
+}
+
+impl StreamContext {
+    pub(crate) fn new(
+        id: String,
+        resource: Arc<Resource>,
+        handlers: ResourceHandlers,
+        stopping: CancellationToken,
+    ) -> Self {
+        let changing = ChangingHandlers::new(&handlers.changing);
+        StreamContext {
+            id,
+            resource,
+            handlers,
+            changing,
+            stopping,
+            tasks: TaskTracker::new(),
+        }
+    }
+}
+
+/// One event of one object, as every stage sees it.
+pub(crate) struct EventContext<'a> {
+    pub(crate) stream: &'a StreamContext,
+    pub(crate) event: &'a ObjectEvent,
+    /// `namespace/name` (or `name`), as log lines name the object.
+    pub(crate) object: &'a str,
+    /// The resource's key, as the journal names it.
+    pub(crate) resource_key: String,
+    /// The body as JSON, serialised once for every call about this event.
+    pub(crate) body: Arc<str>,
+}
+
+impl<'a> EventContext<'a> {
+    pub(crate) fn new(stream: &'a StreamContext, event: &'a ObjectEvent, object: &'a str) -> Self {
+        EventContext {
+            stream,
+            event,
+            object,
+            resource_key: stream.resource.key(),
+            body: Arc::from(event.body.to_string()),
+        }
+    }
+}
+
+/// The stages, built once and shared by every stream (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Handling {
+    indexing: Indexing,
+    events: Events,
+    changing: Changing,
+    daemons: Daemons,
+    /// What the operator remembers about each object between events.
+    memories: Memories,
+    /// Handler time, for the throttling delays.
+    clock: Arc<dyn Clock>,
+}
+
+impl Handling {
+    /// The stages of an operator with these settings, on `client`, posting through `poster`.
+    pub(crate) fn new(
+        client: kube::Client,
+        poster: Poster,
+        settings: &Settings,
+        shared: &Shared,
+    ) -> Handling {
+        let calls = Calls::new(
+            settings.max_concurrent_calls,
+            shared.journal.clone(),
+            shared.indexes.clone(),
+            poster,
+            KubeAccess::new(client.clone(), shared.known.clone()),
+            shared.recorder.clone(),
+        );
+        let patcher = Patcher {
+            client,
+            recorder: shared.recorder.clone(),
+        };
+        let changes = Arc::new(settings.changes.clone());
+        Handling {
+            indexing: Indexing {
+                calls: calls.clone(),
+                readiness: Readiness::default(),
+            },
+            events: Events {
+                calls: calls.clone(),
+            },
+            changing: Changing {
+                calls: calls.clone(),
+                patcher: patcher.clone(),
+                settings: changes.clone(),
+                clock: shared.clock.clone(),
+            },
+            daemons: Daemons {
+                calls,
+                patcher,
+                clock: shared.clock.clone(),
+                settings: changes,
+            },
+            memories: shared.memories.clone(),
+            clock: shared.clock.clone(),
+        }
+    }
+
+    /// The gate that holds handlers back until the indexes are complete.
+    pub(crate) fn readiness(&self) -> &Readiness {
+        &self.indexing.readiness
+    }
+
+    /// What the operator remembers about each object.
+    pub(crate) fn memories(&self) -> &Memories {
+        &self.memories
+    }
+
+    /// Handles one event of an object, through every stage.
+    pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: ObjectEvent) {
+        let object = object_ref(&event.body);
+        let ctx = EventContext::new(stream, &event, &object);
+        let memory = self.memories.get(&event.key);
+        let version = event
+            .body
+            .pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str);
+        let seq = memory.begin_event(version);
+        memory
+            .state()
+            .noticed_by_listing
+            .get_or_insert(event.event_type == EventType::Listed);
+
+        self.indexing.run(&ctx).await;
+
+        let mut patch = Patch::default();
+        if !stream.handlers.event.is_empty() {
+            let readiness = &self.indexing.readiness;
+            if !readiness.is_open() {
+                object_log!(debug, object, "Waiting for the indexes to be complete.");
+                readiness.wait().await;
+            }
+            self.events.run(&ctx, &mut patch).await;
+        }
+
+        if event.event_type == EventType::Deleted {
+            memory.tasks.stop_all().await;
+            // Nothing to patch: the object is gone (KOPF.md §6.4).
+            if !stream.changing.is_empty() {
+                object_log!(
+                    debug,
+                    object,
+                    "Deleted, really deleted, and we are notified."
+                );
+            }
+            memory.end_event();
+            self.memories.forget(&event.key);
+            return;
+        }
+        let spawning = self.daemons.matching(&ctx, &memory).await;
+        if changes::is_deletion_ongoing(&event.body) {
+            // Stopped before the deletion cycle, which releases the finalizer after them.
+            memory.tasks.stop_all().await;
+        }
+        memory.state().daemons_match = !spawning.is_empty();
+        self.handle_with_throttling(&ctx, &memory, seq, patch).await;
+        self.daemons.sync(stream, &ctx, &memory, &spawning).await;
+        memory.end_event();
+    }
+
+    /// Runs the changing part (or just sends the on.event results), throttling this
+    /// object after unexpected errors (KOPF.md §5.4). Unlike Kopf, which waits for the
+    /// object's next event, Kapsel retries the same event once the throttling delay has
+    /// passed without a newer event: a failed patch must not leave the object unhandled.
+    async fn handle_with_throttling(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+        patch: Patch,
+    ) {
+        let object = ctx.object;
+        loop {
+            let handlers = &ctx.stream.handlers;
+            let result = if ctx.stream.changing.is_empty() && handlers.spawning.is_empty() {
+                self.changing
+                    .send(ctx, memory, patch.clone())
+                    .await
+                    .map(drop)
+            } else {
+                self.changing.handle(ctx, memory, seq, patch.clone()).await
+            };
+            let error = match result {
+                Ok(()) => {
+                    memory.state().throttler.on_success();
+                    return;
+                }
+                Err(error) => error,
+            };
+            let delay = memory.state().throttler.on_error(&ERROR_DELAYS);
+            let Some(delay) = delay else {
+                object_log!(error, object, "Processing failed: {error}");
+                return;
+            };
+            object_log!(
+                error,
+                object,
+                "Throttling for {} seconds due to an unexpected error: {error}",
+                delay.as_secs()
+            );
+            let until = chrono::TimeDelta::from_std(delay)
+                .ok()
+                .and_then(|d| self.clock.now().checked_add_signed(d))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+            if memory.idle_unless_newer(seq, &*self.clock, until).await {
+                return;
+            }
+            object_log!(
+                info,
+                object,
+                "Throttling is over. Switching back to normal operations."
+            );
+        }
+    }
+}

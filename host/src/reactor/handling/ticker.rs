@@ -1,0 +1,329 @@
+//! [`Ticker`]: one timer or daemon of one object, as a task of its own.
+//!
+//! A timer's task waits its `initial_delay` once, then loops: it waits for `idle` quiet
+//! seconds when asked to, calls the handler with the object as last seen, applies the
+//! handler's patch and result, and sleeps: the retry delay after a temporary failure,
+//! else the `interval` (with `sharp`, to the next multiple of it counted from the
+//! tick's start), else (only `idle`) until the object changes again; with neither it
+//! runs once.
+//!
+//! A daemon's task waits its `initial_delay`, then calls the handler, which runs as long
+//! as it likes, sleeping with `sleep_unless_stopped` (its sleeps do not count against
+//! its call budget). When the call ends it is retried after a temporary failure; after
+//! a success or a final failure the daemon has exited for good for this object (until
+//! the operator restarts), and no longer needs the finalizer.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{Calls, ChangeDetails, Success};
+use super::{EventContext, StreamContext};
+use crate::clock::Clock;
+use crate::handlers::execution::{self, Verdict};
+use crate::handlers::{DaemonSleeps, Handler, ObjectKey, Schedule, SharedProgress, after};
+use crate::object_log::object_log;
+use crate::reactor::changes::{self, Patch};
+use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
+use crate::reactor::patching::{Applied, Patcher, Target};
+use crate::runtime::HandlerKind;
+
+/// One timer or daemon of one object.
+pub(super) struct Ticker {
+    pub(super) calls: Calls,
+    pub(super) patcher: Patcher,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) stream: Arc<StreamContext>,
+    pub(super) handler: Arc<Handler>,
+    pub(super) key: ObjectKey,
+    pub(super) object: String,
+    pub(super) memory: Arc<ObjectMemory>,
+    /// The object as last seen.
+    pub(super) body: watch::Receiver<Arc<Value>>,
+    /// When the object last changed (what `idle` waits on).
+    pub(super) changed: watch::Receiver<DateTime<Utc>>,
+    pub(super) stop: CancellationToken,
+    pub(super) progress: SharedProgress,
+}
+
+/// How a tick ended.
+enum Tick {
+    /// Call again after this many seconds (a failure that is retried).
+    Retry(f64),
+    /// The tick is over (success or final failure): the schedule decides what is next.
+    Done,
+    /// The object is gone.
+    Gone,
+}
+
+/// The attempts of one tick (reset after each success or final failure).
+#[derive(Default)]
+struct Attempts {
+    retry: u32,
+    started: Option<DateTime<Utc>>,
+}
+
+fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).to_std().map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// When the next tick starts, by the schedule; `None`: wait for a change (only `idle`),
+/// or stop (neither `interval` nor `idle`).
+fn next_tick(
+    schedule: &Schedule,
+    tick_started: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let interval = schedule.interval?;
+    if schedule.sharp {
+        let elapsed = seconds_between(tick_started, now);
+        Some(after(now, interval - elapsed % interval))
+    } else {
+        Some(after(now, interval))
+    }
+}
+
+impl Ticker {
+    pub(super) async fn run(self) {
+        if self.handler.spec.kind == HandlerKind::Daemon {
+            self.run_daemon().await;
+        } else {
+            self.run_timer().await;
+        }
+    }
+
+    async fn run_daemon(self) {
+        let clock = self.clock.clone();
+        if let Some(delay) = self.handler.spec.schedule.initial_delay
+            && !self.sleep_until(after(clock.now(), delay)).await
+        {
+            return;
+        }
+        let sleeps = DaemonSleeps {
+            stop: self.stop.clone(),
+            clock: clock.clone(),
+            progress: self.progress.clone(),
+        };
+        let mut attempts = Attempts::default();
+        loop {
+            match self.call(&mut attempts, Some(&sleeps)).await {
+                Tick::Retry(delay) if !self.stop.is_cancelled() => {
+                    if !self.sleep_until(after(clock.now(), delay)).await {
+                        break;
+                    }
+                }
+                // Stopped while running: it may start again (a later event, a resume).
+                Tick::Retry(_) => break,
+                Tick::Gone => break,
+                // Exited for good (`call` noted it before sending the last patch).
+                Tick::Done => break,
+            }
+        }
+        self.set_progress(false, None);
+    }
+
+    async fn run_timer(mut self) {
+        let schedule = self.handler.spec.schedule;
+        let clock = self.clock.clone();
+        if let Some(delay) = schedule.initial_delay
+            && !self.sleep_until(after(clock.now(), delay)).await
+        {
+            return;
+        }
+        let mut attempts = Attempts::default();
+        loop {
+            if let Some(idle) = schedule.idle
+                && !self.wait_idle(idle).await
+            {
+                return;
+            }
+            let tick_started = clock.now();
+            let next = match self.call(&mut attempts, None).await {
+                Tick::Gone => return,
+                Tick::Retry(delay) => Some(after(clock.now(), delay)),
+                Tick::Done => {
+                    attempts = Attempts::default();
+                    next_tick(&schedule, tick_started, clock.now())
+                }
+            };
+            let waited = match next {
+                Some(at) => self.sleep_until(at).await,
+                None if schedule.idle.is_some() => self.wait_change().await,
+                None => false,
+            };
+            if !waited {
+                self.set_progress(false, None);
+                return;
+            }
+        }
+    }
+
+    fn set_progress(&self, busy: bool, due: Option<DateTime<Utc>>) {
+        crate::handlers::set_progress(&self.progress, busy, due);
+    }
+
+    /// Sleeps on handler time; `false` when stopped meanwhile.
+    async fn sleep_until(&self, at: DateTime<Utc>) -> bool {
+        self.set_progress(false, Some(at));
+        let sleep = self.clock.sleep_until(at);
+        let slept = tokio::select! {
+            () = self.stop.cancelled() => false,
+            () = sleep => true,
+        };
+        self.set_progress(true, None);
+        slept && !self.stop.is_cancelled()
+    }
+
+    /// Waits until the object has not changed for `idle` seconds; `false` when stopped.
+    async fn wait_idle(&mut self, idle: f64) -> bool {
+        loop {
+            let due = after(*self.changed.borrow_and_update(), idle);
+            if self.clock.now() >= due {
+                return !self.stop.is_cancelled();
+            }
+            self.set_progress(false, Some(due));
+            let sleep = self.clock.sleep_until(due);
+            tokio::select! {
+                () = self.stop.cancelled() => return false,
+                () = sleep => {}
+                changed = self.changed.changed() => if changed.is_err() { return false },
+            }
+            self.set_progress(true, None);
+        }
+    }
+
+    /// Waits for the object's next change; `false` when stopped.
+    async fn wait_change(&mut self) -> bool {
+        self.changed.borrow_and_update();
+        self.set_progress(false, None);
+        let changed = tokio::select! {
+            () = self.stop.cancelled() => false,
+            changed = self.changed.changed() => changed.is_ok(),
+        };
+        self.set_progress(true, None);
+        changed && !self.stop.is_cancelled()
+    }
+
+    /// Calls the handler once and applies what it returned.
+    async fn call(&self, attempts: &mut Attempts, sleeps: Option<&DaemonSleeps>) -> Tick {
+        let handler = &self.handler;
+        let spec = &handler.spec;
+        let body = self.body.borrow().clone();
+        let now = self.clock.now();
+        let started = *attempts.started.get_or_insert(now);
+        let details = ChangeDetails {
+            retry: attempts.retry,
+            started: changes::format_time(started),
+            runtime_seconds: seconds_between(started, now),
+            sleeps: sleeps.cloned(),
+            ..ChangeDetails::default()
+        };
+        let event = ObjectEvent {
+            // Timers are called about no event (Kopf's `type` is None for them).
+            event_type: EventType::Listed,
+            key: self.key.clone(),
+            body: body.clone(),
+        };
+        let ctx = EventContext::new(&self.stream, &event, &self.object);
+        let mut patch = Patch::default();
+        let executed = self
+            .calls
+            .invoke_patching(handler, &ctx, &details, &self.memory, &mut patch)
+            .await;
+        let name = execution::display_name(spec.kind, &spec.id);
+        let runtime = self.clock.now() - started;
+        let decision = execution::decide(
+            &name,
+            &spec.retry_policy(),
+            attempts.retry,
+            runtime,
+            executed.attempt,
+        );
+        self.calls.conclude(
+            handler,
+            &ctx,
+            (executed.elapsed, executed.fault),
+            &decision,
+            decision.verdict,
+            Success::Info,
+        );
+        let tick = match decision.verdict {
+            Verdict::Retry => {
+                attempts.retry += 1;
+                Tick::Retry(decision.outcome.delay.unwrap_or(0.0))
+            }
+            Verdict::Success | Verdict::Failure | Verdict::Ignored => {
+                if let Some(result) = &decision.outcome.result {
+                    patch.deliver_result(&spec.id, result);
+                }
+                Tick::Done
+            }
+        };
+        if matches!(tick, Tick::Done)
+            && spec.kind == HandlerKind::Daemon
+            && !self.stop.is_cancelled()
+        {
+            // Before the patch goes out: its echo must find the daemon exited, so that
+            // the cycle it starts removes the finalizer the daemon no longer needs.
+            self.memory.tasks.mark_exited(handler.identity());
+        }
+        self.send(patch, &body).await.unwrap_or(tick)
+    }
+
+    /// Applies a tick's patch; `Some(Tick::Gone)` when the object is gone.
+    async fn send(&self, patch: Patch, body: &Value) -> Option<Tick> {
+        if patch.is_empty() {
+            return None;
+        }
+        let target = Target::of(&self.stream.resource, body);
+        match self.patcher.apply(target, body, &patch).await {
+            Ok(Applied::Gone) => Some(Tick::Gone),
+            Ok(_) => None,
+            Err(error) => {
+                object_log!(
+                    error,
+                    self.object.as_str(),
+                    "{} could not patch the object: {error}",
+                    execution::display_name(self.handler.spec.kind, &self.handler.spec.id)
+                );
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::UNIX_EPOCH + TimeDelta::seconds(seconds)
+    }
+
+    #[test]
+    fn the_next_tick_follows_the_schedule() {
+        let every_10 = Schedule {
+            interval: Some(10.0),
+            ..Schedule::default()
+        };
+        // Measured after the call: a 3-second call pushes the next tick to 13.
+        assert_eq!(next_tick(&every_10, at(0), at(3)), Some(at(13)));
+        let sharp = Schedule {
+            sharp: true,
+            ..every_10
+        };
+        // Sharp: the call's own time is taken off, so ticks stay 10 s apart.
+        assert_eq!(next_tick(&sharp, at(0), at(3)), Some(at(10)));
+        assert_eq!(next_tick(&sharp, at(0), at(23)), Some(at(30)));
+        // Without an interval: a change (idle) or nothing decides.
+        let idle = Schedule {
+            idle: Some(5.0),
+            ..Schedule::default()
+        };
+        assert_eq!(next_tick(&idle, at(0), at(1)), None);
+    }
+}

@@ -1,0 +1,358 @@
+//! The reactor: from the cluster's watch events to the guests' handlers and back to the
+//! cluster, stage by stage (Kopf's `reactor/`).
+//!
+//! - `observing` follows CRDs and namespaces; `streams` keeps one watch stream per
+//!   served resource and namespace (`streams::watching` turns kube-runtime's watcher
+//!   into Kopf's raw events);
+//! - `objects` keeps each object's events in order (`queue`) and what the operator
+//!   remembers of it between events (`memory`, with its timer and daemon `tasks`);
+//! - `handling` runs an event through the stages: indexing, on.event, the changing
+//!   handlers (deciding with Kopf's pure core, `changes`), timers and daemons;
+//! - `patching` sends what the handlers decided.
+//!
+//! This module is the run loop: the first discovery, the streams, peering's pauses, and
+//! the changes of CRDs and namespaces while the operator runs.
+
+mod changes;
+mod handling;
+mod objects;
+mod observing;
+mod patching;
+mod streams;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::{self, KnownResources, Poster, Resource, Scope};
+use crate::handlers::{Handler, HandlerSpec, Indexes, Registry};
+use crate::journal::{Journal, Record};
+use crate::metrics::Metrics;
+use crate::peering::{self, Peering};
+use crate::recording::Recorder;
+use crate::runtime::{Guest, HandlerKind};
+use handling::Handling;
+use observing::Trigger;
+use streams::{StreamParts, Streams};
+
+pub(crate) use changes::ChangeSettings;
+#[cfg(feature = "testing")]
+pub(crate) use objects::Memories;
+pub(crate) use streams::{StreamSettings, Watched};
+
+/// How the operator runs, beyond its guests and its cluster: configuration only.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) scope: Scope,
+    pub(crate) streams: StreamSettings,
+    /// At most this many guest calls run at once.
+    pub(crate) max_concurrent_calls: usize,
+    /// How long in-flight handlers may take to finish when stopping.
+    pub(crate) exit_grace: Duration,
+    /// Kopf's persistence settings (annotation prefix, finalizer, consistency timeout).
+    pub(crate) changes: ChangeSettings,
+    /// How this operator pauses for its peers (KOPF.md §8).
+    pub(crate) peering: peering::Settings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            scope: Scope::Cluster,
+            streams: StreamSettings::default(),
+            max_concurrent_calls: 16,
+            // Kopf's `queueing.exit_timeout`.
+            exit_grace: Duration::from_secs(2),
+            changes: ChangeSettings::default(),
+            peering: peering::Settings::default(),
+        }
+    }
+}
+
+/// What the operator shares while it runs, among its parts and with whoever observes it
+/// (the embedding API, the endpoints, `kapsel test`): live handles, not configuration.
+/// Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// Handler time (a manual clock under `kapsel test`).
+    pub(crate) clock: Arc<dyn Clock>,
+    /// What the operator did; feeds the metrics and the recording.
+    pub(crate) journal: Journal,
+    pub(crate) metrics: Metrics,
+    /// Where `--record` writes what the operator receives and does (off by default).
+    pub(crate) recorder: Recorder,
+    /// Set once the operator has started its streams (the ready signal).
+    pub(crate) started: tokio::sync::watch::Sender<bool>,
+    /// What the operator remembers about objects (`kapsel test` tells by it when the
+    /// operator has settled).
+    pub(crate) memories: objects::Memories,
+    /// What it watches now.
+    pub(crate) watched: Watched,
+    /// What discovery found last; shared with the activities' Kubernetes calls.
+    pub(crate) known: KnownResources,
+    /// The guests' indexes; shared with the activities (probes read them, as in Kopf).
+    pub(crate) indexes: Indexes,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            clock: Arc::new(SystemClock),
+            journal: Journal::default(),
+            metrics: Metrics::default(),
+            recorder: Recorder::default(),
+            started: tokio::sync::watch::Sender::new(false),
+            memories: objects::Memories::default(),
+            watched: Watched::default(),
+            known: KnownResources::default(),
+            indexes: Indexes::default(),
+        }
+    }
+}
+
+/// Errors that stop the operator.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    #[error("the initial API discovery failed")]
+    Discovery(#[from] cluster::DiscoveryError),
+    #[error("listing the namespaces failed")]
+    Namespaces(#[source] kube::Error),
+}
+
+/// The run loop's state.
+struct Reactor {
+    client: Client,
+    registry: Registry,
+    scope: Scope,
+    shared: Shared,
+    /// What discovery found, updated as CRDs come and go.
+    discovered: Vec<Resource>,
+    /// The namespaces served now (none when cluster-wide).
+    namespaces: BTreeSet<String>,
+    streams: Streams,
+    peering: Peering,
+    /// Peering's pause signal, and why the operator is paused now (if it is).
+    pause: tokio::sync::watch::Receiver<Option<String>>,
+    paused: Option<String>,
+    /// What the observers noticed, and what stops them.
+    triggers: mpsc::UnboundedReceiver<Trigger>,
+    observers: CancellationToken,
+}
+
+/// What woke the run loop up.
+enum Wake {
+    Shutdown,
+    /// Peering's pause signal changed (`false`: it is gone for good).
+    Pause(bool),
+    Trigger(Option<Trigger>),
+}
+
+/// Runs the operator until `shutdown` is cancelled.
+pub(crate) async fn run(
+    client: Client,
+    guests: &[Guest],
+    settings: Settings,
+    shared: Shared,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    // Events go out until the streams have stopped, then get a short grace.
+    let posting = CancellationToken::new();
+    let (poster, poster_task) = Poster::start(client.clone(), posting.clone());
+    // An early return (a failed discovery) stops the poster too.
+    let _stop_posting = posting.clone().drop_guard();
+    let mut reactor = Reactor::start(client, guests, &settings, shared, poster).await?;
+    reactor.follow(&shutdown).await;
+    reactor.stop_streams().await;
+    posting.cancel();
+    let _ = poster_task.await;
+    reactor.peering.stop().await;
+    Ok(())
+}
+
+impl Reactor {
+    /// Discovers what the cluster serves, starts observing it and peering, and starts
+    /// the streams (unless paused).
+    async fn start(
+        client: Client,
+        guests: &[Guest],
+        settings: &Settings,
+        shared: Shared,
+        poster: Poster,
+    ) -> Result<Reactor, Error> {
+        // Every kind is registered: resource kinds are served by the streams, the
+        // activities beside them.
+        let mut handlers = Vec::new();
+        for guest in guests {
+            for registration in &guest.describe().handlers {
+                if registration.kind == HandlerKind::Index {
+                    shared.indexes.declare(guest.name(), &registration.id);
+                }
+                handlers.push(Handler {
+                    guest: guest.clone(),
+                    spec: HandlerSpec::of(registration),
+                });
+            }
+        }
+        let registry = Registry::new(handlers);
+        let handling = Handling::new(client.clone(), poster, settings, &shared);
+
+        let discovered = cluster::scan(&client).await?;
+        shared.known.replace(&discovered);
+        let namespaces = cluster::served_namespaces(&client, &settings.scope)
+            .await
+            .map_err(Error::Namespaces)?;
+        let (triggers_tx, triggers) = mpsc::unbounded_channel();
+        let observers = CancellationToken::new();
+        tokio::spawn(observing::observe_crds(
+            client.clone(),
+            triggers_tx.clone(),
+            observers.clone(),
+        ));
+        let scope = settings.scope.clone();
+        if matches!(scope, Scope::Namespaces(_)) && scope.plain_names().is_none() {
+            tokio::spawn(observing::observe_namespaces(
+                client.clone(),
+                scope.clone(),
+                triggers_tx,
+                observers.clone(),
+            ));
+        }
+
+        let peering = Peering::start(
+            client.clone(),
+            settings.peering.clone(),
+            scope == Scope::Cluster,
+            &namespaces,
+        );
+        let mut pause = peering.pause();
+        let paused = pause.borrow_and_update().clone();
+        let streams = Streams::new(StreamParts {
+            client: client.clone(),
+            handling: handling.clone(),
+            settings: settings.streams.clone(),
+            exit_grace: settings.exit_grace,
+            metrics: shared.metrics.clone(),
+            recorder: shared.recorder.clone(),
+            watched: shared.watched.clone(),
+        });
+        let mut reactor = Reactor {
+            client,
+            registry,
+            scope,
+            shared,
+            discovered,
+            namespaces,
+            streams,
+            peering,
+            pause,
+            paused,
+            triggers,
+            observers,
+        };
+        match &reactor.paused {
+            Some(reason) => {
+                tracing::info!("Starting paused: {reason}.");
+                reactor.shared.journal.push(Record::Paused {
+                    reason: reason.clone(),
+                });
+            }
+            None => reactor.reconcile(),
+        }
+        handling.readiness().check();
+        tracing::info!(
+            "The operator is running: {} stream(s).",
+            reactor.streams.len()
+        );
+        reactor.shared.started.send_replace(true);
+        Ok(reactor)
+    }
+
+    /// Starts the streams that should run now and stops the others.
+    fn reconcile(&mut self) {
+        self.streams.reconcile(
+            &self.registry,
+            &self.discovered,
+            &self.scope,
+            &self.namespaces,
+        );
+    }
+
+    /// Follows peering's pauses and the observers' triggers until `shutdown`.
+    async fn follow(&mut self, shutdown: &CancellationToken) {
+        let mut pause_open = true;
+        loop {
+            let wake = tokio::select! {
+                () = shutdown.cancelled() => Wake::Shutdown,
+                changed = self.pause.changed(), if pause_open => Wake::Pause(changed.is_ok()),
+                trigger = self.triggers.recv() => Wake::Trigger(trigger),
+            };
+            match wake {
+                Wake::Shutdown | Wake::Trigger(None) => return,
+                Wake::Pause(open) => {
+                    pause_open = open;
+                    self.repause().await;
+                }
+                Wake::Trigger(Some(trigger)) => self.on_trigger(trigger).await,
+            }
+        }
+    }
+
+    /// Pauses or resumes the streams as peering says.
+    async fn repause(&mut self) {
+        let now = self.pause.borrow_and_update().clone();
+        match (&self.paused, &now) {
+            (None, Some(reason)) => {
+                tracing::info!("Pausing operations: {reason}.");
+                self.streams.stop_all().await;
+                // Recorded once nothing is handled any more.
+                self.shared.journal.push(Record::Paused {
+                    reason: reason.clone(),
+                });
+            }
+            (Some(_), None) => {
+                tracing::info!("Resuming operations: relisting.");
+                self.shared.journal.push(Record::Resumed);
+                self.reconcile();
+            }
+            (Some(_), Some(reason)) => tracing::debug!("Still paused: {reason}."),
+            (None, None) => {}
+        }
+        self.paused = now;
+    }
+
+    /// A CRD group or a namespace changed: what is served follows.
+    async fn on_trigger(&mut self, trigger: Trigger) {
+        match trigger {
+            Trigger::Group(group) => {
+                let fresh = cluster::scan_group(&self.client, &group).await;
+                self.discovered.retain(|r| r.group != group);
+                self.discovered.extend(fresh);
+                self.shared.known.replace(&self.discovered);
+            }
+            Trigger::NamespaceAdded(ns) => {
+                self.namespaces.insert(ns);
+                self.peering.serve_namespaces(&self.namespaces);
+            }
+            Trigger::NamespaceRemoved(ns) => {
+                self.namespaces.remove(&ns);
+                self.peering.serve_namespaces(&self.namespaces);
+            }
+        }
+        // While paused, resuming reconciles with whatever changed meanwhile.
+        if self.paused.is_none() {
+            self.reconcile();
+        }
+    }
+
+    /// Stops observing, and the streams (in-flight handlers finish).
+    async fn stop_streams(&mut self) {
+        self.observers.cancel();
+        tracing::info!("Stopping {} stream(s).", self.streams.len());
+        self.streams.stop_all().await;
+    }
+}

@@ -1,0 +1,96 @@
+//! One object event as the stages see it: its raw type (Kopf's `type`), the object's
+//! identity (its uid) and its body.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::handlers::ObjectKey;
+
+/// A raw event's type as handlers see it (Kopf's `type` kwarg).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    /// Seen in a listing (Kopf's `type=None`).
+    Listed,
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    /// Kopf's spelling: `None` for listings.
+    pub(crate) fn as_kopf(self) -> Option<&'static str> {
+        match self {
+            EventType::Listed => None,
+            EventType::Added => Some("ADDED"),
+            EventType::Modified => Some("MODIFIED"),
+            EventType::Deleted => Some("DELETED"),
+        }
+    }
+}
+
+/// One object event, ready for its object's queue.
+#[derive(Debug, Clone)]
+pub(crate) struct ObjectEvent {
+    pub(crate) event_type: EventType,
+    pub(crate) key: ObjectKey,
+    /// The object with `apiVersion` and `kind` filled in.
+    pub(crate) body: Arc<Value>,
+}
+
+/// The stable identity of an object: its uid, or Kopf's fallback for uid-less ones.
+pub(crate) fn object_key(body: &Value) -> ObjectKey {
+    let meta = body.get("metadata");
+    let field = |name: &str| {
+        meta.and_then(|m| m.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let uid = field("uid");
+    if !uid.is_empty() {
+        return uid;
+    }
+    let text = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
+    format!(
+        "{}//{}//{}//{}//{}",
+        text("kind"),
+        text("apiVersion"),
+        field("name"),
+        field("namespace"),
+        field("creationTimestamp")
+    )
+}
+
+/// `namespace/name` (or `name`), as Kopf prefixes object log lines.
+pub(crate) fn object_ref(body: &Value) -> String {
+    let meta = body.get("metadata");
+    let get = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    match get("namespace") {
+        "" => get("name").to_owned(),
+        ns => format!("{ns}/{}", get("name")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_prefer_uids_and_fall_back_like_kopf() {
+        assert_eq!(
+            object_key(&json!({"metadata": {"uid": "u1", "name": "a"}})),
+            "u1"
+        );
+        assert_eq!(
+            object_key(&json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "a", "namespace": "ns", "creationTimestamp": "t"}})),
+            "Pod//v1//a//ns//t"
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! What the operator remembers about each object between its events (KOPF.md §6.3):
+//! whether it was first seen in a listing, whether it was fully handled once, its memo,
+//! the error throttler, the resourceVersion its last patch produced, and a finalizer
+//! change the server refused (422) that the next cycle retries.
+//!
+//! Memories outlive the per-object workers (which idle out after 5 s) and the watch
+//! streams (which stop while paused); they are forgotten when the object is deleted.
+//! Each memory also counts the events routed to the object, so that the object's sleeps
+//! (delays, consistency waits, throttling) end as soon as a newer event is queued.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use chrono::{DateTime, Utc};
+
+use super::tasks::ObjectTasks;
+use crate::clock::{Clock, Sleep};
+use crate::handlers::ObjectKey;
+use crate::reactor::changes::FinalizerChange;
+
+/// Every object's memory, shared by all streams (keys are uids: unique cluster-wide).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Memories {
+    map: Arc<Mutex<HashMap<ObjectKey, Arc<ObjectMemory>>>>,
+    /// Objects forgotten lately (deleted): all their versions count as seen.
+    forgotten: Arc<Mutex<VecDeque<ObjectKey>>>,
+}
+
+/// How many deleted objects [`Memories::has_seen`] remembers as seen.
+const FORGOTTEN: usize = 256;
+
+impl Memories {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, Arc<ObjectMemory>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An event for this object was queued: wake its sleeps.
+    pub(crate) fn arrived(&self, key: &ObjectKey) {
+        let memory = self.get(key);
+        memory.arrivals.send_modify(|n| *n += 1);
+    }
+
+    /// The object's memory, created on first use.
+    pub(crate) fn get(&self, key: &ObjectKey) -> Arc<ObjectMemory> {
+        self.lock().entry(key.clone()).or_default().clone()
+    }
+
+    /// The object is gone: forget it.
+    pub(crate) fn forget(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+        let mut forgotten = self.forgotten.lock().unwrap_or_else(|p| p.into_inner());
+        if forgotten.len() == FORGOTTEN {
+            forgotten.pop_front();
+        }
+        forgotten.push_back(key.clone());
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    #[cfg(feature = "testing")]
+    /// Nothing is happening: every routed event was processed, no worker is busy (a
+    /// worker sleeping on handler time is idle), and no patch awaits its echo. `kapsel
+    /// test` waits for this before it advances handler time.
+    pub(crate) fn settled(&self, now: DateTime<Utc>) -> bool {
+        self.lock().values().all(|m| {
+            let state = m.state();
+            !m.working.load(Ordering::SeqCst)
+                && *m.arrivals.borrow() == state.processed
+                && state.expected_version.is_none()
+                && state.sleeping_until.is_none_or(|until| until > now)
+                && m.tasks.settled(now)
+        })
+    }
+
+    #[cfg(feature = "testing")]
+    /// Whether the object's event with this resourceVersion (or a later one) was seen,
+    /// or the object is gone from memory after being seen.
+    pub(crate) fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {
+        let map = self.lock();
+        let Some(memory) = map.get(key) else {
+            return self
+                .forgotten
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(key);
+        };
+        let state = memory.state();
+        state.seen_versions.iter().any(|v| v == version)
+    }
+}
+
+/// One object's memory.
+#[derive(Debug)]
+pub(crate) struct ObjectMemory {
+    /// Events routed to the object so far.
+    arrivals: watch::Sender<u64>,
+    /// A worker is processing one of its events (not counting sleeps on handler time).
+    working: AtomicBool,
+    state: Mutex<MemoryState>,
+    /// Its running timers and daemons (KOPF.md §1.9, §1.10).
+    pub(crate) tasks: ObjectTasks,
+}
+
+impl Default for ObjectMemory {
+    fn default() -> Self {
+        ObjectMemory {
+            arrivals: watch::Sender::new(0),
+            working: AtomicBool::new(false),
+            state: Mutex::default(),
+            tasks: ObjectTasks::default(),
+        }
+    }
+}
+
+/// How many resourceVersions a memory keeps for [`Memories::has_seen`].
+const SEEN_VERSIONS: usize = 8;
+
+/// The remembered facts; only the object's worker changes them, one event at a time.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryState {
+    /// Events processed so far (compared with the arrivals to spot newer events).
+    pub(crate) processed: u64,
+    /// Whether the first event of the object in this process came from a listing.
+    pub(crate) noticed_by_listing: Option<bool>,
+    /// A changing cycle finished (or had nothing to do) once: no resuming any more.
+    pub(crate) fully_handled_once: bool,
+    /// The operator-side memo handlers share for this object (JSON).
+    pub(crate) memo: Option<String>,
+    /// Throttling of unexpected errors (KOPF.md §5.4).
+    pub(crate) throttler: Throttler,
+    /// The resourceVersion of our last patch, until its event arrives (KOPF.md §4.8).
+    pub(crate) expected_version: Option<(String, tokio::time::Instant)>,
+    /// A finalizer change the server refused; retried in the next cycle.
+    pub(crate) carried_finalizer: Option<FinalizerChange>,
+    /// We released the deleting object (removed our finalizer): the events still in
+    /// flight from before the release must not start its deletion handlers again.
+    pub(crate) released: bool,
+    /// The resourceVersions of its latest events (for `kapsel test`'s waits).
+    pub(crate) seen_versions: std::collections::VecDeque<String>,
+    /// Until when its worker sleeps on handler time, if it does.
+    pub(crate) sleeping_until: Option<DateTime<Utc>>,
+    /// Timers or daemons match the object as last seen: they need the finalizer (KOPF.md §4.6).
+    pub(crate) daemons_match: bool,
+}
+
+impl ObjectMemory {
+    /// The remembered facts.
+    pub(crate) fn state(&self) -> MutexGuard<'_, MemoryState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks one more event (of this resourceVersion) as being processed; returns its
+    /// sequence number. [`ObjectMemory::end_event`] marks the end.
+    pub(crate) fn begin_event(&self, version: Option<&str>) -> u64 {
+        self.working.store(true, Ordering::SeqCst);
+        let mut state = self.state();
+        state.processed += 1;
+        if let Some(version) = version {
+            if state.seen_versions.len() == SEEN_VERSIONS {
+                state.seen_versions.pop_front();
+            }
+            state.seen_versions.push_back(version.to_owned());
+        }
+        state.processed
+    }
+
+    /// The event's processing has ended.
+    pub(crate) fn end_event(&self) {
+        self.working.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether an event newer than `seq` has been queued for the object.
+    pub(crate) fn has_newer(&self, seq: u64) -> bool {
+        *self.arrivals.borrow() > seq
+    }
+
+    /// Sleeps until `sleep` completes, or until an event newer than `seq` is queued.
+    /// Returns `true` if a newer event ended the sleep.
+    pub(crate) async fn sleep_unless_newer(&self, seq: u64, sleep: Sleep) -> bool {
+        let mut arrivals = self.arrivals.subscribe();
+        let newer = arrivals.wait_for(|n| *n > seq);
+        tokio::select! {
+            result = newer => result.is_ok(),
+            () = sleep => self.has_newer(seq),
+        }
+    }
+
+    /// Like [`ObjectMemory::sleep_unless_newer`], for sleeps on handler time until
+    /// `deadline`: the worker counts as idle meanwhile, so that `kapsel test` may advance
+    /// the clock; and as busy again as soon as the deadline has passed, even before the
+    /// sleep's task has run (so that an advance is not mistaken for "nothing to do").
+    pub(crate) async fn idle_unless_newer(
+        &self,
+        seq: u64,
+        clock: &dyn Clock,
+        deadline: DateTime<Utc>,
+    ) -> bool {
+        self.state().sleeping_until = Some(deadline);
+        self.working.store(false, Ordering::SeqCst);
+        let newer = self
+            .sleep_unless_newer(seq, clock.sleep_until(deadline))
+            .await;
+        self.working.store(true, Ordering::SeqCst);
+        self.state().sleeping_until = None;
+        newer
+    }
+}
+
+/// Kopf's `queueing.error_delays`: 1, 1, 2, 3, 5, … 610 seconds.
+pub(crate) const ERROR_DELAYS: [u64; 15] =
+    [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610];
+
+/// Per-object throttling of unexpected errors (KOPF.md §5.4): each error takes the next
+/// delay (the last one repeats); the first success resets it. An empty list disables
+/// throttling.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Throttler {
+    errors: usize,
+}
+
+impl Throttler {
+    /// An unexpected error happened: how long to skip this object's events.
+    pub(crate) fn on_error(&mut self, delays: &[u64]) -> Option<Duration> {
+        let delay = delays.get(self.errors).or(delays.last()).copied()?;
+        self.errors += 1;
+        Some(Duration::from_secs(delay))
+    }
+
+    /// Processing succeeded: start over.
+    pub(crate) fn on_success(&mut self) {
+        self.errors = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sleep(duration: Duration) -> Sleep {
+        Box::pin(tokio::time::sleep(duration))
+    }
+
+    #[tokio::test]
+    async fn sleeps_end_when_a_newer_event_arrives() {
+        let memories = Memories::default();
+        let key: ObjectKey = "uid-1".into();
+        memories.arrived(&key);
+        let memory = memories.get(&key);
+        let seq = memory.begin_event(None);
+        assert!(!memory.has_newer(seq));
+
+        let waker = memories.clone();
+        let wake_key = key.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            waker.arrived(&wake_key);
+        });
+        let started = std::time::Instant::now();
+        assert!(
+            memory
+                .sleep_unless_newer(seq, sleep(Duration::from_secs(30)))
+                .await
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+
+        // Already newer: no sleep at all.
+        assert!(
+            memory
+                .sleep_unless_newer(seq, sleep(Duration::from_secs(30)))
+                .await
+        );
+        // The next event is the newest: the sleep runs out.
+        let seq = memory.begin_event(None);
+        assert!(
+            !memory
+                .sleep_unless_newer(seq, sleep(Duration::from_millis(10)))
+                .await
+        );
+    }
+
+    #[test]
+    fn throttling_follows_kopfs_delays() {
+        let mut th = Throttler::default();
+        let got: Vec<u64> = (0..17)
+            .filter_map(|_| th.on_error(&ERROR_DELAYS))
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(&got[..5], &[1, 1, 2, 3, 5]);
+        assert_eq!(&got[14..], &[610, 610, 610], "the last delay repeats");
+        th.on_success();
+        assert_eq!(th.on_error(&ERROR_DELAYS), Some(Duration::from_secs(1)));
+        assert_eq!(th.on_error(&[]), None, "an empty list disables throttling");
+    }
+
+    #[test]
+    fn memories_survive_until_forgotten() {
+        let memories = Memories::default();
+        let key: ObjectKey = "uid-1".into();
+        memories.get(&key).state().fully_handled_once = true;
+        assert!(memories.get(&key).state().fully_handled_once);
+        memories.forget(&key);
+        assert!(!memories.get(&key).state().fully_handled_once);
+        assert_eq!(memories.len(), 1);
+    }
+}

@@ -1,0 +1,13 @@
+//! Objects between their events: one event as the stages see it (`events`), the
+//! per-object queues that keep each object's events in order (`queue`), and what the
+//! operator remembers of each object (`memory`, with its timer and daemon `tasks`).
+
+mod events;
+mod memory;
+mod queue;
+mod tasks;
+
+pub(crate) use events::{EventType, ObjectEvent, object_key, object_ref};
+pub(crate) use memory::{ERROR_DELAYS, Memories, ObjectMemory};
+pub(crate) use queue::Router;
+pub(crate) use tasks::RunningTask;

@@ -1,0 +1,284 @@
+//! Per-object queues: events of one object are processed strictly in order,
+//! objects in parallel (KOPF.md §6.3).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::events::{EventType, ObjectEvent};
+use crate::handlers::ObjectKey;
+use crate::metrics::QueueGauge;
+
+/// Kopf's `queueing.idle_timeout`: a worker with nothing to do goes away.
+const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Routes each object's events to that object's worker, creating workers on
+/// demand. One router serves one stream.
+pub(crate) struct Router<F> {
+    workers: HashMap<ObjectKey, Worker>,
+    process: Arc<F>,
+    /// Counts the objects with events queued or in progress (a metric).
+    gauge: QueueGauge,
+}
+
+struct Worker {
+    tx: mpsc::UnboundedSender<ObjectEvent>,
+    task: JoinHandle<()>,
+    pending: Arc<Pending>,
+}
+
+/// The events routed to one worker and not yet processed. The gauge counts the workers
+/// with any: it goes up when the count leaves 0 and down when it returns to 0, so that
+/// whatever the interleaving of routing, processing and a worker's end, each worker
+/// adds 0 or 1.
+struct Pending {
+    events: Mutex<usize>,
+    gauge: QueueGauge,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self) {
+        let mut events = self.lock();
+        if *events == 0 {
+            self.gauge.increment();
+        }
+        *events += 1;
+    }
+
+    fn done(&self) {
+        let mut events = self.lock();
+        if *events > 0 {
+            *events -= 1;
+            if *events == 0 {
+                self.gauge.decrement();
+            }
+        }
+    }
+
+    /// The worker ended (idle, aborted at shutdown, or panicked): nothing is pending.
+    fn clear(&self) {
+        let mut events = self.lock();
+        if *events > 0 {
+            *events = 0;
+            self.gauge.decrement();
+        }
+    }
+}
+
+/// Clears a worker's [`Pending`] however its task ends.
+struct ClearOnDrop(Arc<Pending>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl<F, Fut> Router<F>
+where
+    F: Fn(ObjectEvent) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    pub(crate) fn new(process: F) -> Self {
+        Router {
+            workers: HashMap::new(),
+            process: Arc::new(process),
+            gauge: QueueGauge::default(),
+        }
+    }
+
+    /// Counts this router's objects with work in `gauge`.
+    pub(crate) fn counted(mut self, gauge: QueueGauge) -> Self {
+        self.gauge = gauge;
+        self
+    }
+
+    /// Queues an event behind the object's earlier events.
+    pub(crate) fn route(&mut self, event: ObjectEvent) {
+        let key = event.key.clone();
+        let deleted = event.event_type == EventType::Deleted;
+        let event = match self.workers.get(&key) {
+            Some(worker) => {
+                worker.pending.add();
+                match worker.tx.send(event) {
+                    Ok(()) => None,
+                    // The worker went idle and closed its queue: start a new one below.
+                    Err(mpsc::error::SendError(event)) => {
+                        worker.pending.done();
+                        Some(event)
+                    }
+                }
+            }
+            None => Some(event),
+        };
+        if let Some(event) = event {
+            let previous = self.workers.remove(&key).map(|w| w.task);
+            let worker = self.spawn(previous, event);
+            self.workers.insert(key.clone(), worker);
+        }
+        if deleted {
+            // The worker drains its queue and ends once the sender is gone;
+            // uids are never reused, so nothing else will come for this key.
+            self.workers.remove(&key);
+        }
+        if self.workers.len().is_multiple_of(1024) {
+            self.workers
+                .retain(|_, w| !(w.tx.is_closed() && w.task.is_finished()));
+        }
+    }
+
+    fn spawn(&self, previous: Option<JoinHandle<()>>, first: ObjectEvent) -> Worker {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(Pending {
+            events: Mutex::new(0),
+            gauge: self.gauge.clone(),
+        });
+        pending.add();
+        let _ = tx.send(first);
+        let process = self.process.clone();
+        let done = ClearOnDrop(pending.clone());
+        let task = tokio::spawn(async move {
+            // A previous worker of this object may still be draining its queue;
+            // waiting for it keeps the object's events in order.
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            loop {
+                match tokio::time::timeout(WORKER_IDLE_TIMEOUT, rx.recv()).await {
+                    Ok(Some(event)) => {
+                        process(event).await;
+                        done.0.done();
+                    }
+                    Ok(None) => return,
+                    Err(_idle) => {
+                        rx.close();
+                        while let Ok(event) = rx.try_recv() {
+                            process(event).await;
+                            done.0.done();
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        Worker { tx, task, pending }
+    }
+
+    /// Stops routing; workers finish what they have (bounded by `grace`), then are aborted.
+    pub(crate) async fn shutdown(self, grace: Duration) {
+        let tasks: Vec<JoinHandle<()>> = self.workers.into_values().map(|w| w.task).collect();
+        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(grace, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    fn ev(key: &str, n: u64) -> ObjectEvent {
+        ObjectEvent {
+            event_type: EventType::Modified,
+            key: key.into(),
+            body: Arc::new(json!({"n": n})),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_object_in_order_many_objects_in_parallel() {
+        let seen: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+        let log = seen.clone();
+        let mut router = Router::new(move |e: ObjectEvent| {
+            let log = log.clone();
+            async move {
+                // Slow down object "a" so "b" overtakes it if they run in parallel.
+                if e.key == "a" {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let n = e.body["n"].as_u64().unwrap_or_default();
+                log.lock().unwrap().push((e.key.clone(), n));
+            }
+        });
+        for n in 0..5 {
+            router.route(ev("a", n));
+            router.route(ev("b", n));
+        }
+        router.shutdown(Duration::from_secs(5)).await;
+        let seen = seen.lock().unwrap().clone();
+        let of = |k: &str| {
+            seen.iter()
+                .filter(|(key, _)| key == k)
+                .map(|(_, n)| *n)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of("a"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(of("b"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(seen[0].0, "b", "objects are processed in parallel");
+    }
+
+    fn queued(metrics: &crate::metrics::Metrics) -> Option<String> {
+        metrics
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix("kapsel_queue_objects{resource=\"r\"} "))
+            .map(str::to_owned)
+    }
+
+    /// The gauge once it shows `expected`, or after 2 s.
+    async fn eventually(metrics: &crate::metrics::Metrics, expected: &str) -> Option<String> {
+        for _ in 0..200 {
+            if queued(metrics).as_deref() == Some(expected) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        queued(metrics)
+    }
+
+    #[tokio::test]
+    async fn the_gauge_counts_objects_with_work() {
+        let metrics = crate::metrics::Metrics::default();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let held = gate.clone();
+        let mut router = Router::new(move |_: ObjectEvent| {
+            let held = held.clone();
+            async move {
+                let _ = held.acquire().await.map(|p| p.forget());
+            }
+        })
+        .counted(metrics.queue("r"));
+        for n in 0..3 {
+            router.route(ev("a", n));
+        }
+        router.route(ev("b", 0));
+        assert_eq!(
+            queued(&metrics).as_deref(),
+            Some("2"),
+            "two objects, four events"
+        );
+        gate.add_permits(3);
+        assert_eq!(
+            eventually(&metrics, "1").await.as_deref(),
+            Some("1"),
+            "one object still waits"
+        );
+        // Stopping aborts the waiting worker: nothing is left counted.
+        router.shutdown(Duration::from_millis(50)).await;
+        assert_eq!(eventually(&metrics, "0").await.as_deref(), Some("0"));
+    }
+}

@@ -1,0 +1,190 @@
+//! The timer and daemon tasks of one object (part of its memory): which run, which
+//! daemons exited for good, and when the object last changed for `idle`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::handlers::SharedProgress;
+
+/// The timers and daemons of one object; part of the object's memory.
+#[derive(Debug, Default)]
+pub(crate) struct ObjectTasks(Mutex<State>);
+
+#[derive(Debug, Default)]
+struct State {
+    /// By handler identity (guest, id).
+    running: HashMap<Identity, RunningTask>,
+    /// Daemons that have exited for good for this object (success or final failure):
+    /// not started again, and no longer needing the finalizer.
+    exited: HashSet<Identity>,
+    /// What resets `idle` when it changes: spec, labels, annotations, status.
+    fingerprint: Option<Value>,
+    /// When the fingerprint last changed (handler time); the tasks wait on it.
+    changed: Option<watch::Sender<DateTime<Utc>>>,
+}
+
+/// One running task, as the object's memory keeps it.
+#[derive(Debug)]
+pub(crate) struct RunningTask {
+    /// Cancelled to stop the task (its sleeps end at once).
+    pub(crate) stop: CancellationToken,
+    /// The object as last seen: calls get the freshest body (Kopf's live kwargs).
+    pub(crate) body: watch::Sender<Arc<Value>>,
+    /// Where the task is, for `kapsel test`'s "settled".
+    #[cfg_attr(
+        not(any(test, feature = "testing")),
+        expect(
+            dead_code,
+            reason = "read by `kapsel test`'s settling (feature `testing`)"
+        )
+    )]
+    pub(crate) progress: SharedProgress,
+    pub(crate) task: tokio::task::JoinHandle<()>,
+}
+
+/// A handler's identity: its guest and id.
+pub(crate) type Identity = (String, String);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ObjectTasks {
+    /// No task is busy, and none waits for a time that has come.
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn settled(&self, now: DateTime<Utc>) -> bool {
+        lock(&self.0).running.values().all(|r| {
+            let progress = *lock(&r.progress);
+            r.task.is_finished() || (!progress.busy && progress.due.is_none_or(|due| due > now))
+        })
+    }
+
+    /// Whether a task of this handler is running (or stopping).
+    pub(crate) fn is_running(&self, identity: &Identity) -> bool {
+        lock(&self.0)
+            .running
+            .get(identity)
+            .is_some_and(|r| !r.task.is_finished())
+    }
+
+    /// Notes the object as seen now: a change of what `idle` watches restarts it. The
+    /// operator's own bookkeeping (annotations under `prefix`: progress records, the
+    /// diff-base, touch-dummy) is no change of the object; results in `status` are.
+    pub(crate) fn observe(
+        &self,
+        body: &Arc<Value>,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> watch::Receiver<DateTime<Utc>> {
+        let own = format!("{prefix}/");
+        let annotations: serde_json::Map<String, Value> = body
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| !key.starts_with(&own))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let fingerprint = serde_json::json!({
+            "spec": body.get("spec"),
+            "labels": body.pointer("/metadata/labels"),
+            "annotations": annotations,
+            "status": body.get("status"),
+        });
+        let mut state = lock(&self.0);
+        let changed = state
+            .changed
+            .get_or_insert_with(|| watch::Sender::new(now))
+            .clone();
+        if state.fingerprint.as_ref() != Some(&fingerprint) {
+            if state.fingerprint.is_some() {
+                changed.send_replace(now);
+            }
+            state.fingerprint = Some(fingerprint);
+        }
+        for running in state.running.values() {
+            running.body.send_replace(body.clone());
+        }
+        changed.subscribe()
+    }
+
+    /// Stops the tasks `keep` rejects and waits until they have ended.
+    pub(crate) async fn stop_where(&self, keep: impl Fn(&Identity) -> bool) {
+        let stopping: Vec<RunningTask> = {
+            let mut state = lock(&self.0);
+            let ids: Vec<Identity> = state
+                .running
+                .keys()
+                .filter(|id| !keep(id))
+                .cloned()
+                .collect();
+            ids.iter()
+                .filter_map(|id| state.running.remove(id))
+                .collect()
+        };
+        for running in stopping {
+            running.stop.cancel();
+            // A task that panicked is gone as well.
+            let _ = running.task.await;
+        }
+    }
+
+    /// The daemons that have exited for good.
+    pub(crate) fn exited(&self) -> HashSet<Identity> {
+        lock(&self.0).exited.clone()
+    }
+
+    /// Notes that this daemon exited for good: it is not started again for the object.
+    pub(crate) fn mark_exited(&self, identity: Identity) {
+        lock(&self.0).exited.insert(identity);
+    }
+
+    /// Keeps a task that was just started.
+    pub(crate) fn insert(&self, identity: Identity, task: RunningTask) {
+        lock(&self.0).running.insert(identity, task);
+    }
+
+    /// Stops every timer and daemon of the object and waits until they have ended.
+    pub(crate) async fn stop_all(&self) {
+        self.stop_where(|_| false).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::UNIX_EPOCH + TimeDelta::seconds(seconds)
+    }
+
+    #[test]
+    fn idle_restarts_on_changes_of_what_users_change() {
+        let timers = ObjectTasks::default();
+        let body = |spec: i64, version: &str| {
+            Arc::new(serde_json::json!({
+                "metadata": {"resourceVersion": version, "labels": {"a": "b"}},
+                "spec": {"size": spec},
+            }))
+        };
+        let changed = timers.observe(&body(1, "1"), "p", at(0));
+        assert_eq!(*changed.borrow(), at(0));
+        // Only the resourceVersion moved: not a change.
+        timers.observe(&body(1, "2"), "p", at(5));
+        assert_eq!(*changed.borrow(), at(0));
+        // The operator's own records are not a change either.
+        let mut recorded = (*body(1, "3")).clone();
+        recorded["metadata"]["annotations"] = serde_json::json!({"p/tick": "{}"});
+        timers.observe(&Arc::new(recorded), "p", at(6));
+        assert_eq!(*changed.borrow(), at(0));
+        timers.observe(&body(2, "4"), "p", at(7));
+        assert_eq!(*changed.borrow(), at(7));
+        assert!(timers.settled(at(100)), "no timer runs");
+    }
+}

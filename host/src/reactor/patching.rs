@@ -1,0 +1,157 @@
+//! Sending a cycle's patch to the API server (KOPF.md §4.7, §5.5).
+//!
+//! One merge-patch of the object, one of `/status` when the resource has a status
+//! subresource, then the finalizer change as a JSON patch guarded by a
+//! `resourceVersion` test against the freshest body (the merge-patch's response).
+//! Every request is retried as Kopf retries API requests (`cluster::retried`); a 404
+//! means the object is gone.
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
+use serde_json::Value;
+
+use super::changes::{Patch, inconsistencies};
+use crate::cluster::{RequestError, Resource, retried};
+use crate::recording::Recorder;
+
+/// Which object a patch is for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) resource: &'a Resource,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) name: &'a str,
+}
+
+impl<'a> Target<'a> {
+    /// The object `body` is, of `resource`.
+    pub(crate) fn of(resource: &'a Resource, body: &'a Value) -> Target<'a> {
+        let meta = body.get("metadata");
+        let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+        Target {
+            resource,
+            namespace: text("namespace"),
+            name: text("name").unwrap_or_default(),
+        }
+    }
+
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        let ar = self.resource.api_resource();
+        match self.namespace {
+            Some(ns) if self.resource.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        }
+    }
+}
+
+/// How sending a cycle's patch went.
+#[derive(Debug)]
+pub(crate) enum Applied {
+    /// Every part was applied; the freshest body the server answered with, if any was sent.
+    Done(Option<Value>),
+    /// The object is gone (404): nothing more to do for it.
+    Gone,
+    /// The merge-patches were applied but the finalizer change was refused (422: the
+    /// object changed meanwhile); it should be retried in the next cycle.
+    FinalizerRefused(Option<Value>),
+}
+
+/// Sends patches to the API server, and tells the recording what they produced.
+#[derive(Clone)]
+pub(crate) struct Patcher {
+    pub(crate) client: Client,
+    pub(crate) recorder: Recorder,
+}
+
+impl Patcher {
+    /// Sends the patch: object merge-patch, `/status` merge-patch, finalizer JSON patch.
+    pub(crate) async fn apply(
+        &self,
+        target: Target<'_>,
+        body: &Value,
+        patch: &Patch,
+    ) -> Result<Applied, RequestError> {
+        apply(&self.client, target, body, patch, &self.recorder).await
+    }
+}
+
+async fn apply(
+    client: &Client,
+    target: Target<'_>,
+    body: &Value,
+    patch: &Patch,
+    recorder: &Recorder,
+) -> Result<Applied, RequestError> {
+    let record = |part: &str, response: &Value| {
+        recorder.write(
+            target.resource,
+            target.namespace,
+            target.name,
+            part,
+            response,
+        );
+    };
+    let api = target.api(client);
+    let status_subresource = target.resource.subresources.iter().any(|s| s == "status");
+    let (main, status) = patch.merge_patches(status_subresource);
+    let mut freshest: Option<Value> = None;
+    for (part, is_status) in [(main, false), (status, true)] {
+        let Some(part) = part else { continue };
+        let what = if is_status {
+            "patching the status"
+        } else {
+            "patching the object"
+        };
+        let sent = retried(what, || async {
+            let params = PatchParams::default();
+            let merge = KubePatch::Merge(&part);
+            if is_status {
+                api.patch_status(target.name, &params, &merge).await
+            } else {
+                api.patch(target.name, &params, &merge).await
+            }
+        })
+        .await;
+        match sent {
+            Ok(object) => {
+                let response = serde_json::to_value(object).unwrap_or(Value::Null);
+                record(if is_status { "status" } else { "object" }, &response);
+                let missed = inconsistencies(&part, &response);
+                if !missed.is_empty() {
+                    tracing::warn!("Patching failed with inconsistencies: {}", missed.to_json());
+                }
+                freshest = Some(response);
+            }
+            Err(e) if e.status() == Some(404) => return Ok(Applied::Gone),
+            Err(e) => return Err(e),
+        }
+    }
+
+    let latest = freshest.as_ref().unwrap_or(body);
+    let Some(ops) = patch.finalizer_json_patch(latest) else {
+        return Ok(Applied::Done(freshest));
+    };
+    let ops: json_patch::Patch = match serde_json::from_value(ops) {
+        Ok(ops) => ops,
+        // Our own patch shapes always parse; refusing here is safer than panicking.
+        Err(_) => return Ok(Applied::FinalizerRefused(freshest)),
+    };
+    let sent = retried("patching the finalizers", || async {
+        api.patch(
+            target.name,
+            &PatchParams::default(),
+            &KubePatch::<Value>::Json(ops.clone()),
+        )
+        .await
+    })
+    .await;
+    match sent {
+        Ok(object) => {
+            let response = serde_json::to_value(object).unwrap_or(Value::Null);
+            record("finalizers", &response);
+            Ok(Applied::Done(Some(response)))
+        }
+        Err(e) if e.status() == Some(404) => Ok(Applied::Gone),
+        Err(e) if e.status() == Some(422) => Ok(Applied::FinalizerRefused(freshest)),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,217 @@
+//! One watch stream per (resource × namespace): kube-runtime's watcher (list+watch,
+//! bookmarks, 410 → relist, backoff, idle timeout) turned into Kopf's raw events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::Resource;
+use crate::handlers::ObjectKey;
+use crate::metrics::Metrics;
+use crate::reactor::objects::{EventType, ObjectEvent, object_key};
+use crate::recording::Recorder;
+
+/// What a stream reports besides object events.
+#[derive(Debug)]
+pub(crate) enum StreamSignal {
+    Object(ObjectEvent),
+    /// The initial listing (or a relisting) is complete.
+    Listed,
+}
+
+/// Settings of the watch streams (KOPF.md §6.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamSettings {
+    /// A stream that shows no event (bookmarks included) for this long is
+    /// closed and reopened: load balancers drop idle connections silently.
+    pub(crate) inactivity_timeout: Duration,
+    /// `limit` for list pages.
+    pub(crate) page_size: Option<u32>,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            // Kopf's `watching.inactivity_timeout`.
+            inactivity_timeout: Duration::from_secs(70),
+            page_size: Some(500),
+        }
+    }
+}
+
+/// One watch stream to run: what it watches, how, and where it reports.
+pub(crate) struct Watch {
+    pub(crate) client: kube::Client,
+    pub(crate) resource: Arc<Resource>,
+    /// `None`: cluster-wide.
+    pub(crate) namespace: Option<String>,
+    pub(crate) settings: StreamSettings,
+    /// Where the stream reports restarts and its death.
+    pub(crate) metrics: Metrics,
+    /// Where `--record` writes the events the stream receives.
+    pub(crate) recorder: Recorder,
+}
+
+/// kube-runtime closes a silent stream after the server-side `timeoutSeconds`
+/// plus this margin; the server timeout is set so the sum is our inactivity timeout.
+const KUBE_IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Runs one stream until cancelled, sending its signals to `out`.
+///
+/// kube-runtime's watcher reports "apply" for both additions and
+/// modifications; the type Kopf reports is recovered from whether the object
+/// was known. After a relist, objects that were known but not listed again
+/// were deleted while the stream was down: they get a DELETED event, so
+/// indexes and handlers do not keep ghosts (Kopf misses these).
+pub(crate) async fn run(
+    watch: Watch,
+    out: tokio::sync::mpsc::UnboundedSender<StreamSignal>,
+    cancel: CancellationToken,
+) {
+    let Watch {
+        client,
+        resource,
+        namespace,
+        settings,
+        metrics,
+        recorder,
+    } = watch;
+    let api_resource = resource.api_resource();
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, &api_resource),
+        _ => Api::all_with(client, &api_resource),
+    };
+    let server_timeout = settings
+        .inactivity_timeout
+        .saturating_sub(KUBE_IDLE_MARGIN)
+        .as_secs()
+        .max(1);
+    let mut config =
+        watcher::Config::default().timeout(u32::try_from(server_timeout).unwrap_or(u32::MAX));
+    config.page_size = settings.page_size;
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+
+    let mut known: HashMap<ObjectKey, Arc<Value>> = HashMap::new();
+    let mut relisted: Option<HashMap<ObjectKey, Arc<Value>>> = None;
+    let stream_name = match &namespace {
+        Some(ns) => format!("{} in {ns}", resource.key()),
+        None => resource.key(),
+    };
+    // A stream that dies of a host bug is never reopened: liveness must fail.
+    let _alive = metrics.loop_watch(format!("the watch stream for {stream_name}"));
+    loop {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return,
+            next = events.next() => next,
+        };
+        let Some(next) = next else { return };
+        let event = match next {
+            Ok(event) => event,
+            Err(err) => {
+                tracing::warn!("Watch stream for {stream_name} failed, retrying: {err}");
+                metrics.stream_restarted(&resource.key());
+                continue;
+            }
+        };
+        let signal = match event {
+            Event::Init => {
+                relisted = Some(HashMap::new());
+                continue;
+            }
+            Event::InitApply(obj) => {
+                let body = body_of(obj, &resource);
+                let key = object_key(&body);
+                if let Some(listed) = relisted.as_mut() {
+                    listed.insert(key.clone(), body.clone());
+                }
+                known.insert(key.clone(), body.clone());
+                StreamSignal::Object(ObjectEvent {
+                    event_type: EventType::Listed,
+                    key,
+                    body,
+                })
+            }
+            Event::InitDone => {
+                if let Some(listed) = relisted.take() {
+                    let vanished: Vec<ObjectKey> = known
+                        .keys()
+                        .filter(|k| !listed.contains_key(*k))
+                        .cloned()
+                        .collect();
+                    for key in vanished {
+                        if let Some(body) = known.remove(&key) {
+                            let deleted = ObjectEvent {
+                                event_type: EventType::Deleted,
+                                key,
+                                body,
+                            };
+                            record(&recorder, &resource, &deleted);
+                            if out.send(StreamSignal::Object(deleted)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                StreamSignal::Listed
+            }
+            Event::Apply(obj) => {
+                let body = body_of(obj, &resource);
+                let key = object_key(&body);
+                let event_type = if known.insert(key.clone(), body.clone()).is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                StreamSignal::Object(ObjectEvent {
+                    event_type,
+                    key,
+                    body,
+                })
+            }
+            Event::Delete(obj) => {
+                let body = body_of(obj, &resource);
+                let key = object_key(&body);
+                known.remove(&key);
+                StreamSignal::Object(ObjectEvent {
+                    event_type: EventType::Deleted,
+                    key,
+                    body,
+                })
+            }
+        };
+        if let StreamSignal::Object(event) = &signal {
+            record(&recorder, &resource, event);
+        }
+        if out.send(signal).is_err() {
+            return;
+        }
+    }
+}
+
+fn record(recorder: &Recorder, resource: &Resource, event: &ObjectEvent) {
+    let event_type = event.event_type.as_kopf().unwrap_or("LISTED");
+    recorder.watch(resource, event_type, &event.body);
+}
+
+/// The object as JSON, with `apiVersion`/`kind` filled in (list items may lack them).
+fn body_of(obj: DynamicObject, resource: &Resource) -> Arc<Value> {
+    let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
+    if let Some(map) = body.as_object_mut() {
+        for (key, value) in [
+            ("apiVersion", resource.api_version()),
+            ("kind", resource.kind.clone()),
+        ] {
+            if !map.get(key).is_some_and(Value::is_string) {
+                map.insert(key.to_owned(), Value::String(value));
+            }
+        }
+    }
+    Arc::new(body)
+}

@@ -1,0 +1,226 @@
+//! [`HostServices`]: what the operator offers a guest during one call (indexes,
+//! Kubernetes calls, Events, daemon sleeps), and what one call is told: [`CallContext`]
+//! going in, [`Caller`] as the services see it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bindings::{KubeError, Level, Selector};
+
+/// The tracing target of everything a guest says: its `log` calls, stdout and stderr.
+pub(crate) const GUEST_LOG_TARGET: &str = "kapsel::guest";
+
+/// A boxed future, so that [`HostServices`] stays object-safe.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the host offers a guest during one call; implemented by the operator.
+///
+/// Every method has a default that offers nothing (no index entries, Kubernetes calls and
+/// Events refused as `NotAvailable`, daemons told to stop), so an implementation overrides
+/// only what it provides. Errors returned here go back to the guest as WIT values; they
+/// never fail the call by themselves.
+pub(crate) trait HostServices: Send + Sync + 'static {
+    /// `log`: sees every line the guest logs (after the host's own tracing event), e.g.
+    /// to keep a journal of what handlers said.
+    fn log(&self, caller: &Caller, level: Level, message: &str) {
+        let _ = (caller, level, message);
+    }
+
+    /// `index-lookup`: the values (JSON) stored under `key` (JSON) in the named index, or
+    /// `None` when the index or the key is unknown.
+    fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {
+        let _ = (caller, index, key);
+        None
+    }
+
+    /// `index-keys`: every key (JSON) of the named index.
+    fn index_keys(&self, caller: &Caller, index: &str) -> Vec<String> {
+        let _ = (caller, index);
+        Vec::new()
+    }
+
+    /// `post-event`: post a Kubernetes Event. The guest gets no answer; a failure is logged.
+    fn post_event<'a>(
+        &'a self,
+        caller: &'a Caller,
+        event: GuestEvent,
+    ) -> BoxFuture<'a, Result<(), KubeError>> {
+        let _ = (caller, event);
+        Box::pin(async { Err(not_available("posting Events")) })
+    }
+
+    /// `get`/`list`/`create`/`patch`/`delete`: a Kubernetes call. The implementation checks
+    /// it against the guest's declared permissions. Answers the object or list as JSON
+    /// (an empty string for `delete`).
+    fn kube<'a>(
+        &'a self,
+        caller: &'a Caller,
+        request: KubeRequest,
+    ) -> BoxFuture<'a, Result<String, KubeError>> {
+        let _ = (caller, request);
+        Box::pin(async { Err(not_available("Kubernetes calls")) })
+    }
+
+    /// `sleep-unless-stopped`: sleep up to `duration`; `false` once the daemon must stop.
+    fn sleep_unless_stopped<'a>(
+        &'a self,
+        caller: &'a Caller,
+        duration: Duration,
+    ) -> BoxFuture<'a, bool> {
+        let _ = (caller, duration);
+        Box::pin(async { false })
+    }
+}
+
+/// The answer to a host call this handler has no access to.
+pub(crate) fn not_available(what: &str) -> KubeError {
+    KubeError::local(
+        "NotAvailable",
+        format!("{what} are not available to this handler"),
+    )
+}
+
+/// Services that offer nothing: for `describe` at load, `kapsel inspect`, and tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NoServices;
+
+impl HostServices for NoServices {}
+
+/// What the operator passes to one guest call.
+#[derive(Clone)]
+pub(crate) struct CallContext {
+    /// The handler being called, for log fields. (The call's budget comes from the
+    /// registration with the cause's handler id.)
+    pub(crate) handler_id: String,
+    /// The object's reference, `namespace/name` or `name`, for log fields.
+    pub(crate) object: Option<String>,
+    /// What the guest may ask of the host during the call.
+    pub(crate) services: Arc<dyn HostServices>,
+    /// A daemon's call, which lives as long as the daemon: it takes none of the permits
+    /// that bound the number of short calls at once (it would starve them).
+    pub(crate) long_running: bool,
+}
+
+impl CallContext {
+    /// A context for `handler_id` on `object`, with `services`.
+    pub(crate) fn new(
+        handler_id: impl Into<String>,
+        object: Option<String>,
+        services: Arc<dyn HostServices>,
+    ) -> Self {
+        Self {
+            handler_id: handler_id.into(),
+            object,
+            services,
+            long_running: false,
+        }
+    }
+
+    /// Marks the call as a daemon's (see [`CallContext::long_running`]).
+    pub(crate) fn long_running(mut self, long_running: bool) -> Self {
+        self.long_running = long_running;
+        self
+    }
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("handler_id", &self.handler_id)
+            .field("object", &self.object)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who is asking, as the services see it.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    /// The guest's name (its file stem).
+    pub(crate) guest: Arc<str>,
+    /// The handler being called.
+    pub(crate) handler_id: String,
+    /// The object's reference, `namespace/name` or `name`.
+    pub(crate) object: Option<String>,
+}
+
+impl Caller {
+    /// The object reference for log fields (`-` when the call is about no object).
+    pub(crate) fn object_ref(&self) -> &str {
+        self.object.as_deref().unwrap_or("-")
+    }
+}
+
+/// An Event a guest asked to post.
+#[derive(Clone, Debug)]
+pub(crate) struct GuestEvent {
+    /// The object the Event is about (JSON with apiVersion, kind, metadata); `None` means
+    /// the object of the call.
+    pub(crate) object: Option<String>,
+    /// `Normal`, `Warning` or `Error`, as the guest gave it.
+    pub(crate) event_type: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+}
+
+/// A Kubernetes call a guest asked for.
+#[derive(Clone, Debug)]
+pub(crate) enum KubeRequest {
+    /// Read one object.
+    Get {
+        target: Selector,
+        namespace: Option<String>,
+        name: String,
+    },
+    /// List objects, optionally by label selector.
+    List {
+        target: Selector,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    },
+    /// Create an object from a JSON body.
+    Create {
+        target: Selector,
+        namespace: Option<String>,
+        body: String,
+    },
+    /// Apply a JSON merge patch to an object.
+    Patch {
+        target: Selector,
+        namespace: Option<String>,
+        name: String,
+        merge_patch: String,
+    },
+    /// Delete an object.
+    Delete {
+        target: Selector,
+        namespace: Option<String>,
+        name: String,
+    },
+}
+
+impl KubeRequest {
+    /// The RBAC verb this request needs.
+    pub(crate) fn verb(&self) -> &'static str {
+        match self {
+            KubeRequest::Get { .. } => "get",
+            KubeRequest::List { .. } => "list",
+            KubeRequest::Create { .. } => "create",
+            KubeRequest::Patch { .. } => "patch",
+            KubeRequest::Delete { .. } => "delete",
+        }
+    }
+
+    /// The resource the request is about.
+    pub(crate) fn target(&self) -> &Selector {
+        match self {
+            KubeRequest::Get { target, .. }
+            | KubeRequest::List { target, .. }
+            | KubeRequest::Create { target, .. }
+            | KubeRequest::Patch { target, .. }
+            | KubeRequest::Delete { target, .. } => target,
+        }
+    }
+}
