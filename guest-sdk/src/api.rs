@@ -56,13 +56,12 @@
 //!
 //! In native tests, calls go to the fake API of [`testing::api`](crate::testing::api).
 
-use std::fmt;
-
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::host;
-use crate::registry::{ResourceName, Selector};
+pub use crate::host::ApiError;
+use crate::selector::{ResourceName, Selector};
 
 /// One resource type (optionally in one namespace) to make calls on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,75 +266,6 @@ fn parse_object(answer: &str) -> Result<Value, ApiError> {
         ))),
     }
 }
-
-/// A failed Kubernetes call.
-///
-/// Converts into [`crate::Error`] (an arbitrary error, handled per the handler's
-/// `errors` option) with `?`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// The HTTP status code; 0 when the request never reached the API server.
-    pub code: u16,
-    /// The `metav1.Status` reason: `NotFound`, `AlreadyExists`, `Conflict`,
-    /// `Forbidden` (also when the guest did not declare the call with `permit!`),
-    /// `Invalid`, ...
-    pub reason: String,
-    /// What went wrong, for humans.
-    pub message: String,
-}
-
-impl ApiError {
-    /// An error with this code, reason and message.
-    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-        }
-    }
-
-    /// A request that could not be made (code 0, reason `Invalid`).
-    pub(crate) fn invalid(message: String) -> Self {
-        Self::new(0, "Invalid", message)
-    }
-
-    /// By reason, as client-go does; by code only when the reason is missing.
-    fn is(&self, reason: &str, code: u16) -> bool {
-        self.reason == reason || (self.reason.is_empty() && self.code == code)
-    }
-
-    /// 404 `NotFound`: the object (or its type) does not exist.
-    pub fn is_not_found(&self) -> bool {
-        self.is("NotFound", 404)
-    }
-
-    /// 409 `AlreadyExists`: a create with a name that is taken.
-    pub fn is_already_exists(&self) -> bool {
-        self.reason == "AlreadyExists"
-    }
-
-    /// 409 `Conflict`: the object changed meanwhile.
-    pub fn is_conflict(&self) -> bool {
-        self.is("Conflict", 409)
-    }
-
-    /// 403 `Forbidden`: refused by the API server, or not declared with `permit!`.
-    pub fn is_forbidden(&self) -> bool {
-        self.is("Forbidden", 403)
-    }
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.code == 0 {
-            write!(f, "{}: {}", self.reason, self.message)
-        } else {
-            write!(f, "{} ({}): {}", self.reason, self.code, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ApiError {}
 
 #[cfg(test)]
 mod tests {

@@ -141,16 +141,6 @@ impl Error {
             _ => None,
         }
     }
-
-    /// The outcome the host receives for this error.
-    pub(crate) fn into_outcome(self) -> crate::registry::Outcome {
-        use crate::registry::Outcome;
-        match self.0 {
-            Repr::Temporary(t) => Outcome::Temporary(t.message, t.delay),
-            Repr::Permanent(p) => Outcome::Permanent(p.message),
-            Repr::Other(message) => Outcome::Failed(message),
-        }
-    }
 }
 
 impl fmt::Display for Error {

@@ -155,7 +155,7 @@ impl crate::bindings::Guest for Component {
                 .into_iter()
                 .map(registration_to_wit)
                 .collect(),
-            permissions: registry::permissions()
+            permissions: crate::permissions::permissions()
                 .iter()
                 .map(|p| wit::Permission {
                     target: selector_to_wit(&p.target),

@@ -135,11 +135,13 @@ pub mod index;
 mod log;
 pub mod on;
 mod patch;
+mod permissions;
 #[allow(
     missing_docs,
     reason = "hidden macro support; the types mirror the WIT records field by field"
 )]
 mod registry;
+mod selector;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod time;

@@ -5,18 +5,7 @@ use serde_json::Value;
 
 use crate::host;
 
-/// A log line's level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// `kapsel::debug!`.
-    Debug,
-    /// `kapsel::info!`.
-    Info,
-    /// `kapsel::warn!`.
-    Warning,
-    /// `kapsel::error!`.
-    Error,
-}
+pub use crate::host::Level;
 
 /// Sends one log line to the host (the logging macros' target).
 #[doc(hidden)]

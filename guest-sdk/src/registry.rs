@@ -7,7 +7,9 @@ use std::sync::{Mutex, PoisonError};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Cause, Error, HandlerKind};
+pub use crate::permissions::{Permission, PermissionEntry, register_permission};
+pub use crate::selector::{ResourceName, Selector};
+use crate::{Cause, Error, ErrorKind, HandlerKind};
 
 /// WIT `errors-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -16,36 +18,6 @@ pub enum ErrorsMode {
     Temporary,
     Permanent,
     Ignored,
-}
-
-/// WIT `resource-name`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ResourceName {
-    Any(String),
-    Kind(String),
-    Plural(String),
-    Singular(String),
-    Shortcut(String),
-    Category(String),
-}
-
-/// WIT `selector`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Selector {
-    pub group: Option<String>,
-    pub version: Option<String>,
-    pub name: ResourceName,
-}
-
-impl Selector {
-    pub fn new(group: Option<&str>, version: Option<&str>, name: ResourceName) -> Self {
-        Self {
-            group: group.map(str::to_owned),
-            version: version.map(str::to_owned),
-            name,
-        }
-    }
 }
 
 /// WIT `matcher`.
@@ -131,50 +103,6 @@ impl Registration {
             memory_mib: None,
         }
     }
-}
-
-/// WIT `permission`: one `permit!`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Permission {
-    pub target: Selector,
-    pub verbs: Vec<String>,
-}
-
-impl Permission {
-    pub fn new(target: Selector, verbs: &[&str]) -> Self {
-        Self {
-            target,
-            verbs: verbs.iter().map(|&verb| verb.to_owned()).collect(),
-        }
-    }
-}
-
-/// One registered `permit!`.
-#[derive(Clone, Copy)]
-pub struct PermissionEntry {
-    pub permission: fn() -> Permission,
-    /// Where the macro is written: the declaration order, as for handlers.
-    pub source: (&'static str, u32, u32),
-}
-
-static PERMISSIONS: Mutex<Vec<PermissionEntry>> = Mutex::new(Vec::new());
-
-/// Adds one `permit!`; called by static constructors at start-up.
-pub fn register_permission(entry: PermissionEntry) {
-    PERMISSIONS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(entry);
-}
-
-/// Every declared permission, in declaration order (link order is not stable).
-pub(crate) fn permissions() -> Vec<Permission> {
-    let mut entries = PERMISSIONS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    entries.sort_by_key(|e| e.source);
-    entries.iter().map(|entry| (entry.permission)()).collect()
 }
 
 /// WIT `outcome`, with results as JSON text.
@@ -337,13 +265,23 @@ pub fn value_outcome<T: Serialize + ?Sized>(value: &T) -> Outcome {
 pub fn result_outcome<T: Serialize, E: Into<Error>>(result: Result<T, E>) -> Outcome {
     match result {
         Ok(value) => value_outcome(&value),
-        Err(error) => error.into().into_outcome(),
+        Err(error) => error_outcome(error.into()),
+    }
+}
+
+/// The outcome the host receives for a handler's error.
+fn error_outcome(error: Error) -> Outcome {
+    let message = error.to_string();
+    match (error.kind(), error.delay()) {
+        (ErrorKind::Temporary, Some(delay)) => Outcome::Temporary(message, delay),
+        (ErrorKind::Permanent, _) => Outcome::Permanent(message),
+        _ => Outcome::Failed(message),
     }
 }
 
 /// The index outcome of an index handler's error.
 pub fn index_error<E: Into<Error>>(error: E) -> IndexOutcome {
-    match error.into().into_outcome() {
+    match error_outcome(error.into()) {
         Outcome::Temporary(message, delay) => IndexOutcome::Temporary(message, delay),
         Outcome::Permanent(message) => IndexOutcome::Permanent(message),
         Outcome::Failed(message) | Outcome::Done(Some(message)) => IndexOutcome::Failed(message),

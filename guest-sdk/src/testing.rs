@@ -70,8 +70,6 @@
 //!
 //! Only available in native builds.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -82,153 +80,18 @@ use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
 
 pub mod api;
 
-pub use crate::log::Level;
-
-/// One line a handler logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
-    /// Its level.
-    pub level: Level,
-    /// Its text.
-    pub message: String,
-}
-
-/// One Kubernetes Event a handler posted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PostedEvent {
-    /// The object's reference (`apiVersion`, `kind`, `metadata`); `None` for
-    /// the handler's current object.
-    pub object: Option<Value>,
-    /// `Normal`, `Warning` or `Error`.
-    pub event_type: String,
-    /// The reason.
-    pub reason: String,
-    /// The message.
-    pub message: String,
-}
-
-#[derive(Default)]
-struct FakeHost {
-    logs: Vec<LogLine>,
-    events: Vec<PostedEvent>,
-    /// index name → key JSON → value JSONs.
-    indexes: BTreeMap<String, BTreeMap<String, Vec<String>>>,
-    /// Seconds daemons slept, in order.
-    sleeps: Vec<f64>,
-    /// What `sleep_unless_stopped` answers after each sleep (`true`: go on).
-    stopped: bool,
-}
-
-thread_local! {
-    static FAKE: RefCell<FakeHost> = RefCell::new(FakeHost::default());
-}
-
-/// The host imports, served by this thread's fake host.
-pub(crate) mod fake {
-    use super::{FAKE, LogLine, PostedEvent};
-    use crate::api::ApiError;
-    use crate::log::Level;
-    use crate::registry::Selector;
-
-    pub(crate) fn log(level: Level, message: &str) {
-        eprintln!("[{level:?}] {message}");
-        FAKE.with_borrow_mut(|fake| {
-            fake.logs.push(LogLine {
-                level,
-                message: message.to_owned(),
-            })
-        });
-    }
-
-    pub(crate) fn index_lookup(index: &str, key: &str) -> Option<Vec<String>> {
-        FAKE.with_borrow(|fake| fake.indexes.get(index)?.get(key).cloned())
-    }
-
-    pub(crate) fn index_keys(index: &str) -> Vec<String> {
-        FAKE.with_borrow(|fake| {
-            fake.indexes
-                .get(index)
-                .map(|keys| keys.keys().cloned().collect())
-                .unwrap_or_default()
-        })
-    }
-
-    pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
-        FAKE.with_borrow_mut(|fake| {
-            fake.sleeps.push(seconds);
-            !fake.stopped
-        })
-    }
-
-    pub(crate) fn get(
-        target: &Selector,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<String, ApiError> {
-        super::api::call("get", target, namespace, Some(name), None, None)
-    }
-
-    pub(crate) fn list(
-        target: &Selector,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<String, ApiError> {
-        super::api::call("list", target, namespace, None, label_selector, None)
-    }
-
-    pub(crate) fn create(
-        target: &Selector,
-        namespace: Option<&str>,
-        body: &str,
-    ) -> Result<String, ApiError> {
-        super::api::call("create", target, namespace, None, None, Some(body))
-    }
-
-    pub(crate) fn patch(
-        target: &Selector,
-        namespace: Option<&str>,
-        name: &str,
-        merge_patch: &str,
-    ) -> Result<String, ApiError> {
-        super::api::call(
-            "patch",
-            target,
-            namespace,
-            Some(name),
-            None,
-            Some(merge_patch),
-        )
-    }
-
-    pub(crate) fn delete(
-        target: &Selector,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<(), ApiError> {
-        super::api::call("delete", target, namespace, Some(name), None, None).map(drop)
-    }
-
-    pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
-        let object = object.and_then(|json| serde_json::from_str(json).ok());
-        FAKE.with_borrow_mut(|fake| {
-            fake.events.push(PostedEvent {
-                object,
-                event_type: event_type.to_owned(),
-                reason: reason.to_owned(),
-                message: message.to_owned(),
-            });
-        });
-    }
-}
+pub use crate::host::Level;
+use crate::host::fake;
+pub use crate::host::fake::{LogLine, PostedEvent};
 
 /// The lines logged on this thread so far.
 pub fn logs() -> Vec<LogLine> {
-    FAKE.with_borrow(|fake| fake.logs.clone())
+    fake::logs()
 }
 
 /// The events posted on this thread so far.
 pub fn events() -> Vec<PostedEvent> {
-    FAKE.with_borrow(|fake| fake.events.clone())
+    fake::events()
 }
 
 /// Makes the index `index` hold `values` under `key` (replacing what it held
@@ -243,37 +106,29 @@ where
 {
     let key = registry::to_json(key);
     let values: Vec<String> = values.into_iter().map(|v| registry::to_json(&v)).collect();
-    FAKE.with_borrow_mut(|fake| {
-        let keys = fake.indexes.entry(index.to_owned()).or_default();
-        if values.is_empty() {
-            keys.remove(&key);
-        } else {
-            keys.insert(key, values);
-        }
-    });
+    fake::set_index(index, key, values);
 }
 
 /// The seconds a daemon asked to sleep, in order (sleeps return at once).
 pub fn sleeps() -> Vec<f64> {
-    FAKE.with_borrow(|fake| fake.sleeps.clone())
+    fake::sleeps()
 }
 
 /// Makes [`Cause::sleep_unless_stopped`] answer that the daemon must stop.
 pub fn stop_daemons() {
-    FAKE.with_borrow_mut(|fake| fake.stopped = true);
+    fake::stop_daemons();
 }
 
 /// Forgets this thread's logs, events, indexes and fake API (objects, calls,
 /// scripted failures, the current namespace).
 pub fn reset() {
-    FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
-    api::reset();
+    fake::reset();
 }
 
 /// Every permission the crate declares with `permit!`, as the host receives them
 /// from `describe` (JSON in the WIT's shape: `{"target": selector, "verbs": [...]}`).
 pub fn permissions() -> Vec<Value> {
-    registry::permissions()
+    crate::permissions::permissions()
         .iter()
         .map(|p| serde_json::to_value(p).unwrap_or_default())
         .collect()

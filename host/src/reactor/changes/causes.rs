@@ -12,8 +12,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::deletion::{is_deletion_blocked, is_deletion_ongoing};
 use super::diff::{Diff, diff, reduce, resolve};
-use super::finalizers::{is_deletion_blocked, is_deletion_ongoing};
 use crate::pyformat::py_eq;
 
 /// Why a changing cycle runs (Kopf's `Reason`).

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 use super::keys::{KeyScheme, marked_prefixes};
-use super::patch::{Patch, body_annotation};
+use super::patch::{Patch, body_annotation, store_marker};
 use crate::pyformat::{self, falsy};
 
 /// kubectl's own copy of the applied manifest: never essential.
@@ -108,16 +108,6 @@ impl DiffBaseStorage {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
         store_marker(&self.keys, body, patch);
-    }
-}
-
-/// Brand a non-`kopf.` prefix with `<prefix>/kopf-managed: yes` unless already there.
-pub(crate) fn store_marker(keys: &KeyScheme, body: &Value, patch: &mut Patch) {
-    if let Some(marker) = keys.marker_key()
-        && body_annotation(body, &marker).is_none()
-        && patch.annotation(&marker).is_none()
-    {
-        patch.set_annotation(&marker, Value::String("yes".into()));
     }
 }
 

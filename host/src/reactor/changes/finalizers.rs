@@ -9,21 +9,7 @@
 use serde_json::Value;
 
 use super::causes::{CallbackEval, ChangingCause, ChangingHandler, prematch};
-
-/// `metadata.deletionTimestamp` is set.
-pub(crate) fn is_deletion_ongoing(body: &Value) -> bool {
-    body.get("metadata")
-        .and_then(|m| m.get("deletionTimestamp"))
-        .is_some_and(|t| !t.is_null())
-}
-
-/// Our finalizer is in `metadata.finalizers`.
-pub(crate) fn is_deletion_blocked(body: &Value, finalizer: &str) -> bool {
-    body.get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(finalizer)))
-}
+use super::deletion::{is_deletion_blocked, is_deletion_ongoing};
 
 /// Whether any non-optional delete handler prematches the object (Kopf's
 /// `requires_finalizer` of the changing registry). Daemons/timers are OR-ed by the caller.

@@ -16,6 +16,7 @@
 //!    then [`lifecycle::after_patch`] decides the sleep and the `touch-dummy` patch.
 
 mod causes;
+mod deletion;
 mod diff;
 mod essence;
 mod finalizers;
@@ -32,10 +33,10 @@ pub(crate) use causes::{
     CallbackSlot, ChangingCause, ChangingHandler, Criterion, Reason, capitalize, detect_cause,
     handler_view, is_stealth, prematch, select_handlers, title,
 };
+pub(crate) use deletion::{is_deletion_blocked, is_deletion_ongoing};
 pub(crate) use essence::DiffBaseStorage;
 pub(crate) use finalizers::{
-    FinalizerDecision, changing_requires_finalizer, finalizer_decision, is_deletion_blocked,
-    is_deletion_ongoing, release_on_deletion,
+    FinalizerDecision, changing_requires_finalizer, finalizer_decision, release_on_deletion,
 };
 pub(crate) use keys::KeyScheme;
 pub(crate) use lifecycle::{

@@ -124,7 +124,7 @@ impl Patch {
             if current != wanted {
                 self.set_annotation(&key, wanted.clone());
                 if value.is_some() {
-                    super::essence::store_marker(keys, body, self);
+                    store_marker(keys, body, self);
                 }
             }
         }
@@ -222,6 +222,16 @@ fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<S
     match entry {
         Value::Object(m) => m,
         _ => unreachable!("replaced by an object just above"),
+    }
+}
+
+/// Brand a non-`kopf.` prefix with `<prefix>/kopf-managed: yes` unless already there.
+pub(crate) fn store_marker(keys: &KeyScheme, body: &Value, patch: &mut Patch) {
+    if let Some(marker) = keys.marker_key()
+        && body_annotation(body, &marker).is_none()
+        && patch.annotation(&marker).is_none()
+    {
+        patch.set_annotation(&marker, Value::String("yes".into()));
     }
 }
 

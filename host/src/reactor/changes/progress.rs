@@ -10,8 +10,8 @@
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{Map, Value, json};
 
-use super::essence::store_marker;
 use super::keys::KeyScheme;
+use super::patch::store_marker;
 use super::patch::{Patch, body_annotation};
 use crate::pyformat;
 

@@ -1,0 +1,878 @@
+//! The fake Kubernetes API of the fake host: an in-memory store of objects per thread
+//! that answers as an API server and the real host would (`kapsel::testing::api` is its
+//! public face, and documents it).
+
+use std::cell::RefCell;
+
+use serde_json::{Map, Value, json};
+
+use crate::host::ApiError;
+use crate::selector::{ResourceName, Selector};
+
+/// One call a handler made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// `get`, `list`, `create`, `patch` or `delete`.
+    pub verb: String,
+    /// The resource as the handler named it, in Kopf's `name[.version[.group]]`
+    /// form: `configmaps.v1` for `Api::new("v1", "configmaps")`,
+    /// `KopfExample.v1.kopf.dev` for [`Api::of`](crate::api::Api::of) on a
+    /// `kopf.dev/v1` `KopfExample`.
+    pub target: String,
+    /// The namespace the handler gave (`None`: none).
+    pub namespace: Option<String>,
+    /// The object's name (`get`, `patch`, `delete`).
+    pub name: Option<String>,
+    /// The label selector (`list`).
+    pub label_selector: Option<String>,
+    /// The body (`create`) or merge patch (`patch`); `null` for other calls.
+    pub body: Value,
+}
+
+/// A resource type the fake has seen.
+#[derive(Debug, Clone)]
+struct Type {
+    api_version: String,
+    group: String,
+    version: String,
+    kind: String,
+    plural: String,
+    namespaced: bool,
+}
+
+#[derive(Default)]
+struct FakeApi {
+    objects: Vec<Value>,
+    types: Vec<Type>,
+    calls: Vec<Call>,
+    failures: Vec<(String, ApiError)>,
+    counter: u64,
+    current_namespace: Option<String>,
+}
+
+thread_local! {
+    static API: RefCell<FakeApi> = RefCell::new(FakeApi::default());
+}
+
+/// Kinds that are cluster-scoped on every cluster, so that creating one without
+/// a namespace does not put it into the current object's.
+const CLUSTER_SCOPED: [&str; 12] = [
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "PriorityClass",
+    "IngressClass",
+    "RuntimeClass",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+/// The plural Kubernetes derives for a CRD's kind, for the common cases.
+fn plural_of(name: &str) -> String {
+    let lower = name.to_lowercase();
+    if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        return format!("{stem}ies");
+    }
+    if lower.ends_with(['s', 'x']) || lower.ends_with("ch") || lower.ends_with("sh") {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
+}
+
+fn name_text(name: &ResourceName) -> &str {
+    match name {
+        ResourceName::Any(t)
+        | ResourceName::Kind(t)
+        | ResourceName::Plural(t)
+        | ResourceName::Singular(t)
+        | ResourceName::Shortcut(t)
+        | ResourceName::Category(t) => t,
+    }
+}
+
+impl Type {
+    fn from_object(object: &Value) -> Option<Self> {
+        let api_version = object.get("apiVersion")?.as_str()?;
+        let kind = object.get("kind")?.as_str()?;
+        if kind.is_empty() {
+            return None;
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let namespaced = match object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+        {
+            Some(ns) => !ns.is_empty(),
+            None => false,
+        };
+        Some(Self {
+            api_version: api_version.to_owned(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            plural: plural_of(kind),
+            namespaced,
+        })
+    }
+
+    fn is_named(&self, name: &ResourceName) -> bool {
+        let kind_lower = self.kind.to_lowercase();
+        match name {
+            ResourceName::Any(n) => {
+                let n = n.to_lowercase();
+                n == kind_lower || n == self.plural
+            }
+            ResourceName::Kind(n) | ResourceName::Singular(n) => n.to_lowercase() == kind_lower,
+            ResourceName::Plural(n) => n.to_lowercase() == self.plural,
+            ResourceName::Shortcut(_) | ResourceName::Category(_) => false,
+        }
+    }
+
+    fn is_selected(&self, selector: &Selector) -> bool {
+        selector.group.as_ref().is_none_or(|g| *g == self.group)
+            && selector.version.as_ref().is_none_or(|v| *v == self.version)
+            && self.is_named(&selector.name)
+    }
+
+    fn holds(&self, object: &Value) -> bool {
+        object.get("apiVersion").and_then(Value::as_str) == Some(&self.api_version)
+            && object.get("kind").and_then(Value::as_str) == Some(&self.kind)
+    }
+}
+
+/// Names that may mean the same resource: equal in any case, or one the plural of
+/// the other (`configmaps` / `ConfigMap`).
+fn loosely_same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.to_lowercase(), b.to_lowercase());
+    a == b || plural_of(&a) == b || plural_of(&b) == a
+}
+
+/// Whether a declared permission's target covers a call's target (of the type
+/// `ty`, when the fake knows it). Groups and versions must agree where both say.
+fn covers(permitted: &Selector, called: &Selector, ty: Option<&Type>) -> bool {
+    let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    agree(&permitted.group, &called.group)
+        && agree(&permitted.version, &called.version)
+        && (loosely_same(name_text(&permitted.name), name_text(&called.name))
+            || ty.is_some_and(|t| t.is_named(&permitted.name) && t.is_named(&called.name)))
+}
+
+/// Kopf's `name.version.group` form of a selector.
+fn target_text(selector: &Selector) -> String {
+    let mut text = name_text(&selector.name).to_owned();
+    for part in [&selector.version, &selector.group].into_iter().flatten() {
+        if !part.is_empty() {
+            text.push('.');
+            text.push_str(part);
+        }
+    }
+    text
+}
+
+/// The `permit!` arguments that would allow a call, for the refusal's message.
+fn suggested_permit(selector: &Selector, ty: Option<&Type>, verb: &str) -> String {
+    let name = match (&selector.name, ty) {
+        (ResourceName::Any(n) | ResourceName::Plural(n), _) => n.clone(),
+        (_, Some(ty)) => ty.plural.clone(),
+        (other, None) => plural_of(name_text(other)),
+    };
+    let group = selector
+        .group
+        .clone()
+        .or_else(|| ty.map(|t| t.group.clone()));
+    let version = selector
+        .version
+        .clone()
+        .or_else(|| ty.map(|t| t.version.clone()));
+    let selector = match (group.as_deref(), version.as_deref()) {
+        (Some(""), Some("v1")) => format!("\"v1\", \"{name}\""),
+        (Some(group), Some(version)) => format!("\"{group}\", \"{version}\", \"{name}\""),
+        (Some(group), None) => format!("\"{group}\", \"{name}\""),
+        (None, Some(version)) => format!("\"{name}.{version}\""),
+        (None, None) => format!("\"{name}\""),
+    };
+    format!("kapsel::permit!({selector}, verbs = [\"{verb}\"]);")
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(400, "BadRequest", message)
+}
+
+fn not_found(resource: &str, name: &str) -> ApiError {
+    ApiError::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+}
+
+/// One label requirement of an equality-based selector.
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    Absent(String),
+}
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
+}
+
+fn valid_value(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+fn parse_label_selector(text: &str) -> Result<Vec<Requirement>, ApiError> {
+    let unsupported = || {
+        bad_request(format!(
+            "unable to parse the label selector {text:?}: the fake API supports \
+             `a=b`, `a==b`, `a!=b`, `a` and `!a`, comma-separated"
+        ))
+    };
+    let mut requirements = Vec::new();
+    for term in text.split(',').map(str::trim) {
+        if term.is_empty() {
+            if text.trim().is_empty() {
+                continue;
+            }
+            return Err(unsupported());
+        }
+        let requirement = if let Some((key, value)) = term.split_once("!=") {
+            Requirement::NotEquals(key.trim().to_owned(), value.trim().to_owned())
+        } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            Requirement::Equals(key.trim().to_owned(), value.trim().to_owned())
+        } else if let Some(key) = term.strip_prefix('!') {
+            Requirement::Absent(key.trim().to_owned())
+        } else {
+            Requirement::Exists(term.to_owned())
+        };
+        let ok = match &requirement {
+            Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => {
+                valid_key(k) && valid_value(v)
+            }
+            Requirement::Exists(k) | Requirement::Absent(k) => valid_key(k),
+        };
+        if !ok {
+            return Err(unsupported());
+        }
+        requirements.push(requirement);
+    }
+    Ok(requirements)
+}
+
+fn labels_match(object: &Value, requirements: &[Requirement]) -> bool {
+    let label = |key: &str| {
+        object
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(key))
+            .and_then(Value::as_str)
+    };
+    requirements.iter().all(|r| match r {
+        Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+        Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+        Requirement::Exists(k) => label(k).is_some(),
+        Requirement::Absent(k) => label(k).is_none(),
+    })
+}
+
+/// RFC 7386: objects merge recursively, `null` removes, anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(fields) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                fields.remove(key);
+            } else {
+                merge_patch(fields.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+fn meta_str<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(key)?.as_str()
+}
+
+fn set_meta(object: &mut Value, key: &str, value: Value) {
+    if let Value::Object(fields) = object {
+        let metadata = fields
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(metadata) = metadata {
+            metadata.insert(key.to_owned(), value);
+        }
+    }
+}
+
+impl FakeApi {
+    fn next(&mut self) -> u64 {
+        self.counter += 1;
+        self.counter
+    }
+
+    /// The type a selector names; the core group wins on ambiguity, as in the host.
+    fn resolve(&self, selector: &Selector) -> Option<Type> {
+        let mut found = self.types.iter().filter(|t| t.is_selected(selector));
+        let first = found.next()?;
+        if first.group.is_empty() {
+            return Some(first.clone());
+        }
+        Some(found.find(|t| t.group.is_empty()).unwrap_or(first).clone())
+    }
+
+    fn learn(&mut self, ty: &Type) -> Type {
+        if let Some(known) = self
+            .types
+            .iter()
+            .find(|t| t.api_version == ty.api_version && t.kind == ty.kind)
+        {
+            return known.clone();
+        }
+        self.types.push(ty.clone());
+        ty.clone()
+    }
+
+    /// The namespace a call acts in: the given one, else the current object's, else
+    /// `default` (as the host does for handlers about no object, such as startup ones).
+    fn namespace_for(&self, ty: &Type, given: Option<&str>) -> Result<Option<String>, ApiError> {
+        if !ty.namespaced {
+            return Ok(None);
+        }
+        Ok(Some(
+            given
+                .or(self.current_namespace.as_deref())
+                .unwrap_or("default")
+                .to_owned(),
+        ))
+    }
+
+    fn position(&self, ty: &Type, namespace: Option<&str>, name: &str) -> Option<usize> {
+        self.objects.iter().position(|o| {
+            ty.holds(o)
+                && meta_str(o, "namespace") == namespace
+                && meta_str(o, "name") == Some(name)
+        })
+    }
+
+    /// Refuses calls outside the declared permissions, as the host does.
+    fn permit(&self, verb: &str, target: &Selector, ty: Option<&Type>) -> Result<(), ApiError> {
+        let declared = crate::permissions::permissions();
+        let allowed = declared
+            .iter()
+            .any(|p| p.verbs.iter().any(|v| v == verb) && covers(&p.target, target, ty));
+        if allowed {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "`{verb}` on {} is outside the guest's permissions: declare it with `{}`",
+                target_text(target),
+                suggested_permit(target, ty, verb)
+            ),
+        ))
+    }
+
+    fn handle(&mut self, call: Call, target: &Selector) -> Result<String, ApiError> {
+        let verb = call.verb.clone();
+        self.calls.push(call.clone());
+        if let Some(at) = self.failures.iter().position(|(v, _)| *v == verb) {
+            return Err(self.failures.remove(at).1);
+        }
+        let ty = self.resolve(target);
+        self.permit(&verb, target, ty.as_ref())?;
+        let name = call.name.as_deref().unwrap_or_default();
+        let namespace = call.namespace.as_deref();
+        match verb.as_str() {
+            "get" => {
+                let ty = ty.ok_or_else(|| not_found(&target_text(target), name))?;
+                let ns = self.namespace_for(&ty, namespace)?;
+                let at = self
+                    .position(&ty, ns.as_deref(), name)
+                    .ok_or_else(|| not_found(&ty.plural, name))?;
+                Ok(self.objects[at].to_string())
+            }
+            "list" => {
+                let requirements = match &call.label_selector {
+                    Some(text) => parse_label_selector(text)?,
+                    None => Vec::new(),
+                };
+                let Some(ty) = ty else {
+                    return Ok(json!({"apiVersion": "v1", "kind": "List", "items": []}).to_string());
+                };
+                let items: Vec<Value> = self
+                    .objects
+                    .iter()
+                    .filter(|o| ty.holds(o))
+                    .filter(|o| {
+                        !ty.namespaced
+                            || namespace.is_none_or(|ns| meta_str(o, "namespace") == Some(ns))
+                    })
+                    .filter(|o| labels_match(o, &requirements))
+                    .cloned()
+                    .collect();
+                Ok(json!({
+                    "apiVersion": ty.api_version,
+                    "kind": format!("{}List", ty.kind),
+                    "metadata": {"resourceVersion": self.counter.to_string()},
+                    "items": items,
+                })
+                .to_string())
+            }
+            "create" => self.create(target, ty, namespace, call.body),
+            "patch" => {
+                let ty = ty.ok_or_else(|| not_found(&target_text(target), name))?;
+                if !call.body.is_object() {
+                    return Err(bad_request("a merge patch must be a JSON object"));
+                }
+                let ns = self.namespace_for(&ty, namespace)?;
+                let at = self
+                    .position(&ty, ns.as_deref(), name)
+                    .ok_or_else(|| not_found(&ty.plural, name))?;
+                let mut object = self.objects[at].clone();
+                merge_patch(&mut object, &call.body);
+                // The API server never lets a patch move or retype an object.
+                let original = &self.objects[at];
+                for key in ["apiVersion", "kind"] {
+                    if let (Value::Object(fields), Some(value)) = (&mut object, original.get(key)) {
+                        fields.insert(key.to_owned(), value.clone());
+                    }
+                }
+                for key in ["name", "namespace", "uid"] {
+                    match original.get("metadata").and_then(|m| m.get(key)) {
+                        Some(value) => set_meta(&mut object, key, value.clone()),
+                        None => {
+                            if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+                                meta.remove(key);
+                            }
+                        }
+                    }
+                }
+                let version = self.next().to_string();
+                set_meta(&mut object, "resourceVersion", Value::String(version));
+                self.objects[at] = object.clone();
+                Ok(object.to_string())
+            }
+            "delete" => {
+                let ty = ty.ok_or_else(|| not_found(&target_text(target), name))?;
+                let ns = self.namespace_for(&ty, namespace)?;
+                let at = self
+                    .position(&ty, ns.as_deref(), name)
+                    .ok_or_else(|| not_found(&ty.plural, name))?;
+                self.objects.remove(at);
+                Ok(String::new())
+            }
+            other => Err(bad_request(format!("unknown verb {other}"))),
+        }
+    }
+
+    fn create(
+        &mut self,
+        target: &Selector,
+        known: Option<Type>,
+        namespace: Option<&str>,
+        mut body: Value,
+    ) -> Result<String, ApiError> {
+        if !body.is_object() {
+            return Err(bad_request("the body must be a JSON object"));
+        }
+        let ty = match known {
+            Some(ty) => ty,
+            None => {
+                let Some(mut ty) = Type::from_object(&body) else {
+                    return Err(bad_request(format!(
+                        "the fake API has not seen {} yet: give the body `apiVersion` and `kind` \
+                         (or seed an object with `testing::api::insert`)",
+                        target_text(target)
+                    )));
+                };
+                if !ty.is_selected(target) {
+                    return Err(bad_request(format!(
+                        "the body's {} {} is not {}",
+                        ty.api_version,
+                        ty.kind,
+                        target_text(target)
+                    )));
+                }
+                ty.namespaced = !CLUSTER_SCOPED.contains(&ty.kind.as_str());
+                self.learn(&ty)
+            }
+        };
+        for (key, value) in [("apiVersion", &ty.api_version), ("kind", &ty.kind)] {
+            match body.get(key).and_then(Value::as_str) {
+                Some(given) if given != value => {
+                    return Err(bad_request(format!(
+                        "the body's {key} {given} does not match {}",
+                        ty.plural
+                    )));
+                }
+                _ => {
+                    if let Value::Object(fields) = &mut body {
+                        fields.insert(key.to_owned(), Value::String(value.clone()));
+                    }
+                }
+            }
+        }
+        let in_body = meta_str(&body, "namespace").filter(|ns| !ns.is_empty());
+        if let (Some(call), Some(body)) = (namespace, in_body)
+            && call != body
+        {
+            return Err(bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let in_body = in_body.map(str::to_owned);
+        let ns = self.namespace_for(&ty, namespace.or(in_body.as_deref()))?;
+        match &ns {
+            Some(ns) => set_meta(&mut body, "namespace", Value::String(ns.clone())),
+            None => {
+                if let Some(Value::Object(meta)) = body.get_mut("metadata") {
+                    meta.remove("namespace");
+                }
+            }
+        }
+        let name = match (meta_str(&body, "name"), meta_str(&body, "generateName")) {
+            (Some(name), _) if !name.is_empty() => name.to_owned(),
+            (_, Some(prefix)) if !prefix.is_empty() => format!("{prefix}{:05x}", self.next()),
+            _ => {
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            }
+        };
+        if self.position(&ty, ns.as_deref(), &name).is_some() {
+            return Err(ApiError::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", ty.plural),
+            ));
+        }
+        set_meta(&mut body, "name", Value::String(name));
+        let n = self.next();
+        set_meta(
+            &mut body,
+            "uid",
+            Value::String(format!("00000000-0000-4000-8000-{n:012x}")),
+        );
+        set_meta(&mut body, "resourceVersion", Value::String(n.to_string()));
+        self.objects.push(body.clone());
+        Ok(body.to_string())
+    }
+}
+
+/// A host call, served by this thread's fake API.
+pub(crate) fn call(
+    verb: &str,
+    target: &Selector,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    label_selector: Option<&str>,
+    body: Option<&str>,
+) -> Result<String, ApiError> {
+    let body = match body.map(serde_json::from_str::<Value>) {
+        None => Value::Null,
+        Some(Ok(body)) => body,
+        Some(Err(e)) => return Err(bad_request(format!("the body is not JSON: {e}"))),
+    };
+    let call = Call {
+        verb: verb.to_owned(),
+        target: target_text(target),
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        label_selector: label_selector.map(str::to_owned),
+        body,
+    };
+    API.with_borrow_mut(|api| api.handle(call, target))
+}
+
+/// Seeds (or replaces) an object; fills `metadata.uid` and
+/// `metadata.resourceVersion` when missing. An object without a namespace is
+/// cluster-scoped, and so is its type from then on (see the module documentation).
+///
+/// # Panics
+/// When `object` has no `apiVersion`, `kind` or `metadata.name` (a test bug).
+pub fn insert(mut object: Value) {
+    let Some(ty) = Type::from_object(&object) else {
+        panic!("kapsel::testing::api::insert: the object needs apiVersion and kind: {object}");
+    };
+    let Some(name) = meta_str(&object, "name").map(str::to_owned) else {
+        panic!("kapsel::testing::api::insert: the object needs metadata.name: {object}");
+    };
+    API.with_borrow_mut(|api| {
+        let ty = api.learn(&ty);
+        let namespace = meta_str(&object, "namespace").map(str::to_owned);
+        let n = api.next();
+        if meta_str(&object, "uid").is_none() {
+            set_meta(
+                &mut object,
+                "uid",
+                Value::String(format!("00000000-0000-4000-8000-{n:012x}")),
+            );
+        }
+        if meta_str(&object, "resourceVersion").is_none() {
+            set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
+        }
+        match api.position(&ty, namespace.as_deref(), &name) {
+            Some(at) => api.objects[at] = object,
+            None => api.objects.push(object),
+        }
+    });
+}
+
+/// Every object the fake API holds, in the order they were first stored.
+pub fn objects() -> Vec<Value> {
+    API.with_borrow(|api| api.objects.clone())
+}
+
+/// The object of this `api_version` (`"v1"`, `"apps/v1"`) and `kind`
+/// (`"ConfigMap"`) named `name` in `namespace` (`None`: cluster-scoped).
+pub fn get(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+    API.with_borrow(|api| {
+        api.objects
+            .iter()
+            .find(|o| {
+                o.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+                    && o.get("kind").and_then(Value::as_str) == Some(kind)
+                    && meta_str(o, "namespace") == namespace
+                    && meta_str(o, "name") == Some(name)
+            })
+            .cloned()
+    })
+}
+
+/// The calls handlers made on this thread, in order (refused ones included).
+pub fn calls() -> Vec<Call> {
+    API.with_borrow(|api| api.calls.clone())
+}
+
+/// Makes the next call with `verb` (`"get"`, `"create"`, ...) fail with `error`,
+/// before any permission check or lookup. Several scripted errors for one verb
+/// are used in order.
+pub fn fail_next(verb: &str, error: ApiError) {
+    API.with_borrow_mut(|api| api.failures.push((verb.to_owned(), error)));
+}
+
+/// Sets the current object's namespace, which calls without a namespace use
+/// (building a [`Cause`](crate::Cause) with [`cause()`](crate::testing::cause) sets it
+/// from the body).
+pub fn set_current_namespace(namespace: Option<&str>) {
+    API.with_borrow_mut(|api| {
+        api.current_namespace = namespace.filter(|ns| !ns.is_empty()).map(str::to_owned);
+    });
+}
+
+/// Forgets objects, types, calls and scripted failures.
+pub(crate) fn reset() {
+    API.with_borrow_mut(|api| *api = FakeApi::default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Api;
+
+    #[test]
+    fn plurals() {
+        for (kind, plural) in [
+            ("ConfigMap", "configmaps"),
+            ("Policy", "policies"),
+            ("Gateway", "gateways"),
+            ("Ingress", "ingresses"),
+            ("Box", "boxes"),
+            ("KopfExample", "kopfexamples"),
+        ] {
+            assert_eq!(plural_of(kind), plural);
+        }
+    }
+
+    #[test]
+    fn label_selectors() {
+        let object = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
+        let check = |text: &str| labels_match(&object, &parse_label_selector(text).unwrap());
+        assert!(check("a=1"));
+        assert!(check("a==1,b"));
+        assert!(check("a!=2, !c"));
+        assert!(check(""));
+        assert!(!check("a=2"));
+        assert!(!check("!b"));
+        for bad in ["a in (1,2)", "a=1,,b", "a notin (x)", "=1", "a>1"] {
+            assert_eq!(
+                parse_label_selector(bad).err().map(|e| e.code),
+                Some(400),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn merge_patches() {
+        let mut target = json!({"a": {"b": 1, "c": 2}, "d": [1]});
+        merge_patch(
+            &mut target,
+            &json!({"a": {"b": null, "e": 3}, "d": {"x": 1}}),
+        );
+        assert_eq!(target, json!({"a": {"c": 2, "e": 3}, "d": {"x": 1}}));
+    }
+
+    #[test]
+    fn permissions_are_matched_loosely() {
+        let sel = |g: Option<&str>, v: Option<&str>, name: ResourceName| Selector::new(g, v, name);
+        let declared = sel(Some(""), Some("v1"), ResourceName::Any("configmaps".into()));
+        assert!(covers(
+            &declared,
+            &sel(None, None, ResourceName::Kind("ConfigMap".into())),
+            None
+        ));
+        assert!(covers(
+            &declared,
+            &sel(Some(""), Some("v1"), ResourceName::Any("configmap".into())),
+            None
+        ));
+        assert!(!covers(
+            &declared,
+            &sel(
+                Some("apps"),
+                Some("v1"),
+                ResourceName::Any("configmaps".into())
+            ),
+            None
+        ));
+        assert!(!covers(
+            &declared,
+            &sel(Some(""), Some("v1"), ResourceName::Any("secrets".into())),
+            None
+        ));
+        assert_eq!(
+            suggested_permit(
+                &sel(Some(""), Some("v1"), ResourceName::Any("secrets".into())),
+                None,
+                "get"
+            ),
+            r#"kapsel::permit!("v1", "secrets", verbs = ["get"]);"#
+        );
+        assert_eq!(
+            target_text(&sel(
+                Some("kopf.dev"),
+                Some("v1"),
+                ResourceName::Kind("KopfExample".into())
+            )),
+            "KopfExample.v1.kopf.dev"
+        );
+    }
+
+    crate::permit!(
+        "v1",
+        "configmaps",
+        verbs = ["get", "list", "create", "patch", "delete"]
+    );
+    crate::permit!(group = "kopf.dev", kind = "KopfExample", verbs = ["list"]);
+
+    #[test]
+    fn behaves_like_an_api_server() {
+        crate::testing::reset();
+        set_current_namespace(Some("here"));
+        let cms = Api::new("v1", "configmaps");
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "a", "labels": {"app": "x"}}, "data": {"k": "1"}});
+        let created = cms.create(&body).unwrap();
+        assert_eq!(created["metadata"]["namespace"], "here");
+        assert_eq!(created["metadata"]["resourceVersion"], "1");
+        assert!(created["metadata"]["uid"].is_string());
+        assert_eq!(cms.create(&body).unwrap_err().reason, "AlreadyExists");
+        let elsewhere = cms.clone().namespace("there");
+        let error = elsewhere.create(&body).unwrap();
+        assert_eq!(error["metadata"]["namespace"], "there");
+        let mismatch = json!({"metadata": {"name": "b", "namespace": "other"}});
+        assert_eq!(elsewhere.create(&mismatch).unwrap_err().code, 400);
+
+        assert_eq!(cms.get("a").unwrap()["data"]["k"], "1");
+        assert!(elsewhere.get("missing").unwrap_err().is_not_found());
+        let patched = cms
+            .patch(
+                "a",
+                &json!({"data": {"k": null, "j": "2"}, "metadata": {"name": "z"}}),
+            )
+            .unwrap();
+        assert_eq!(patched["data"], json!({"j": "2"}));
+        assert_eq!(patched["metadata"]["name"], "a");
+        assert_ne!(
+            patched["metadata"]["resourceVersion"],
+            created["metadata"]["resourceVersion"]
+        );
+
+        assert_eq!(cms.list(None).unwrap().len(), 2);
+        assert_eq!(
+            cms.clone()
+                .namespace("here")
+                .list(Some("app=x"))
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(cms.list(Some("app!=x")).unwrap().len(), 0);
+        let kinds = Api::of(&patched).list(None).unwrap();
+        assert_eq!(kinds[0]["kind"], "ConfigMap");
+        assert_eq!(cms.list(Some("a in (b)")).unwrap_err().reason, "BadRequest");
+
+        insert(json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                      "metadata": {"name": "k", "namespace": "here"}}));
+        assert_eq!(
+            Api::new("kopf.dev/v1", "kopfexamples")
+                .list(None)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            Api::new("kopf.dev/v1", "kopfexample")
+                .get("k")
+                .unwrap_err()
+                .is_forbidden()
+        );
+
+        cms.delete("a").unwrap();
+        assert!(cms.delete("a").unwrap_err().is_not_found());
+        assert!(get("v1", "ConfigMap", Some("here"), "a").is_none());
+        assert!(get("v1", "ConfigMap", Some("there"), "a").is_some());
+        assert_eq!(objects().len(), 2);
+        let verbs: Vec<String> = calls().into_iter().map(|c| c.verb).collect();
+        assert_eq!(verbs[..4], ["create", "create", "create", "create"]);
+    }
+
+    #[test]
+    fn undeclared_calls_are_forbidden() {
+        crate::testing::reset();
+        let error = Api::namespaced("v1", "secrets", "ns").get("x").unwrap_err();
+        assert_eq!((error.code, error.reason.as_str()), (403, "Forbidden"));
+        assert!(
+            error
+                .message
+                .contains(r#"kapsel::permit!("v1", "secrets", verbs = ["get"]);"#),
+            "{}",
+            error.message
+        );
+        assert_eq!(calls()[0].target, "secrets.v1");
+        fail_next("get", ApiError::new(500, "InternalError", "boom"));
+        assert_eq!(Api::new("v1", "secrets").get("x").unwrap_err().code, 500);
+        assert_eq!(Api::new("v1", "secrets").get("x").unwrap_err().code, 403);
+    }
+}

@@ -1,0 +1,184 @@
+//! The fake host of native builds: what the SDK's host imports do when a handler runs in
+//! a plain `cargo test` — per thread, so that parallel tests do not see each other. It
+//! records log lines and Events, serves indexes and daemon sleeps as a test sets them, and
+//! answers Kubernetes calls from an in-memory fake API (`api`). `kapsel::testing` reads
+//! and sets it.
+
+pub(crate) mod api;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{ApiError, Level};
+use crate::selector::Selector;
+
+/// One line a handler logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Its level.
+    pub level: Level,
+    /// Its text.
+    pub message: String,
+}
+
+/// One Kubernetes Event a handler posted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostedEvent {
+    /// The object's reference (`apiVersion`, `kind`, `metadata`); `None` for
+    /// the handler's current object.
+    pub object: Option<Value>,
+    /// `Normal`, `Warning` or `Error`.
+    pub event_type: String,
+    /// The reason.
+    pub reason: String,
+    /// The message.
+    pub message: String,
+}
+
+#[derive(Default)]
+struct FakeHost {
+    logs: Vec<LogLine>,
+    events: Vec<PostedEvent>,
+    /// index name → key JSON → value JSONs.
+    indexes: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Seconds daemons slept, in order.
+    sleeps: Vec<f64>,
+    /// What `sleep_unless_stopped` answers after each sleep (`true`: go on).
+    stopped: bool,
+}
+
+thread_local! {
+    static FAKE: RefCell<FakeHost> = RefCell::new(FakeHost::default());
+}
+
+// The host imports, served by this thread's fake host.
+
+pub(crate) fn log(level: Level, message: &str) {
+    eprintln!("[{level:?}] {message}");
+    FAKE.with_borrow_mut(|fake| {
+        fake.logs.push(LogLine {
+            level,
+            message: message.to_owned(),
+        })
+    });
+}
+
+pub(crate) fn index_lookup(index: &str, key: &str) -> Option<Vec<String>> {
+    FAKE.with_borrow(|fake| fake.indexes.get(index)?.get(key).cloned())
+}
+
+pub(crate) fn index_keys(index: &str) -> Vec<String> {
+    FAKE.with_borrow(|fake| {
+        fake.indexes
+            .get(index)
+            .map(|keys| keys.keys().cloned().collect())
+            .unwrap_or_default()
+    })
+}
+
+pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
+    FAKE.with_borrow_mut(|fake| {
+        fake.sleeps.push(seconds);
+        !fake.stopped
+    })
+}
+
+pub(crate) fn get(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<String, ApiError> {
+    api::call("get", target, namespace, Some(name), None, None)
+}
+
+pub(crate) fn list(
+    target: &Selector,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<String, ApiError> {
+    api::call("list", target, namespace, None, label_selector, None)
+}
+
+pub(crate) fn create(
+    target: &Selector,
+    namespace: Option<&str>,
+    body: &str,
+) -> Result<String, ApiError> {
+    api::call("create", target, namespace, None, None, Some(body))
+}
+
+pub(crate) fn patch(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+    merge_patch: &str,
+) -> Result<String, ApiError> {
+    api::call(
+        "patch",
+        target,
+        namespace,
+        Some(name),
+        None,
+        Some(merge_patch),
+    )
+}
+
+pub(crate) fn delete(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    api::call("delete", target, namespace, Some(name), None, None).map(drop)
+}
+
+pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
+    let object = object.and_then(|json| serde_json::from_str(json).ok());
+    FAKE.with_borrow_mut(|fake| {
+        fake.events.push(PostedEvent {
+            object,
+            event_type: event_type.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        });
+    });
+}
+
+/// The lines logged on this thread so far.
+pub(crate) fn logs() -> Vec<LogLine> {
+    FAKE.with_borrow(|fake| fake.logs.clone())
+}
+
+/// The events posted on this thread so far.
+pub(crate) fn events() -> Vec<PostedEvent> {
+    FAKE.with_borrow(|fake| fake.events.clone())
+}
+
+/// Makes the index hold `values` (JSON) under `key` (JSON); no values removes the key.
+pub(crate) fn set_index(index: &str, key: String, values: Vec<String>) {
+    FAKE.with_borrow_mut(|fake| {
+        let keys = fake.indexes.entry(index.to_owned()).or_default();
+        if values.is_empty() {
+            keys.remove(&key);
+        } else {
+            keys.insert(key, values);
+        }
+    });
+}
+
+/// The seconds daemons asked to sleep, in order.
+pub(crate) fn sleeps() -> Vec<f64> {
+    FAKE.with_borrow(|fake| fake.sleeps.clone())
+}
+
+/// Makes daemons' sleeps answer that they must stop.
+pub(crate) fn stop_daemons() {
+    FAKE.with_borrow_mut(|fake| fake.stopped = true);
+}
+
+/// Forgets everything of this thread's fake host and fake API.
+pub(crate) fn reset() {
+    FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
+    api::reset();
+}

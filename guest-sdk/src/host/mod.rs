@@ -1,0 +1,164 @@
+//! The host imports, as the rest of the SDK calls them (the bottom of the SDK): the
+//! real host in the wasm build (`wasm`), the thread-local fake host that
+//! `kapsel::testing` reads natively (`fake`); and the values they exchange: log
+//! [`Level`]s and [`ApiError`]s.
+
+use std::fmt;
+
+use crate::selector::Selector;
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) use wasm::selector_to_wit;
+
+/// A log line's level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// `kapsel::debug!`.
+    Debug,
+    /// `kapsel::info!`.
+    Info,
+    /// `kapsel::warn!`.
+    Warning,
+    /// `kapsel::error!`.
+    Error,
+}
+
+/// A failed Kubernetes call.
+///
+/// Converts into [`crate::Error`] (an arbitrary error, handled per the handler's
+/// `errors` option) with `?`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status code; 0 when the request never reached the API server.
+    pub code: u16,
+    /// The `metav1.Status` reason: `NotFound`, `AlreadyExists`, `Conflict`,
+    /// `Forbidden` (also when the guest did not declare the call with `permit!`),
+    /// `Invalid`, ...
+    pub reason: String,
+    /// What went wrong, for humans.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this code, reason and message.
+    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A request that could not be made (code 0, reason `Invalid`).
+    pub(crate) fn invalid(message: String) -> Self {
+        Self::new(0, "Invalid", message)
+    }
+
+    /// By reason, as client-go does; by code only when the reason is missing.
+    fn is(&self, reason: &str, code: u16) -> bool {
+        self.reason == reason || (self.reason.is_empty() && self.code == code)
+    }
+
+    /// 404 `NotFound`: the object (or its type) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.is("NotFound", 404)
+    }
+
+    /// 409 `AlreadyExists`: a create with a name that is taken.
+    pub fn is_already_exists(&self) -> bool {
+        self.reason == "AlreadyExists"
+    }
+
+    /// 409 `Conflict`: the object changed meanwhile.
+    pub fn is_conflict(&self) -> bool {
+        self.is("Conflict", 409)
+    }
+
+    /// 403 `Forbidden`: refused by the API server, or not declared with `permit!`.
+    pub fn is_forbidden(&self) -> bool {
+        self.is("Forbidden", 403)
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.code == 0 {
+            write!(f, "{}: {}", self.reason, self.message)
+        } else {
+            write!(f, "{} ({}): {}", self.reason, self.code, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod fake;
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+#[cfg(not(target_arch = "wasm32"))]
+use fake as imp;
+#[cfg(target_arch = "wasm32")]
+use wasm as imp;
+
+pub(crate) fn log(level: Level, message: &str) {
+    imp::log(level, message);
+}
+
+pub(crate) fn index_lookup(index: &str, key: &str) -> Option<Vec<String>> {
+    imp::index_lookup(index, key)
+}
+
+pub(crate) fn index_keys(index: &str) -> Vec<String> {
+    imp::index_keys(index)
+}
+
+pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
+    imp::post_event(object, event_type, reason, message);
+}
+
+pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
+    imp::sleep_unless_stopped(seconds)
+}
+
+pub(crate) fn get(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<String, ApiError> {
+    imp::get(target, namespace, name)
+}
+
+pub(crate) fn list(
+    target: &Selector,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<String, ApiError> {
+    imp::list(target, namespace, label_selector)
+}
+
+pub(crate) fn create(
+    target: &Selector,
+    namespace: Option<&str>,
+    body: &str,
+) -> Result<String, ApiError> {
+    imp::create(target, namespace, body)
+}
+
+pub(crate) fn patch(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+    merge_patch: &str,
+) -> Result<String, ApiError> {
+    imp::patch(target, namespace, name, merge_patch)
+}
+
+pub(crate) fn delete(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    imp::delete(target, namespace, name)
+}

@@ -1,0 +1,92 @@
+//! The host imports of the wasm build: the WIT `host` interface the component imports.
+
+use super::{ApiError, Level};
+use crate::bindings::kapsel::operator::host;
+use crate::bindings::kapsel::operator::types as wit;
+use crate::selector::{ResourceName, Selector};
+
+pub(crate) fn selector_to_wit(selector: &Selector) -> wit::Selector {
+    wit::Selector {
+        group: selector.group.clone(),
+        version: selector.version.clone(),
+        name: match &selector.name {
+            ResourceName::Any(n) => wit::ResourceName::Any(n.clone()),
+            ResourceName::Kind(n) => wit::ResourceName::Kind(n.clone()),
+            ResourceName::Plural(n) => wit::ResourceName::Plural(n.clone()),
+            ResourceName::Singular(n) => wit::ResourceName::Singular(n.clone()),
+            ResourceName::Shortcut(n) => wit::ResourceName::Shortcut(n.clone()),
+            ResourceName::Category(n) => wit::ResourceName::Category(n.clone()),
+        },
+    }
+}
+
+fn error(error: wit::KubeError) -> ApiError {
+    ApiError::new(error.code, error.reason, error.message)
+}
+
+pub(super) fn get(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<String, ApiError> {
+    host::get(&selector_to_wit(target), namespace, name).map_err(error)
+}
+
+pub(super) fn list(
+    target: &Selector,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<String, ApiError> {
+    host::list(&selector_to_wit(target), namespace, label_selector).map_err(error)
+}
+
+pub(super) fn create(
+    target: &Selector,
+    namespace: Option<&str>,
+    body: &str,
+) -> Result<String, ApiError> {
+    host::create(&selector_to_wit(target), namespace, body).map_err(error)
+}
+
+pub(super) fn patch(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+    merge_patch: &str,
+) -> Result<String, ApiError> {
+    host::patch(&selector_to_wit(target), namespace, name, merge_patch).map_err(error)
+}
+
+pub(super) fn delete(
+    target: &Selector,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    host::delete(&selector_to_wit(target), namespace, name).map_err(error)
+}
+
+pub(super) fn log(level: Level, message: &str) {
+    let level = match level {
+        Level::Debug => host::Level::Debug,
+        Level::Info => host::Level::Info,
+        Level::Warning => host::Level::Warning,
+        Level::Error => host::Level::Error,
+    };
+    host::log(level, message);
+}
+
+pub(super) fn index_lookup(index: &str, key: &str) -> Option<Vec<String>> {
+    host::index_lookup(index, key)
+}
+
+pub(super) fn index_keys(index: &str) -> Vec<String> {
+    host::index_keys(index)
+}
+
+pub(super) fn post_event(object: Option<&str>, event_type: &str, reason: &str, message: &str) {
+    host::post_event(object, event_type, reason, message);
+}
+
+pub(super) fn sleep_unless_stopped(seconds: f64) -> bool {
+    host::sleep_unless_stopped(seconds)
+}
