@@ -2,14 +2,10 @@
 CARGO ?= cargo
 WASM_TARGET := wasm32-wasip2
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
-# Guests are built into their own target dir, so that tests can build them too
+# Every guest (each cdylib under examples/ and tests/guests/) is built by
+# scripts/build-guests into a target dir of its own, so that tests can build them too
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
-GUEST_TARGET_DIR := $(TARGET_DIR)/guests
-GUEST_DIR := $(GUEST_TARGET_DIR)/$(WASM_TARGET)/release
-GUEST_PACKAGES := -p kapsel-example-seed -p kapsel-example-indexes -p kapsel-example-minimal \
-	-p kapsel-example-lifecycle -p kapsel-test-misbehaving -p kapsel-test-activities \
-	-p kapsel-test-probes -p kapsel-test-raw-behaviours -p kapsel-test-raw-bad-describe \
-	-p kapsel-test-changes -p kapsel-test-kube-calls -p kapsel-test-timers
+GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
 .PHONY: all setup guests build test fmt clippy unit cases demo clean
 
@@ -20,7 +16,7 @@ setup:
 	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
 
 guests: setup
-	CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) $(CARGO) build --release --target $(WASM_TARGET) $(GUEST_PACKAGES)
+	scripts/build-guests
 
 build:
 	$(CARGO) build -p kapsel-cli
@@ -30,9 +26,10 @@ fmt:
 
 clippy: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) -p kapsel-sdk -- -D warnings
 
 unit: setup guests
-	KAPSEL_GUEST_DIR=$(abspath $(GUEST_DIR)) $(CARGO) test --workspace --no-fail-fast
+	KAPSEL_GUEST_DIR=$(GUEST_DIR) $(CARGO) test --workspace --no-fail-fast
 
 # `kapsel test` over every example's case files (each example must have some).
 # The binary is the one `cargo test --workspace` builds (the CLI's tests need it):

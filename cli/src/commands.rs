@@ -184,8 +184,8 @@ async fn run(
     let mut operator = operator_for(args);
     let server = if embedded {
         let server = start_server(&embedded_server, None).await?;
-        let client =
-            kapsel_host::testing::client_for(&server.url()).map_err(|e| CliError::new(e, 1))?;
+        let client = kapsel_host::testing::client_for(&server.url())
+            .map_err(|e| CliError::new(error_chain(&e), 1))?;
         operator = operator.client(client);
         Some(server)
     } else {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use runner::{RunResult, Runner};
+pub use runner::{RunResult, Runner, RunnerError};
 
 /// Parses the process's arguments, sets up logging and runs the command until it is
 /// done or `shutdown` completes; returns the exit code (0, 1 for failures, 2 for usage

@@ -3,15 +3,31 @@
 
 use std::time::Duration;
 
-use kapsel_host::testing::Cluster;
+use kapsel_host::testing::{Cluster, ClusterError};
 use kapsel_host::{Error, Journal};
 use tokio_util::sync::CancellationToken;
+
+/// Why a [`Runner`] did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The command line is not a `kapsel run` one (what `kapsel` would print; it
+    /// would exit with 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The in-memory cluster did not start.
+    #[error("the runner's cluster did not start")]
+    Cluster(#[from] ClusterError),
+    /// The runner's thread could not be started.
+    #[error("cannot start the runner's thread")]
+    Thread(#[source] std::io::Error),
+}
 
 /// Kopf's `KopfRunner`: a `kapsel run` command line, run in the background on a fresh
 /// embedded cluster, with its log output captured.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), String> {
+/// # async fn demo() -> Result<(), kapsel_cli::RunnerError> {
 /// use kapsel_cli::Runner;
 /// let runner = Runner::start(["run", "-A", "--standalone", "minimal.wasm"]).await?;
 /// let client = runner.client();
@@ -53,13 +69,13 @@ impl Runner {
     /// # Errors
     /// A usage error in the arguments (what `kapsel` would print, exit code 2), or a
     /// cluster that cannot start.
-    pub async fn start<I, T>(args: I) -> Result<Runner, String>
+    pub async fn start<I, T>(args: I) -> Result<Runner, RunnerError>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let operator = crate::commands::operator_from_args(args)?;
-        let cluster = Cluster::start().await.map_err(|e| e.to_string())?;
+        let operator = crate::commands::operator_from_args(args).map_err(RunnerError::Usage)?;
+        let cluster = Cluster::start().await?;
         let operator = operator.client(cluster.client());
         let journal = operator.journal();
         let mut ready = operator.readiness();
@@ -78,7 +94,7 @@ impl Runner {
                     .map_err(|e| Error::Runtime(Box::new(e)))?;
                 runtime.block_on(operator.run(async move { thread_stop.cancelled().await }))
             })
-            .map_err(|e| format!("cannot start the runner's thread: {e}"))?;
+            .map_err(RunnerError::Thread)?;
         // Ends when the operator runs, or when it ended without running.
         let _ = tokio::time::timeout(RUNNER_READY_LIMIT, ready.wait()).await;
         Ok(Runner {

@@ -9,10 +9,39 @@ use serde_json::{Map, Value};
 
 use crate::{DiffItem, Patch};
 
-/// Which kind of handler is being called (one per attribute).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HandlerKind {
+/// The one list of handler kinds in the SDK (the WIT's `handler-kind`): the public enum,
+/// and its conversions to and from the contract's in the wasm build.
+macro_rules! handler_kinds {
+    ($($(#[$doc:meta])* $kind:ident,)*) => {
+        /// Which kind of handler is being called (one per attribute).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum HandlerKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        impl From<crate::bindings::kapsel::operator::types::HandlerKind> for HandlerKind {
+            fn from(kind: crate::bindings::kapsel::operator::types::HandlerKind) -> Self {
+                use crate::bindings::kapsel::operator::types::HandlerKind as Wit;
+                match kind {
+                    $(Wit::$kind => Self::$kind,)*
+                }
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        impl From<HandlerKind> for crate::bindings::kapsel::operator::types::HandlerKind {
+            fn from(kind: HandlerKind) -> Self {
+                match kind {
+                    $(HandlerKind::$kind => Self::$kind,)*
+                }
+            }
+        }
+    };
+}
+
+handler_kinds! {
     /// `#[kapsel::on::event]`.
     Event,
     /// `#[kapsel::index]`.

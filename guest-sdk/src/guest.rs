@@ -4,47 +4,13 @@
 use std::time::Duration;
 
 use crate::bindings::kapsel::operator::types as wit;
-use crate::cause::{Cause, EventType, HandlerKind, Reason, Resource};
+use crate::cause::{Cause, EventType, Reason, Resource};
 use crate::host::selector_to_wit;
 use crate::registry::{self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration};
 
 struct Component;
 
 crate::bindings::export!(Component with_types_in crate::bindings);
-
-fn kind_from_wit(kind: wit::HandlerKind) -> HandlerKind {
-    match kind {
-        wit::HandlerKind::Event => HandlerKind::Event,
-        wit::HandlerKind::Index => HandlerKind::Index,
-        wit::HandlerKind::Create => HandlerKind::Create,
-        wit::HandlerKind::Update => HandlerKind::Update,
-        wit::HandlerKind::Delete => HandlerKind::Delete,
-        wit::HandlerKind::Resume => HandlerKind::Resume,
-        wit::HandlerKind::Field => HandlerKind::Field,
-        wit::HandlerKind::Timer => HandlerKind::Timer,
-        wit::HandlerKind::Daemon => HandlerKind::Daemon,
-        wit::HandlerKind::Probe => HandlerKind::Probe,
-        wit::HandlerKind::Startup => HandlerKind::Startup,
-        wit::HandlerKind::Cleanup => HandlerKind::Cleanup,
-    }
-}
-
-fn kind_to_wit(kind: HandlerKind) -> wit::HandlerKind {
-    match kind {
-        HandlerKind::Event => wit::HandlerKind::Event,
-        HandlerKind::Index => wit::HandlerKind::Index,
-        HandlerKind::Create => wit::HandlerKind::Create,
-        HandlerKind::Update => wit::HandlerKind::Update,
-        HandlerKind::Delete => wit::HandlerKind::Delete,
-        HandlerKind::Resume => wit::HandlerKind::Resume,
-        HandlerKind::Field => wit::HandlerKind::Field,
-        HandlerKind::Timer => wit::HandlerKind::Timer,
-        HandlerKind::Daemon => wit::HandlerKind::Daemon,
-        HandlerKind::Probe => wit::HandlerKind::Probe,
-        HandlerKind::Startup => wit::HandlerKind::Startup,
-        HandlerKind::Cleanup => wit::HandlerKind::Cleanup,
-    }
-}
 
 fn matcher_to_wit(matcher: Matcher) -> wit::Matcher {
     match matcher {
@@ -66,7 +32,7 @@ fn registration_to_wit(r: Registration) -> wit::Registration {
     };
     wit::Registration {
         id: r.id,
-        kind: kind_to_wit(r.kind),
+        kind: r.kind.into(),
         selectors: r.selectors.iter().map(selector_to_wit).collect(),
         labels: meta(r.labels),
         annotations: meta(r.annotations),
@@ -109,7 +75,7 @@ fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
         .map_err(|e| format!("the host sent an invalid object body: {e}"))?;
     Ok(Cause {
         handler_id: cause.handler_id,
-        kind: kind_from_wit(cause.kind),
+        kind: cause.kind.into(),
         resource: Resource {
             group: cause.resource.group,
             version: cause.resource.version,

@@ -89,8 +89,8 @@
 //! # Logging and Events
 //!
 //! [`debug!`], [`info!`], [`warn!`], [`error!`] log through the host (which adds
-//! the handler id and the object's reference); [`event`], [`info()`],
-//! [`warn()`], [`exception`] post Kubernetes Events.
+//! the handler id and the object's reference); [`events::post`], [`events::info`],
+//! [`events::warn`], [`events::exception`] post Kubernetes Events.
 //!
 //! # Kubernetes calls
 //!
@@ -124,6 +124,7 @@ mod bindings;
 mod cause;
 mod diff;
 mod error;
+pub mod events;
 #[cfg(target_arch = "wasm32")]
 #[allow(
     unsafe_code,
@@ -153,7 +154,6 @@ pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, T
 pub use kapsel_sdk_macros::index;
 #[doc(inline)]
 pub use kapsel_sdk_macros::permit;
-pub use log::{event, exception, info, warn};
 pub use patch::Patch;
 /// Serde, for `#[derive(Serialize)]` results (`#[serde(crate = "kapsel::serde")]`).
 #[doc(no_inline)]

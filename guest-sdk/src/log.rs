@@ -1,7 +1,4 @@
-//! Logging to the host and posting Kubernetes Events (Kopf's `logger` and
-//! `kopf.info`/`warn`/`exception`/`event`).
-
-use serde_json::Value;
+//! Logging to the host (Kopf's `logger`): `kapsel::debug!`, `info!`, `warn!`, `error!`.
 
 use crate::host;
 
@@ -36,51 +33,4 @@ macro_rules! warn {
 #[macro_export]
 macro_rules! error {
     ($($arg:tt)+) => { $crate::__private::log($crate::__private::Level::Error, &::std::format!($($arg)+)) };
-}
-
-/// The reference the host needs to post an Event about `object`: its
-/// `apiVersion`, `kind` and `metadata` (name, namespace, uid). `None` (the
-/// current object) when `object` has no `kind`.
-fn reference(object: &Value) -> Option<String> {
-    let kind = object.get("kind")?;
-    let meta = object.get("metadata").cloned().unwrap_or(Value::Null);
-    let mut metadata = serde_json::Map::new();
-    for key in ["name", "namespace", "uid"] {
-        if let Some(value) = meta.get(key) {
-            metadata.insert(key.to_owned(), value.clone());
-        }
-    }
-    let reference = serde_json::json!({
-        "apiVersion": object.get("apiVersion").cloned().unwrap_or(Value::Null),
-        "kind": kind,
-        "metadata": metadata,
-    });
-    Some(reference.to_string())
-}
-
-/// Posts a Kubernetes Event about `object` (any object with `apiVersion`,
-/// `kind` and `metadata`, such as [`Cause::body`](crate::Cause::body); `&Value::Null`
-/// means the handler's current object). `event_type` is `Normal`, `Warning` or
-/// `Error` (Kopf's `kopf.event`).
-///
-/// # Guarantees
-/// Never fails the handler: the host posts asynchronously, with retries, and
-/// logs what it could not post.
-pub fn event(object: &Value, event_type: &str, reason: &str, message: &str) {
-    host::post_event(reference(object).as_deref(), event_type, reason, message);
-}
-
-/// A `Normal` event (Kopf's `kopf.info`).
-pub fn info(object: &Value, reason: &str, message: &str) {
-    event(object, "Normal", reason, message);
-}
-
-/// A `Warning` event (Kopf's `kopf.warn`).
-pub fn warn(object: &Value, reason: &str, message: &str) {
-    event(object, "Warning", reason, message);
-}
-
-/// An `Error` event (Kopf's `kopf.exception`).
-pub fn exception(object: &Value, reason: &str, message: &str) {
-    event(object, "Error", reason, message);
 }

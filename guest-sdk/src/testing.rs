@@ -425,8 +425,8 @@ mod tests {
 
         let body = json!({"apiVersion": "v1", "kind": "Pod",
                           "metadata": {"name": "p", "namespace": "n", "labels": {"x": "y"}}});
-        crate::warn(&body, "Odd", "very odd");
-        crate::info(&Value::Null, "Fine", "all fine");
+        crate::events::warn(&body, "Odd", "very odd");
+        crate::events::info(&Value::Null, "Fine", "all fine");
         let posted = events();
         assert_eq!(
             posted[0].object,

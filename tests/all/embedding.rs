@@ -122,7 +122,8 @@ async fn the_runner_runs_a_command_line_and_captures_its_output() {
 async fn the_runner_reports_usage_errors_and_failures() {
     let usage = Runner::start(["run", "--priority", "high", "x.wasm"])
         .await
-        .expect_err("a usage error");
+        .expect_err("a usage error")
+        .to_string();
     assert!(usage.contains("invalid value 'high'"), "{usage}");
 
     let runner = Runner::start(["run", "--standalone", "/nonexistent/guest.wasm"])

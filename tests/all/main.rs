@@ -17,6 +17,7 @@ mod migration;
 mod peering;
 mod rbac;
 mod replay;
+mod resumes;
 mod retries;
 mod sandbox;
 mod streams;

@@ -16,30 +16,17 @@ use kapsel_host::Record;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
-/// The guests the tests use (cargo packages built for wasm32-wasip2).
-const GUEST_PACKAGES: [&str; 10] = [
-    "kapsel-example-seed",
-    "kapsel-example-indexes",
-    "kapsel-example-minimal",
-    "kapsel-example-lifecycle",
-    "kapsel-test-kube-calls",
-    "kapsel-test-misbehaving",
-    "kapsel-test-activities",
-    "kapsel-test-probes",
-    "kapsel-test-changes",
-    "kapsel-test-timers",
-];
-
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The path of a compiled guest (`seed`, `indexes`, `minimal`, `lifecycle`, `kube_calls`,
-/// `misbehaving`, `activities`, `probes`, `changes`).
+/// `misbehaving`, `activities`, `probes`, `changes`, `timers`, ...: a guest crate's lib
+/// name).
 ///
-/// `make test` builds the guests first and says where (`KAPSEL_GUEST_DIR`);
-/// a plain `cargo test` builds them here, once, in their own target directory
-/// (so the nested cargo never waits on the outer one's lock).
+/// `make test` builds the guests first and says where (`KAPSEL_GUEST_DIR`); a plain
+/// `cargo test` builds them here, once, with the script that knows them all
+/// (`scripts/build-guests`).
 ///
 /// # Panics
 /// When the guests cannot be built: the tests cannot run without them.
@@ -48,10 +35,7 @@ pub fn guest(name: &str) -> PathBuf {
     let dir = DIR.get_or_init(|| {
         if let Ok(dir) = std::env::var("KAPSEL_GUEST_DIR") {
             let dir = PathBuf::from(dir);
-            if GUEST_PACKAGES
-                .iter()
-                .all(|p| dir.join(wasm_name(p)).exists())
-            {
+            if dir.join(format!("{name}.wasm")).exists() {
                 return Ok(dir);
             }
         }
@@ -63,36 +47,16 @@ pub fn guest(name: &str) -> PathBuf {
     }
 }
 
-/// The component a package builds: its lib name, `kapsel-test-kube-calls` → `kube_calls.wasm`.
-fn wasm_name(package: &str) -> String {
-    let lib = ["kapsel-example-", "kapsel-test-"]
-        .iter()
-        .find_map(|prefix| package.strip_prefix(prefix))
-        .unwrap_or(package);
-    format!("{}.wasm", lib.replace('-', "_"))
-}
-
 fn build_guests() -> Result<PathBuf, String> {
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace().join("target"), PathBuf::from)
-        .join("guests");
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cargo
-        .current_dir(workspace())
-        .args(["build", "--release", "--target", "wasm32-wasip2"])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS");
-    for package in GUEST_PACKAGES {
-        cargo.args(["-p", package]);
-    }
-    let output = cargo
+    let output = Command::new(workspace().join("scripts").join("build-guests"))
         .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(|e| format!("cannot run scripts/build-guests: {e}"))?;
     if !output.status.success() {
         return Err(String::from_utf8_lossy(&output.stderr).into_owned());
     }
-    Ok(target_dir.join("wasm32-wasip2").join("release"))
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
 }
 
 /// A manifest shipped with the examples (`examples/manifests/<name>`), as JSON.

@@ -32,7 +32,7 @@ const FLAKY_FAILURES: u32 = 2;
 fn created(cause: &mut Cause) -> Value {
     let name = cause.name().unwrap_or_default().to_owned();
     let field = cause.spec().get("field").cloned();
-    kapsel::info(cause.body(), "Greeting", &format!("Hello, {name}!"));
+    kapsel::events::info(cause.body(), "Greeting", &format!("Hello, {name}!"));
     cause.patch.set("status.phase", "Greeted");
     json!({"message": format!("created {name}"), "field": field})
 }

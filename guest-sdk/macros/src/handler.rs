@@ -8,46 +8,12 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{FnArg, ItemFn, LitStr, ReturnType, Type};
 
+use crate::Kind;
 use crate::args::Args;
 use crate::options::{Matcher, SELECTOR_KEYS, parse_options};
 use crate::selector::{Name, Selector};
 
-/// The handler kinds, one per attribute (WIT `handler-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Event,
-    Index,
-    Create,
-    Update,
-    Delete,
-    Resume,
-    Field,
-    Timer,
-    Daemon,
-    Probe,
-    Startup,
-    Cleanup,
-}
-
 impl Kind {
-    /// How authors write the attribute, for messages.
-    pub(crate) fn attribute(self) -> &'static str {
-        match self {
-            Self::Event => "on::event",
-            Self::Index => "index",
-            Self::Create => "on::create",
-            Self::Update => "on::update",
-            Self::Delete => "on::delete",
-            Self::Resume => "on::resume",
-            Self::Field => "on::field",
-            Self::Timer => "on::timer",
-            Self::Daemon => "on::daemon",
-            Self::Probe => "on::probe",
-            Self::Startup => "on::startup",
-            Self::Cleanup => "on::cleanup",
-        }
-    }
-
     fn variant(self) -> proc_macro2::Ident {
         format_ident!("{self:?}")
     }

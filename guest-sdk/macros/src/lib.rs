@@ -11,8 +11,6 @@ mod selector;
 
 use proc_macro::TokenStream;
 
-use handler::Kind;
-
 /// Turns the result of an expansion into tokens: the generated code, or the
 /// original item plus a spanned `compile_error!` (so that the item itself still
 /// resolves and no cascade of unrelated errors follows).
@@ -40,39 +38,58 @@ pub fn permit(input: TokenStream) -> TokenStream {
     }
 }
 
+/// The one list of handler kinds in this crate (the WIT's `handler-kind`): each row an
+/// attribute (its entry point), the kind it declares, and how authors write it.
 macro_rules! entry_points {
-    ($($(#[$doc:meta])* $name:ident => $kind:ident;)*) => {$(
-        $(#[$doc])*
-        #[proc_macro_attribute]
-        pub fn $name(attr: TokenStream, item: TokenStream) -> TokenStream {
-            expand(Kind::$kind, attr, item)
+    ($($(#[$doc:meta])* $name:ident => $kind:ident, $written:literal;)*) => {
+        /// The handler kinds, one per attribute (WIT `handler-kind`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Kind {
+            $($kind,)*
         }
-    )*};
+
+        impl Kind {
+            /// How authors write the attribute, for messages.
+            pub(crate) fn attribute(self) -> &'static str {
+                match self {
+                    $(Self::$kind => $written,)*
+                }
+            }
+        }
+
+        $(
+            $(#[$doc])*
+            #[proc_macro_attribute]
+            pub fn $name(attr: TokenStream, item: TokenStream) -> TokenStream {
+                expand(Kind::$kind, attr, item)
+            }
+        )*
+    };
 }
 
 entry_points! {
     /// `kopf.on.event`: every raw watch event, including the initial listing.
-    event => Event;
+    event => Event, "on::event";
     /// `kopf.index`: an in-memory index of objects.
-    index => Index;
+    index => Index, "index";
     /// `kopf.on.create`.
-    create => Create;
+    create => Create, "on::create";
     /// `kopf.on.update`.
-    update => Update;
+    update => Update, "on::update";
     /// `kopf.on.delete`.
-    delete => Delete;
+    delete => Delete, "on::delete";
     /// `kopf.on.resume`.
-    resume => Resume;
+    resume => Resume, "on::resume";
     /// `kopf.on.field`.
-    field => Field;
+    field => Field, "on::field";
     /// `kopf.timer`.
-    timer => Timer;
+    timer => Timer, "on::timer";
     /// `kopf.daemon`.
-    daemon => Daemon;
+    daemon => Daemon, "on::daemon";
     /// `kopf.on.probe`.
-    probe => Probe;
+    probe => Probe, "on::probe";
     /// `kopf.on.startup`.
-    startup => Startup;
+    startup => Startup, "on::startup";
     /// `kopf.on.cleanup`.
-    cleanup => Cleanup;
+    cleanup => Cleanup, "on::cleanup";
 }

@@ -4,8 +4,8 @@
 use proc_macro2::Span;
 use syn::{Expr, Lit, LitStr};
 
+use crate::Kind;
 use crate::args::{Arg, Args, ListEntry};
-use crate::handler::Kind;
 use crate::selector::{self, Keywords, Selector};
 
 pub(crate) const SELECTOR_KEYS: [&str; 7] = [

@@ -14,62 +14,32 @@ use super::loader::LoadError;
 use super::services::{GUEST_LOG_TARGET, NoServices};
 use super::*;
 
-/// Builds the raw test guests once per test run, in their own target directory so the
-/// nested cargo never waits for the lock of the cargo running the tests.
+/// A compiled test guest. `make test` builds every guest first and says where
+/// (`KAPSEL_GUEST_DIR`); a plain `cargo test` builds them once, with the script that
+/// knows them all (`scripts/build-guests`).
 fn guest_wasm(lib_name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let file = format!("{lib_name}.wasm");
     let dir = BUILT.get_or_init(|| {
-        // `make test` builds every guest first and says where.
         if let Some(dir) = std::env::var_os("KAPSEL_GUEST_DIR").map(PathBuf::from)
-            && ["raw_behaviours.wasm", "raw_bad_describe.wasm"]
-                .iter()
-                .all(|f| dir.join(f).exists())
+            && dir.join(&file).exists()
         {
             return dir;
         }
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("workspace root");
-        // The same place `make guests` and the integration tests use.
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace.join("target"), PathBuf::from)
-            .join("guests");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command
-            .current_dir(workspace)
-            .args(["build", "--release", "--target", "wasm32-wasip2"])
-            .args([
-                "-p",
-                "kapsel-test-raw-behaviours",
-                "-p",
-                "kapsel-test-raw-bad-describe",
-            ])
-            .env("CARGO_TARGET_DIR", &target);
-        // Settings of the outer cargo (its target, flags, jobserver) must not leak in.
-        for key in [
-            "RUSTFLAGS",
-            "CARGO_ENCODED_RUSTFLAGS",
-            "CARGO_BUILD_RUSTFLAGS",
-            "CARGO_BUILD_TARGET",
-            "CARGO_MAKEFLAGS",
-            "MAKEFLAGS",
-            "MFLAGS",
-            "RUSTC_WORKSPACE_WRAPPER",
-        ] {
-            command.env_remove(key);
-        }
-        let output = command
+        let output = Command::new(workspace.join("scripts").join("build-guests"))
             .output()
-            .expect("run cargo to build the test guests");
+            .expect("run scripts/build-guests");
         assert!(
             output.status.success(),
             "building the test guests failed (is `rustup target add wasm32-wasip2` done?):\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        target.join("wasm32-wasip2").join("release")
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
     });
-    dir.join(format!("{lib_name}.wasm"))
+    dir.join(file)
 }
 
 /// One runtime for all tests, as in the host.

@@ -24,16 +24,47 @@ pub use kapsel_apiserver::{ApiServer, Fault, Faults, RequestMatcher};
 
 use crate::{Error, Journal, Operator};
 
+/// Why an in-memory cluster (or a client of one) is not there.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The API server did not start (no free port, an unreadable state file).
+    #[error("the in-memory API server did not start")]
+    Start(#[from] kapsel_apiserver::Error),
+    /// The URL is not one a client can use.
+    #[error("bad API server URL {url}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The client cannot be built.
+    #[error("cannot build a client for {url}")]
+    Client {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
 /// A kube client for an API server at this URL (plain HTTP on loopback).
 ///
 /// # Errors
 /// The URL does not parse, or the client cannot be built.
-pub fn client_for(url: &str) -> Result<kube::Client, String> {
-    let uri = url
-        .parse()
-        .map_err(|e| format!("bad API server URL {url}: {e}"))?;
+pub fn client_for(url: &str) -> Result<kube::Client, ClusterError> {
+    let uri = url.parse().map_err(|e| ClusterError::Url {
+        url: url.to_owned(),
+        source: Box::new(e),
+    })?;
     let config = kube::Config::new(uri);
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client for {url}: {e}"))
+    kube::Client::try_from(config).map_err(|source| ClusterError::Client {
+        url: url.to_owned(),
+        source,
+    })
 }
 
 /// A fresh in-memory cluster on a free loopback port.
@@ -55,7 +86,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The server cannot bind a port.
-    pub async fn start() -> Result<Cluster, Box<dyn std::error::Error + Send + Sync>> {
+    pub async fn start() -> Result<Cluster, ClusterError> {
         let server = ApiServer::start(kapsel_apiserver::Config::default()).await?;
         let client = client_for(&server.url())?;
         Ok(Cluster { server, client })

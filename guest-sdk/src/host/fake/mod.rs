@@ -5,6 +5,8 @@
 //! and sets it.
 
 pub(crate) mod api;
+mod labels;
+mod types;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

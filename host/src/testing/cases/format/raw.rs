@@ -1,0 +1,287 @@
+//! How case files deserialize: YAML nodes into steps, sources, targets, durations and
+//! expectations, each checked where the parser can still point at it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{DEFAULT_WITHIN, Expectation, Expected, NOT_CALLED_WITHIN, Source, Step, Target};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCase {
+    pub(super) name: Option<String>,
+    #[serde(default)]
+    pub(super) given: Vec<Source>,
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    pub(super) steps: Vec<Step>,
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        enum RawStep {
+            Apply(Source),
+            Patch(RawPatch),
+            Delete(RawTarget),
+            Advance(Seconds),
+            Sleep(Seconds),
+            Expect(RawExpect),
+        }
+        Ok(match RawStep::deserialize(deserializer)? {
+            RawStep::Apply(source) => Step::Apply(source),
+            RawStep::Patch(p) => Step::Patch {
+                target: p.object.into_target(p.namespace),
+                merge: p.merge,
+            },
+            RawStep::Delete(t) => Step::Delete(t.into_target(None)),
+            RawStep::Advance(s) => Step::Advance(s.0),
+            RawStep::Sleep(s) => Step::Sleep(s.0),
+            RawStep::Expect(e) => Step::Expect(e.0),
+        })
+    }
+}
+
+/// `file: PATH`, or an inline Kubernetes object.
+impl<'de> Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        if let Some(map) = value.as_object()
+            && map.len() == 1
+            && let Some(file) = map.get("file")
+        {
+            return match file.as_str() {
+                Some(file) if !file.is_empty() => Ok(Source::File(PathBuf::from(file))),
+                _ => Err(D::Error::custom("`file` must be a path")),
+            };
+        }
+        let has = |pointer: &str| {
+            value
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        if !value.is_object() || !has("/apiVersion") || !has("/kind") || !has("/metadata/name") {
+            return Err(D::Error::custom(
+                "expected `file: PATH` or a Kubernetes object with apiVersion, kind and metadata.name",
+            ));
+        }
+        Ok(Source::Object(value))
+    }
+}
+
+/// A duration: `90s`, `1.5s`, `500ms`, `2m`, `1h`, or a number of seconds.
+struct Seconds(Duration);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        let parsed = match &value {
+            Value::Number(n) => n.as_f64().and_then(|s| duration(s, 1.0)),
+            Value::String(text) => parse_duration(text),
+            _ => None,
+        };
+        parsed.map(Seconds).ok_or_else(|| {
+            D::Error::custom(format!(
+                "expected a duration like 60s, 500ms, 2m or 1h, got {value}"
+            ))
+        })
+    }
+}
+
+fn duration(amount: f64, unit_seconds: f64) -> Option<Duration> {
+    let seconds = amount * unit_seconds;
+    (seconds.is_finite() && seconds >= 0.0)
+        .then(|| Duration::try_from_secs_f64(seconds).ok())
+        .flatten()
+}
+
+pub(super) fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let amount: f64 = number.parse().ok()?;
+    let unit_seconds = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    duration(amount, unit_seconds)
+}
+
+/// `resource/name`, as a string.
+struct RawTarget {
+    resource: String,
+    name: String,
+}
+
+impl RawTarget {
+    fn into_target(self, namespace: Option<String>) -> Target {
+        Target {
+            resource: self.resource,
+            name: self.name,
+            namespace: namespace.unwrap_or_else(|| "default".into()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let text = String::deserialize(deserializer)?;
+        match text.split_once('/') {
+            Some((resource, name))
+                if !resource.is_empty() && !name.is_empty() && !name.contains('/') =>
+            {
+                Ok(RawTarget {
+                    resource: resource.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
+            _ => Err(D::Error::custom(format!(
+                "expected RESOURCE/NAME (like kopfexamples/ex1), got {text:?}"
+            ))),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPatch {
+    object: RawTarget,
+    namespace: Option<String>,
+    merge: Value,
+}
+
+/// An expectation: exactly one subject key, plus its options.
+struct RawExpect(Expectation);
+
+impl<'de> Deserialize<'de> for RawExpect {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        struct Fields {
+            object: Option<RawTarget>,
+            matches: Option<Value>,
+            gone: Option<RawTarget>,
+            event: Option<RawTarget>,
+            #[serde(rename = "type")]
+            event_type: Option<String>,
+            reason: Option<String>,
+            message: Option<String>,
+            called: Option<String>,
+            times: Option<usize>,
+            not_called: Option<String>,
+            log: Option<String>,
+            handler: Option<String>,
+            namespace: Option<String>,
+            healthy: Option<bool>,
+            within: Option<Seconds>,
+        }
+
+        // `expect: healthy` is a plain word; everything else a map. (Read as a value
+        // first: an untagged enum would swallow the precise messages below.)
+        let fields: Fields = match Value::deserialize(deserializer)? {
+            Value::String(word) if word == "healthy" => {
+                return Ok(RawExpect(Expectation {
+                    what: Expected::Healthy,
+                    within: DEFAULT_WITHIN,
+                }));
+            }
+            Value::String(word) => {
+                return Err(D::Error::custom(format!(
+                    "unknown expectation {word:?}: use `healthy`, or a map with one of object, gone, event, called, not-called, log"
+                )));
+            }
+            map => serde_json::from_value(map).map_err(D::Error::custom)?,
+        };
+        let subjects = [
+            fields.object.is_some(),
+            fields.gone.is_some(),
+            fields.event.is_some(),
+            fields.called.is_some(),
+            fields.not_called.is_some(),
+            fields.log.is_some(),
+            fields.healthy.is_some(),
+        ];
+        if subjects.iter().filter(|s| **s).count() != 1 {
+            return Err(D::Error::custom(
+                "an expectation needs exactly one of: object, gone, event, called, not-called, log, healthy",
+            ));
+        }
+        let misplaced = |key: &str, subject: &str| {
+            Err(D::Error::custom(format!(
+                "`{key}` only goes with `{subject}`"
+            )))
+        };
+        if fields.matches.is_some() && fields.object.is_none() {
+            return misplaced("matches", "object");
+        }
+        if fields.times.is_some() && fields.called.is_none() {
+            return misplaced("times", "called");
+        }
+        if fields.handler.is_some() && fields.log.is_none() {
+            return misplaced("handler", "log");
+        }
+        if (fields.event_type.is_some() || fields.reason.is_some() || fields.message.is_some())
+            && fields.event.is_none()
+        {
+            return misplaced("type/reason/message", "event");
+        }
+        let namespace = fields.namespace;
+        let what = if let Some(object) = fields.object {
+            let Some(matches) = fields.matches else {
+                return Err(D::Error::custom(
+                    "`object` needs `matches`: the partial document it must contain",
+                ));
+            };
+            Expected::Object {
+                target: object.into_target(namespace),
+                matches,
+            }
+        } else if let Some(gone) = fields.gone {
+            Expected::Gone(gone.into_target(namespace))
+        } else if let Some(about) = fields.event {
+            Expected::Event {
+                about: about.into_target(namespace),
+                event_type: fields.event_type,
+                reason: fields.reason,
+                message: fields.message,
+            }
+        } else if let Some(handler) = fields.called {
+            Expected::Called {
+                handler,
+                times: fields.times,
+            }
+        } else if let Some(handler) = fields.not_called {
+            Expected::NotCalled(handler)
+        } else if let Some(text) = fields.log {
+            Expected::Log {
+                text,
+                handler: fields.handler,
+            }
+        } else {
+            Expected::Healthy
+        };
+        let default = if matches!(what, Expected::NotCalled(_)) {
+            NOT_CALLED_WITHIN
+        } else {
+            DEFAULT_WITHIN
+        };
+        Ok(RawExpect(Expectation {
+            what,
+            within: fields.within.map_or(default, |s| s.0),
+        }))
+    }
+}

@@ -1,0 +1,401 @@
+//! What a replay does, worked out from the recording before anything runs: the objects
+//! to seed, and the changes others made, at their recorded times.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::{
+    Action, Address, Plan, Step, address_of, is_empty, namespace_of, strip_server_fields, text,
+};
+use crate::recording::Entry;
+
+/// Works out the replay from a recording.
+pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
+    let Some(Entry::Recording {
+        started, guests, ..
+    }) = entries.first()
+    else {
+        return Err("the recording has no header".into());
+    };
+    // Other guests' handlers would show as differences, and their patches in the objects.
+    if guests.len() > 1 {
+        return Err(format!(
+            "the recording was made with {} guests ({}); a replay runs one guest: record it alone",
+            guests.len(),
+            guests.join(", ")
+        ));
+    }
+    let started = chrono::DateTime::parse_from_rfc3339(started)
+        .map_err(|e| format!("the recording's start {started:?} is not an RFC 3339 time: {e}"))?
+        .with_timezone(&chrono::Utc);
+
+    // The versions the operator produced itself, wherever their lines are: a watch event
+    // may be recorded before the response to the patch that caused it.
+    let mut own_versions: HashSet<&str> = HashSet::new();
+    let mut host_released: HashSet<(Option<&str>, &str)> = HashSet::new();
+    let mut guest_deleted: HashSet<(Option<&str>, &str)> = HashSet::new();
+    for entry in entries {
+        match entry {
+            Entry::Write {
+                resource_version,
+                namespace,
+                name,
+                released,
+                ..
+            } => {
+                // A release's answer is the deleted object, whose version another
+                // (somebody else's) event may carry: only the DELETED event is ours.
+                if *released {
+                    host_released.insert((namespace.as_deref(), name));
+                } else {
+                    own_versions.insert(resource_version);
+                }
+            }
+            Entry::Call {
+                verb,
+                result: Some(result),
+                ..
+            } if verb == "create" || verb == "patch" => {
+                own_versions.extend(text(result, "/metadata/resourceVersion"));
+            }
+            Entry::Call {
+                verb,
+                namespace,
+                name: Some(name),
+                error: None,
+                ..
+            } if verb == "delete" => {
+                guest_deleted.insert((namespace.as_deref(), name));
+            }
+            _ => {}
+        }
+    }
+
+    let mut resources = BTreeMap::new();
+    let mut given = Vec::new();
+    let mut steps = Vec::new();
+    let mut last: HashMap<Address, Value> = HashMap::new();
+    let mut listing = true;
+    let mut end: f64 = 0.0;
+    for entry in entries {
+        end = end.max(entry.at());
+        match entry {
+            Entry::Resource(info) => {
+                resources.insert(info.key.clone(), info.clone());
+            }
+            Entry::Handler { at, .. } => steps.push(Step {
+                at: *at,
+                action: Action::Wait,
+            }),
+            Entry::Watch {
+                at,
+                resource,
+                event_type,
+                object,
+            } => {
+                if !resources.contains_key(resource) {
+                    return Err(format!(
+                        "a watch event of {resource} comes before the resource's description"
+                    ));
+                }
+                let address = address_of(resource, object);
+                let key = (address.1.as_deref(), address.2.as_str());
+                let version = text(object, "/metadata/resourceVersion").unwrap_or_default();
+                let listed = event_type == "LISTED";
+                listing &= listed;
+                let previous = last.get(&address).cloned();
+                let own = own_versions.contains(version);
+                let action = match (event_type.as_str(), &previous) {
+                    ("LISTED", None) if listing => {
+                        given.push((resource.clone(), object.clone()));
+                        None
+                    }
+                    ("DELETED", None) => None,
+                    ("DELETED", Some(previous)) => {
+                        let deleting = previous.pointer("/metadata/deletionTimestamp").is_some();
+                        if own
+                            || guest_deleted.contains(&key)
+                            || (deleting && host_released.contains(&key))
+                        {
+                            None
+                        } else if deleting {
+                            Some(Action::Release(address.clone()))
+                        } else {
+                            Some(Action::Delete(address.clone()))
+                        }
+                    }
+                    (_, _) if own => None,
+                    (_, None) => Some(Action::Create(resource.clone(), object.clone())),
+                    (_, Some(previous)) => {
+                        change(&address, previous, object, guest_deleted.contains(&key))
+                    }
+                };
+                if event_type == "DELETED" {
+                    last.remove(&address);
+                } else {
+                    last.insert(address, object.clone());
+                }
+                if let Some(action) = action {
+                    steps.push(Step { at: *at, action });
+                }
+            }
+            Entry::Recording { .. } | Entry::Write { .. } | Entry::Call { .. } => {}
+        }
+    }
+    Ok(Plan {
+        started,
+        resources,
+        given,
+        seeds: seeds(entries),
+        steps,
+        end,
+    })
+}
+
+/// An object's identity across clusters: apiVersion, kind, namespace, name.
+type Identity = (String, String, Option<String>, String);
+
+fn identity(object: &Value) -> Identity {
+    let field = |pointer: &str| text(object, pointer).unwrap_or_default().to_owned();
+    (
+        field("/apiVersion"),
+        field("/kind"),
+        namespace_of(object).map(str::to_owned),
+        field("/metadata/name"),
+    )
+}
+
+/// The objects the guests read (`get`, `list`) that no stream watched and no guest had
+/// created before reading them: they existed in the recorded cluster, so the replay's
+/// must have them too.
+pub(super) fn seeds(entries: &[Entry]) -> Vec<Value> {
+    let watched: HashSet<Identity> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Watch { object, .. } => Some(identity(object)),
+            _ => None,
+        })
+        .collect();
+    let mut known = HashSet::new();
+    let mut seeds = Vec::new();
+    for entry in entries {
+        let Entry::Call {
+            verb,
+            result: Some(result),
+            ..
+        } = entry
+        else {
+            continue;
+        };
+        let read: Vec<&Value> = match verb.as_str() {
+            // Created by a guest: it will be created again by the guest under test.
+            "create" => {
+                known.insert(identity(result));
+                continue;
+            }
+            "get" => vec![result],
+            "list" => result
+                .get("items")
+                .and_then(Value::as_array)
+                .map(|items| items.iter().collect())
+                .unwrap_or_default(),
+            _ => continue,
+        };
+        for object in read {
+            let id = identity(object);
+            if !id.3.is_empty() && !watched.contains(&id) && known.insert(id) {
+                seeds.push(object.clone());
+            }
+        }
+    }
+    seeds
+}
+
+/// What somebody else changed between two recorded versions.
+fn change(
+    at: &Address,
+    previous: &Value,
+    current: &Value,
+    deleted_by_guest: bool,
+) -> Option<Action> {
+    let was_deleting = previous.pointer("/metadata/deletionTimestamp").is_some();
+    if current.pointer("/metadata/deletionTimestamp").is_some() && !was_deleting {
+        // A deletion: the rest of that version's changes are the server's.
+        return (!deleted_by_guest).then(|| Action::Delete(at.clone()));
+    }
+    let mut diff = merge_diff(
+        &strip_server_fields(previous),
+        &strip_server_fields(current),
+    )?;
+    let status = diff.as_object_mut().and_then(|d| d.remove("status"));
+    let main = Some(diff).filter(|d| !is_empty(d));
+    if main.is_none() && status.is_none() {
+        return None;
+    }
+    Some(Action::Patch {
+        at: at.clone(),
+        main,
+        status,
+    })
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`; `None` when equal.
+fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = Map::new();
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(before) => {
+                        if let Some(inner) = merge_diff(before, value) {
+                            patch.insert(key.clone(), inner);
+                        }
+                    }
+                    None => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            for key in old.keys() {
+                if !new.contains_key(key) {
+                    patch.insert(key.clone(), Value::Null);
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        (old, new) if old == new => None,
+        (_, new) => Some(new.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn only_what_others_changed_is_replayed() {
+        let entries = vec![
+            header(),
+            resource(),
+            watch(0.5, "LISTED", kex("1", json!({}))),
+            // The operator's own patch, its write line after its echo.
+            watch(0.6, "MODIFIED", kex("2", json!({"status": {"done": true}}))),
+            write("2", "status", false),
+            // A user's change of spec.size and a label.
+            watch(
+                1.0,
+                "MODIFIED",
+                kex("3", json!({"spec": {"size": 2}, "status": {"done": true}})),
+            ),
+            watch(
+                2.0,
+                "MODIFIED",
+                kex(
+                    "4",
+                    json!({"spec": {"size": 2}, "status": {"done": true},
+                    "metadata": {"name": "kex", "namespace": "ns", "resourceVersion": "4",
+                                 "deletionTimestamp": "t", "finalizers": ["f"]}}),
+                ),
+            ),
+            watch(2.5, "DELETED", kex("5", json!({}))),
+            // The release's answer carries the version of the user's deletion.
+            write("4", "finalizers", true),
+        ];
+        let plan = plan(&entries).expect("a plan");
+        assert_eq!(plan.given.len(), 1, "the listed object exists at the start");
+        let address: Address = (
+            "kopfexamples.v1.kopf.dev".into(),
+            Some("ns".into()),
+            "kex".into(),
+        );
+        assert_eq!(
+            plan.steps,
+            vec![
+                Step {
+                    at: 1.0,
+                    action: Action::Patch {
+                        at: address.clone(),
+                        main: Some(json!({"spec": {"size": 2}})),
+                        status: None,
+                    },
+                },
+                Step {
+                    at: 2.0,
+                    action: Action::Delete(address),
+                },
+            ],
+            "the status echo and the host's release are not replayed"
+        );
+        assert_eq!(plan.end, 2.5);
+    }
+
+    #[test]
+    fn objects_only_guests_read_are_seeded() {
+        let call = |verb: &str, result: Value| Entry::Call {
+            at: 1.0,
+            handler: "h".into(),
+            object: Some("ns/kex".into()),
+            verb: verb.into(),
+            target: "configmaps.v1".into(),
+            namespace: Some("ns".into()),
+            name: None,
+            body: None,
+            result: Some(result),
+            error: None,
+        };
+        let cm = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "ns"}, "data": {"a": "b"}})
+        };
+        let entries = vec![
+            header(),
+            resource(),
+            watch(0.5, "LISTED", kex("1", json!({}))),
+            call("create", cm("made")),
+            call("get", cm("made")),
+            call("get", cm("settings")),
+            call("list", json!({"items": [cm("settings"), cm("other")]})),
+            call("get", kex("1", json!({}))),
+        ];
+        let plan = plan(&entries).expect("a plan");
+        let names: Vec<&str> = plan
+            .seeds
+            .iter()
+            .map(|s| s["metadata"]["name"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            ["settings", "other"],
+            "not the guest's own, not the watched"
+        );
+    }
+
+    #[test]
+    fn recordings_of_several_guests_are_refused() {
+        let entries = vec![Entry::Recording {
+            format: crate::recording::FORMAT,
+            started: "2026-11-30T10:00:00Z".into(),
+            host: "kapsel".into(),
+            guests: vec!["a".into(), "b".into()],
+        }];
+        let error = plan(&entries).expect_err("two guests");
+        assert!(error.contains("made with 2 guests (a, b)"), "{error}");
+    }
+
+    #[test]
+
+    fn merge_diffs_remove_and_replace() {
+        assert_eq!(merge_diff(&json!({"a": 1}), &json!({"a": 1})), None);
+        assert_eq!(
+            merge_diff(
+                &json!({"a": 1, "b": {"c": 1, "d": 2}}),
+                &json!({"b": {"c": 2, "d": 2}, "e": [1]})
+            ),
+            Some(json!({"a": null, "b": {"c": 2}, "e": [1]}))
+        );
+    }
+}

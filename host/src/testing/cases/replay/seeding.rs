@@ -1,0 +1,246 @@
+//! The replay's cluster before the operator starts: the recorded resources served again
+//! (a CRD for each custom one), and the objects that existed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::super::runner::{self, Written};
+use super::{
+    Action, Address, address_of, describe, is_empty, namespace_of, strip_server_fields, text,
+};
+use crate::cluster::{Resource, find_kind};
+use crate::recording::ResourceInfo;
+
+/// The replay cluster's resources, as the recording names them.
+#[derive(Default)]
+pub(super) struct Resources {
+    infos: HashMap<String, ResourceInfo>,
+    served: HashMap<String, Resource>,
+}
+
+impl Resources {
+    /// Makes the cluster serve a recorded resource: custom ones get a CRD.
+    pub(super) async fn serve(
+        &mut self,
+        client: &Client,
+        info: &ResourceInfo,
+    ) -> Result<(), String> {
+        self.infos.insert(info.key.clone(), info.clone());
+        if let Ok(resource) = find_kind(client, &info.api_version(), &info.kind).await {
+            self.served.insert(info.key.clone(), resource);
+            return Ok(());
+        }
+        let crds: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &kube::api::ApiResource {
+                group: "apiextensions.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                plural: "customresourcedefinitions".into(),
+            },
+        );
+        let crd: DynamicObject =
+            serde_json::from_value(crd_for(info)).map_err(|e| format!("{}: {e}", info.key))?;
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => return Err(format!("cannot create the CRD for {}: {e}", info.key)),
+        }
+        // A new CRD is served once the server has established it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match find_kind(client, &info.api_version(), &info.kind).await {
+                Ok(resource) => {
+                    self.served.insert(info.key.clone(), resource);
+                    return Ok(());
+                }
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    return Err(format!("{} is not served: {e}", info.key));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    fn resource(&self, key: &str) -> Result<&Resource, String> {
+        self.served
+            .get(key)
+            .ok_or_else(|| format!("the recording does not describe the resource {key}"))
+    }
+
+    fn api(
+        &self,
+        client: &Client,
+        at: &Address,
+    ) -> Result<(Api<DynamicObject>, &Resource), String> {
+        let resource = self.resource(&at.0)?;
+        let namespace = at.1.as_deref().unwrap_or("default");
+        Ok((runner::api(client, resource, namespace), resource))
+    }
+
+    /// Creates an object as recorded, deleting it again if it was being deleted.
+    pub(super) async fn create(
+        &self,
+        client: &Client,
+        key: &str,
+        body: &Value,
+    ) -> Result<Vec<Written>, String> {
+        let mut written = create_object(client, body).await?;
+        if body.pointer("/metadata/deletionTimestamp").is_some() {
+            written.extend(self.delete(client, &address_of(key, body)).await?);
+        }
+        Ok(written)
+    }
+
+    async fn delete(&self, client: &Client, at: &Address) -> Result<Vec<Written>, String> {
+        let (api, resource) = self.api(client, at)?;
+        match api.delete(&at.2, &Default::default()).await {
+            // Still there (held by finalizers): the operator must see the deletion.
+            Ok(deleted) => Ok(deleted
+                .left()
+                .and_then(|o| runner::version_of(resource, &o))
+                .into_iter()
+                .collect()),
+            // Already gone in the replay: the comparison will tell if that matters.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(format!("deleting {}: {e}", describe(at))),
+        }
+    }
+
+    async fn patch(
+        &self,
+        client: &Client,
+        at: &Address,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Vec<Written>, String> {
+        let (api, resource) = self.api(client, at)?;
+        let params = PatchParams::default();
+        let sent = if status {
+            api.patch_status(&at.2, &params, &Patch::Merge(patch)).await
+        } else {
+            api.patch(&at.2, &params, &Patch::Merge(patch)).await
+        };
+        match sent {
+            Ok(object) => Ok(runner::version_of(resource, &object).into_iter().collect()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(format!("patching {}: {e}", describe(at))),
+        }
+    }
+
+    pub(super) async fn perform(
+        &self,
+        client: &Client,
+        action: &Action,
+    ) -> Result<Vec<Written>, String> {
+        match action {
+            Action::Wait => Ok(Vec::new()),
+            Action::Create(key, body) => self.create(client, key, body).await,
+            Action::Patch { at, main, status } => {
+                let mut written = Vec::new();
+                let has_status = self
+                    .resource(&at.0)?
+                    .subresources
+                    .iter()
+                    .any(|s| s == "status");
+                if let Some(main) = main {
+                    written.extend(self.patch(client, at, main, false).await?);
+                }
+                if let Some(status) = status {
+                    let patch = json!({ "status": status });
+                    written.extend(self.patch(client, at, &patch, has_status).await?);
+                }
+                Ok(written)
+            }
+            Action::Delete(at) => self.delete(client, at).await,
+            Action::Release(at) => {
+                let patch = json!({"metadata": {"finalizers": null}});
+                self.patch(client, at, &patch, false).await
+            }
+        }
+    }
+}
+
+/// Creates an object as recorded (its namespace first, if missing), status included.
+pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<Written>, String> {
+    if let Some(namespace) = namespace_of(body) {
+        ensure_namespace(client, namespace).await?;
+    }
+    let mut fresh = strip_server_fields(body);
+    let status = fresh.as_object_mut().and_then(|o| o.remove("status"));
+    let (resource, created) = runner::apply_object(client, &fresh).await?;
+    let mut written: Vec<Written> = runner::version_of(&resource, &created)
+        .into_iter()
+        .collect();
+    if let Some(status) = status.filter(|s| !is_empty(s)) {
+        let name = text(body, "/metadata/name").unwrap_or_default();
+        let api = runner::api(client, &resource, namespace_of(body).unwrap_or("default"));
+        let patch = json!({ "status": status });
+        let params = PatchParams::default();
+        let patched = if resource.subresources.iter().any(|s| s == "status") {
+            api.patch_status(name, &params, &Patch::Merge(&patch)).await
+        } else {
+            api.patch(name, &params, &Patch::Merge(&patch)).await
+        }
+        .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
+        written.extend(runner::version_of(&resource, &patched));
+    }
+    Ok(written)
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(format!("cannot create the namespace {name}: {e}")),
+    }
+}
+
+/// A CRD that serves a recorded custom resource (any content: the schema keeps
+/// unknown fields).
+fn crd_for(info: &ResourceInfo) -> Value {
+    let mut names = json!({
+        "plural": info.plural,
+        "kind": info.kind,
+        "singular": if info.singular.is_empty() { info.kind.to_lowercase() } else { info.singular.clone() },
+    });
+    if !info.short_names.is_empty() {
+        names["shortNames"] = json!(info.short_names);
+    }
+    if !info.categories.is_empty() {
+        names["categories"] = json!(info.categories);
+    }
+    let mut version = json!({
+        "name": info.version,
+        "served": true,
+        "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+    });
+    if info.subresources.iter().any(|s| s == "status") {
+        version["subresources"] = json!({"status": {}});
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{}", info.plural, info.group)},
+        "spec": {
+            "group": info.group,
+            "names": names,
+            "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
+            "versions": [version],
+        },
+    })
+}

@@ -1,0 +1,147 @@
+//! Restarts through the real host: an object created while the operator was down, and
+//! a restart without and after a change (resume handlers, KOPF.md §1.6, §4.3).
+
+use kapsel_tests::*;
+use serde_json::{Value, json};
+
+/// §1.6 (DOC≠CODE): creation never mixes with resuming, even in the initial listing.
+#[tokio::test]
+async fn an_object_created_while_the_operator_was_down_gets_creation_handlers_only() {
+    let s = Scene::start("created-while-down").await;
+    s.create(kopfexample(
+        "obj",
+        &["basic"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    let operator = s.operator();
+    let done = s
+        .tracker
+        .wait_for("obj", "creation handled", |b| {
+            handled_with(b, &["create_fn", "field_fn/spec.field"])
+        })
+        .await;
+    assert_eq!(finalizers(&done), [FINALIZER]);
+    assert_eq!(kopf_keys(&done), [DIFF_BASE]);
+    assert_eq!(status(&done, "resume_fn"), &Value::Null);
+    quiet_period().await;
+    let records = operator.journal().records();
+    let o = s.object("obj");
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("create_fn", 1),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 0),
+        ],
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restart_without_changes_runs_only_resume_handlers_once() {
+    let s = Scene::start("resume").await;
+    let first = s.operator();
+    s.create(kopfexample(
+        "obj",
+        &["basic"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    let handled = s
+        .tracker
+        .wait_for("obj", "creation handled", |b| diff_base(b).is_some())
+        .await;
+    first.stop().await.expect("stop");
+
+    let second = s.operator();
+    let resumed = s
+        .tracker
+        .wait_for("obj", "resumed", |b| !status(b, "resume_fn").is_null())
+        .await;
+    assert_eq!(status(&resumed, "resume_fn"), &json!({"reason": "resume"}));
+    assert_eq!(
+        diff_base(&resumed),
+        diff_base(&handled),
+        "the essence is the same"
+    );
+    assert_eq!(kopf_keys(&resumed), [DIFF_BASE]);
+    assert_eq!(finalizers(&resumed), [FINALIZER]);
+
+    // A re-listing (watch history lost) is not a new start: no second resume (§1.6,
+    // "fully handled once").
+    s.cluster.server().faults().expire_history();
+    s.cluster.server().faults().drop_watches();
+    quiet_period().await;
+    let records = second.journal().records();
+    let o = s.object("obj");
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("resume_fn", 1),
+            ("create_fn", 0),
+            ("update_fn", 0),
+            ("field_fn/spec.field", 0),
+        ],
+    );
+    second.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restart_after_a_change_runs_update_field_and_resume_handlers() {
+    let s = Scene::start("resume-changed").await;
+    let first = s.operator();
+    s.create(kopfexample(
+        "obj",
+        &["basic"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    s.tracker
+        .wait_for("obj", "creation handled", |b| diff_base(b).is_some())
+        .await;
+    first.stop().await.expect("stop");
+    s.patch("obj", json!({"spec": {"field": "changed while down"}}))
+        .await;
+
+    let second = s.operator();
+    let done = s
+        .tracker
+        .wait_for("obj", "update handled", |b| {
+            diff_base(b).is_some_and(|d| d.contains("changed while down"))
+                && status(b, "field_fn/spec.field")["new"] == "changed while down"
+                && handled_with(b, &["resume_fn"])
+        })
+        .await;
+    // Resume handlers are mixed into the update cycle (§1.6).
+    assert_eq!(status(&done, "resume_fn"), &json!({"reason": "update"}));
+    assert_eq!(
+        status(&done, "field_fn/spec.field"),
+        &json!({"old": "value", "new": "changed while down", "reason": "update"})
+    );
+    assert_eq!(kopf_keys(&done), [DIFF_BASE]);
+    let records = second.journal().records();
+    let o = s.object("obj");
+    assert_calls(
+        &records,
+        &o,
+        &[
+            ("update_fn", 1),
+            ("field_fn/spec.field", 1),
+            ("resume_fn", 1),
+            ("create_fn", 0),
+        ],
+    );
+    second.stop().await.expect("stop");
+    s.shutdown().await;
+}
