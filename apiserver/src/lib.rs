@@ -22,6 +22,7 @@ mod field_validation;
 mod gc;
 mod kubeconfig;
 mod list;
+mod negotiate;
 mod objects;
 mod openapi;
 mod patch;

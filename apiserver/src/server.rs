@@ -202,13 +202,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let view = crate::table::view(
-        parts
-            .headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or(""),
-    );
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let view = crate::table::view(accept);
     let result = match route {
         Route::Resource(p) => crate::requests::resource_request(
             &shared,
@@ -223,7 +222,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
         ),
-        other => discovery_request(&shared, other, parts.uri.path()),
+        other => discovery_request(&shared, other, parts.uri.path(), accept),
     };
     match result {
         Ok(r) => r,
@@ -231,7 +230,33 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     }
 }
 
-fn discovery_request(shared: &Shared, route: Route, path: &str) -> Result<Response, ApiError> {
+/// What the OpenAPI v2 document is served as: JSON, or gnostic's protobuf (the only form
+/// client-go asks for), under both names kube-openapi answers to.
+const OPENAPI_V2_TYPES: &[&str] = &[
+    "application/json",
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// Discovery and OpenAPI v3 documents are served as JSON only; a client asking for another
+/// form only (aggregated discovery, protobuf) gets 406 and falls back, as from a server
+/// without that form.
+const JSON_ONLY: &[&str] = &["application/json"];
+
+fn discovery_request(
+    shared: &Shared,
+    route: Route,
+    path: &str,
+    accept: &str,
+) -> Result<Response, ApiError> {
+    let offers = match route {
+        Route::Health | Route::NotFound | Route::Resource(_) => None,
+        Route::OpenApiV2 => Some(OPENAPI_V2_TYPES),
+        _ => Some(JSON_ONLY),
+    };
+    let media = offers
+        .map(|o| crate::negotiate::negotiate(accept, o))
+        .transpose()?;
     let store = shared.lock();
     let reg = &store.registry;
     let found = match route {
@@ -253,7 +278,18 @@ fn discovery_request(shared: &Shared, route: Route, path: &str) -> Result<Respon
         Route::OpenApiV3Gv(g, v) => crate::openapi::v3_group_version(reg.all(), &g, &v),
         Route::Resource(_) | Route::NotFound => None,
     };
-    found
-        .map(|v| json_response(200, &v))
-        .ok_or_else(|| ApiError::no_route(path))
+    let doc = found.ok_or_else(|| ApiError::no_route(path))?;
+    match media {
+        // Both names are answered with the dotted one: Go's media type parser (client-go
+        // reads the response's Content-Type) refuses the `@` of the other.
+        Some(ty) if ty.contains("protobuf") => Ok((
+            [(
+                header::CONTENT_TYPE,
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )],
+            crate::openapi::v2_protobuf(&doc),
+        )
+            .into_response()),
+        _ => Ok(json_response(200, &doc)),
+    }
 }

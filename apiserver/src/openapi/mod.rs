@@ -43,6 +43,9 @@
 pub(crate) mod fields;
 mod paths;
 mod schemas;
+mod v2_protobuf;
+
+pub(crate) use v2_protobuf::encode as v2_protobuf;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -274,3 +274,51 @@ async fn kubectl_custom_resources() {
 
     server.shutdown().await.expect("shutdown");
 }
+
+/// One file holding a CRD and objects of it, applied with kubectl's default
+/// validation. kubectl validates objects whose kind the server does not serve
+/// yet against `/openapi/v2`, which it reads only as protobuf. As against a
+/// real cluster, the first apply creates the CRD and cannot map the objects
+/// yet ("ensure CRDs are installed first"); the second creates them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_crd_and_objects_in_one_file() {
+    let (server, bin) = start().await;
+    let k = Kubectl::new(bin, &server, "one-file");
+    let crd = std::fs::read_to_string(kopf_file("kopfexamples-crd.yaml")).expect("read crd");
+    let obj = std::fs::read_to_string(kopf_file("kopfexample-obj.yaml")).expect("read obj");
+    let second = obj.replace("kopf-example-1", "kopf-example-2");
+    let file = format!("{crd}\n---\n{obj}\n---\n{second}");
+
+    let out = k.run_with(&["apply", "-f", "-"], Some(&file)).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains(
+            "customresourcedefinition.apiextensions.k8s.io/kopfexamples.kopf.dev created"
+        ),
+        "{stdout}\n{stderr}"
+    );
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            line.contains("no matches for kind \"KopfExample\"")
+                || line.contains("ensure CRDs are installed first"),
+            "unexpected complaint from kubectl: {stderr}"
+        );
+    }
+    eventually_ok(&k, &["get", "kopfexamples"]).await;
+
+    let out = k.run_with(&["apply", "-f", "-"], Some(&file)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl apply failed: {stderr}");
+    assert!(stderr.trim().is_empty(), "kubectl complained: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in ["kopf-example-1", "kopf-example-2"] {
+        assert!(
+            stdout.contains(&format!("kopfexample.kopf.dev/{name} created")),
+            "{stdout}"
+        );
+    }
+    let list = k.json(&["get", "kopfexamples"]).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
+    server.shutdown().await.expect("shutdown");
+}
