@@ -22,6 +22,7 @@ mod field_validation;
 mod gc;
 mod kubeconfig;
 mod list;
+mod managed;
 mod negotiate;
 mod objects;
 mod openapi;
@@ -160,7 +161,7 @@ fn seed(store: &mut store::Store) {
     let scope = objects::Scope { rt, ns: None };
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let ns = json!({"metadata": {"name": name}});
-        if let Err(e) = objects::create(store, &scope, ns, false) {
+        if let Err(e) = objects::create(store, &scope, ns, false, objects::Fields::Keep) {
             tracing::warn!(namespace = name, error = ?e, "could not create a built-in namespace");
         }
     }

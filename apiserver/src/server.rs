@@ -218,6 +218,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             &ct,
             &body,
             view,
+            parts
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
         ),
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),

@@ -163,7 +163,7 @@ fn group_versions(resources: &[ResourceType]) -> BTreeSet<(String, String)> {
 /// The component name and schema of a resource type's kind: the
 /// hand-written one for known built-ins, else the given schema (a CRD's
 /// `openAPIV3Schema`) wrapped as kube does, else an open object.
-fn kind_schema(rt: &ResourceType) -> (String, Value) {
+pub(crate) fn kind_schema(rt: &ResourceType) -> (String, Value) {
     if !rt.custom
         && let Some((name, def)) = schemas::builtin_kind(&rt.group, &rt.version, &rt.kind)
     {

@@ -6,6 +6,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+mod apply;
 mod crud;
 mod discovery;
 mod faults;
