@@ -385,6 +385,7 @@ pub(crate) fn create(
         return Ok(obj);
     }
     let stored = store.insert(&scope.res(), obj);
+    crate::gc::collect_if_orphaned(store, &scope.res(), &scope.key(&name));
     if (scope.rt.group.as_str(), scope.rt.plural.as_str()) == CRDS {
         store.rebuild_registry();
     }
@@ -564,6 +565,7 @@ pub(crate) fn commit_update(
         return Ok(present(&scope.rt, &result));
     }
     let stored = store.replace(&res, result);
+    crate::gc::collect_if_orphaned(store, &res, &key);
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
         store.rebuild_registry();
     }
