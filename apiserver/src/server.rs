@@ -39,8 +39,32 @@ impl Shared {
 
     /// The store. Writers change it through single calls that leave it consistent, so after
     /// a panic elsewhere (a bug) the data is still usable: recover from poisoning.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> StoreGuard<'_> {
+        StoreGuard(self.store.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The locked store. Releasing it first makes the changes made under it durable (the
+/// state file's log is synced), so no other request, and no response, sees a change that
+/// a crash could lose.
+pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
+
+impl std::ops::Deref for StoreGuard<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for StoreGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flush();
     }
 }
 
@@ -229,6 +253,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         ),
         other => discovery_request(&shared, other, parts.uri.path(), accept),
     };
+    let writes = !matches!(parts.method, Method::GET | Method::HEAD);
+    if writes && let Some(why) = shared.lock().journal_error() {
+        // The change may not be durable: it must not be acknowledged.
+        return ApiError::internal(why.to_string()).into_response();
+    }
     match result {
         Ok(r) => r,
         Err(e) => e.into_response(),
