@@ -1,9 +1,12 @@
 //! An in-memory Kubernetes API server, served over HTTP on loopback.
 //!
 //! It answers kube-apiserver's REST API closely enough for kubectl, kube-rs and Kapsel's
-//! host: discovery, built-in resources, CRDs, CRUD with every patch type, finalizers,
-//! owner-reference garbage collection, status subresources, selectors, and watches with
-//! bookmarks and 410 Gone. Tests can inject faults through [`Faults`].
+//! host: discovery and OpenAPI documents (negotiated on `Accept`, OpenAPI v2 in protobuf
+//! too), built-in resources (with the protobuf bodies kubectl's typed commands send), CRDs,
+//! CRUD with every patch type, server-side apply with field ownership (`managedFields`,
+//! conflicts, force), finalizers, owner-reference garbage collection, status subresources,
+//! selectors, and watches with bookmarks and 410 Gone. With a state file, every
+//! acknowledged write survives a crash. Tests can inject faults through [`Faults`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kapsel_apiserver::Error> {
@@ -28,6 +31,8 @@ mod objects;
 mod openapi;
 mod patch;
 mod persist;
+#[cfg(test)]
+mod proptests;
 mod protobuf;
 mod registry;
 mod requests;

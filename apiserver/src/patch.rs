@@ -151,8 +151,13 @@ pub(crate) fn strategic(doc: &Value, patch: &Value) -> Value {
         }
         let cur = out.get(k).cloned().unwrap_or(Value::Null);
         let merged = match (cur, pv) {
-            (Value::Object(_), Value::Object(_)) | (Value::Null, Value::Object(_)) => {
-                let base = out.get(k).cloned().unwrap_or(json!({}));
+            (_, Value::Object(_)) => {
+                // Over a missing or non-object value, the patch's object starts afresh.
+                let base = out
+                    .get(k)
+                    .filter(|v| v.is_object())
+                    .cloned()
+                    .unwrap_or(json!({}));
                 let m = strategic(&base, pv);
                 if m.is_null() {
                     out.remove(k);
@@ -218,11 +223,8 @@ fn merge_list(field: &str, cur: &[Value], items: &[Value]) -> Value {
                 out[p] = m;
             }
             (None, false) => {
-                let mut m = item.clone();
-                if let Some(o) = m.as_object_mut() {
-                    o.remove("$patch");
-                }
-                out.push(m);
+                // A new item: kube discards the nulls that match nothing (and directives).
+                out.push(strategic(&json!({}), item));
             }
         }
     }

@@ -285,8 +285,11 @@ pub(crate) fn apply(
         .filter(|e| !e.is(who, "Apply"))
         .fold(Set::default(), |acc, e| acc.union(&e.set));
     let dropped = previous.difference(&config_set);
+    // What others own stays, and so does what this configuration sets (a map applied empty
+    // before and with entries now is dropped as a member, not as a field).
+    let keep = others.union(&config_set);
     ctx.typer
-        .prune(&mut merged, Some(&ctx.schema), "", &dropped, Some(&others));
+        .prune(&mut merged, Some(&ctx.schema), "", &dropped, Some(&keep));
     let removed = {
         let after = ctx.fields(&merged, who).map_err(typed)?;
         live_fields.0.difference(&after.0)

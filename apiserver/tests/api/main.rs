@@ -7,6 +7,7 @@
 )]
 
 mod apply;
+mod bodies;
 mod crud;
 mod discovery;
 mod faults;
