@@ -375,7 +375,9 @@ pub(crate) fn create(
         return Err(ApiError::already_exists(scope.target(&name)));
     }
     match (fields, applied) {
-        (Fields::Update(who), _) => crate::managed::record_update(&scope.rt, None, &mut obj, who),
+        (Fields::Update(who), given) => {
+            crate::managed::record_update(&scope.rt, None, &mut obj, who, given.as_ref());
+        }
         (Fields::Applied, Some(m)) => {
             meta_mut(&mut obj).insert("managedFields".into(), m);
         }
@@ -534,11 +536,12 @@ pub(crate) fn commit_update(
             meta_mut(&mut result).insert("generation".into(), json!(g + 1));
         }
     }
+    if let Fields::Update(who) = fields {
+        crate::managed::record_update(&scope.rt, Some(&old), &mut result, who, applied.as_ref());
+    }
     let old_entries = old.pointer("/metadata/managedFields").cloned();
     match (fields, applied.or(old_entries)) {
-        (Fields::Update(who), _) => {
-            crate::managed::record_update(&scope.rt, Some(&old), &mut result, who);
-        }
+        (Fields::Update(_), _) => {}
         (_, Some(m)) => {
             meta_mut(&mut result).insert("managedFields".into(), m);
         }

@@ -184,11 +184,27 @@ fn changed(
 /// manager's `Update` entry gains what the write added or changed, every other manager
 /// loses it, and fields the write removed leave every entry. A write that changes nothing
 /// keeps the entries as they were.
-pub(crate) fn record_update(rt: &ResourceType, old: Option<&Value>, new: &mut Value, who: &Who) {
+///
+/// `given` is the managedFields the request itself carried. As kube-apiserver does, a
+/// non-empty list sent to the main resource replaces the recorded entries before the write
+/// is recorded (how kubectl moves client-side apply ownership to server-side apply, and
+/// how `managedFields: [{}]` resets them); otherwise the stored entries are kept.
+pub(crate) fn record_update(
+    rt: &ResourceType,
+    old: Option<&Value>,
+    new: &mut Value,
+    who: &Who,
+    given: Option<&Value>,
+) {
     let ctx = Ctx::new(rt);
     let empty = json!({});
     let before = old.unwrap_or(&empty);
-    let mut entries = read_entries(before);
+    let mut entries = match given.filter(|g| g.as_array().is_some_and(|a| !a.is_empty())) {
+        Some(g) if who.subresource.is_none() => {
+            read_entries(&json!({"metadata": {"managedFields": g}}))
+        }
+        _ => read_entries(before),
+    };
     // The objects were accepted already; a list the schema cannot key is owned by position.
     let (Ok(o), Ok(n)) = (ctx.fields(before, who), ctx.fields(new, who)) else {
         write_entries(new, entries);

@@ -138,7 +138,7 @@ async fn updates_record_their_managers() {
     let (server, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let mut obj: ConfigMap = serde_json::from_value(cm(json!({"a": "1"}))).unwrap();
-    // managedFields sent with a create are not taken from the client.
+    // `managedFields: [{}]` with a write resets them: only this write's manager remains.
     obj.metadata.managed_fields = Some(vec![Default::default()]);
     let pp = PostParams {
         field_manager: Some("creator".into()),
@@ -200,6 +200,40 @@ async fn updates_record_their_managers() {
         "{message}"
     );
     assert!(message.ends_with(": .data.c"), "{message}");
+
+    // managedFields sent with an update are the ownership to start from (kubectl moves
+    // client-side apply ownership to its server-side manager so); the write's own
+    // changes are then recorded on top.
+    let mut renamed = r.json()["metadata"]["managedFields"].clone();
+    renamed[0]["manager"] = json!("kubectl");
+    renamed[0]["operation"] = json!("Apply");
+    let patch = json!([{"op": "replace", "path": "/metadata/managedFields", "value": renamed}]);
+    let moved = api
+        .patch(
+            "owned",
+            &edit,
+            &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+        )
+        .await
+        .unwrap();
+    let owners: Vec<(String, String)> = entries(&moved).into_iter().map(|e| (e.0, e.1)).collect();
+    assert_eq!(
+        owners,
+        [
+            ("kubectl".into(), "Apply".into()),
+            ("my-controller".into(), "Update".into())
+        ]
+    );
+    let moved = apply_as(
+        &api,
+        "owned",
+        "kubectl",
+        false,
+        cm(json!({"a": "5", "b": "3"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.data.unwrap()["a"], "5");
 
     // Apply needs a field manager; force is for apply only (both 422, as kube).
     let path = "/api/v1/namespaces/default/configmaps/owned";
