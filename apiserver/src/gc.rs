@@ -321,3 +321,70 @@ fn crd_resource(crd: &Value) -> ResKey {
     };
     (text("/spec/group"), text("/spec/names/plural"))
 }
+
+/// What the garbage collector finds when it looks an owner reference up.
+#[derive(Debug, PartialEq, Eq)]
+enum Owner {
+    Present,
+    /// Not there, or there under another uid (re-created).
+    Absent,
+    /// A kind the server does not serve: it cannot tell, and leaves the reference alone.
+    Unknown,
+}
+
+fn owner_state(store: &Store, r: &Value, ns: &str) -> Owner {
+    let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+    let group = text("apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+    let Some(rt) = store
+        .registry
+        .all()
+        .iter()
+        .find(|t| t.group == group && t.kind == text("kind"))
+    else {
+        return Owner::Unknown;
+    };
+    // A namespaced owner lives in its dependent's namespace; a cluster-scoped dependent
+    // cannot have one (kube treats such a reference as absent).
+    let owner_ns = if rt.namespaced { ns } else { "" };
+    match store.get(
+        &crate::store::res_of(rt),
+        &(owner_ns.to_string(), text("name").to_string()),
+    ) {
+        Some(o) if meta_str(o, "uid") == text("uid") => Owner::Present,
+        _ => Owner::Absent,
+    }
+}
+
+/// The garbage collector's check of a just written object, as kube's collector does for
+/// every object it sees: when all its owners are absent it is deleted (through its own
+/// finalizers, in the background); when only some are, the references to those go.
+pub(crate) fn collect_if_orphaned(store: &mut Store, res: &ResKey, key: &ObjKey) {
+    let Some(obj) = store.get(res, key) else {
+        return;
+    };
+    let refs = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if refs.is_empty() || is_deleting(obj) {
+        return;
+    }
+    let states: Vec<Owner> = refs.iter().map(|r| owner_state(store, r, &key.0)).collect();
+    if !states.contains(&Owner::Absent) {
+        return;
+    }
+    if states.iter().all(|s| *s == Owner::Absent) {
+        delete(store, res, key, Propagation::Background);
+        return;
+    }
+    for (r, _) in refs
+        .iter()
+        .zip(&states)
+        .filter(|(_, s)| **s == Owner::Absent)
+    {
+        if let Some(uid) = r.get("uid").and_then(Value::as_str) {
+            drop_owner_ref(store, res, key, uid);
+        }
+    }
+}

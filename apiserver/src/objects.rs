@@ -37,6 +37,17 @@ impl Scope {
     }
 }
 
+/// How a write records field ownership in `metadata.managedFields`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fields<'a> {
+    /// An `Update` entry for this manager (create, PUT, every patch but apply).
+    Update(&'a crate::managed::Who),
+    /// The body carries the managedFields server-side apply computed.
+    Applied,
+    /// The server's own writes (controllers, built-in objects): entries stay as they are.
+    Keep,
+}
+
 /// The object as served at this type's version: kube serves every version of a resource from
 /// one storage; with conversion strategy `None` only `apiVersion` differs.
 pub(crate) fn present(rt: &ResourceType, obj: &Value) -> Value {
@@ -281,8 +292,10 @@ pub(crate) fn create(
     scope: &Scope,
     mut body: Value,
     dry_run: bool,
+    fields: Fields<'_>,
 ) -> Result<Value, ApiError> {
     check_body(scope, &body)?;
+    let applied = body.pointer("/metadata/managedFields").cloned();
     let now = now();
     let meta = meta_mut(&mut body);
     if meta
@@ -361,10 +374,20 @@ pub(crate) fn create(
     if store.get(&scope.res(), &scope.key(&name)).is_some() {
         return Err(ApiError::already_exists(scope.target(&name)));
     }
+    match (fields, applied) {
+        (Fields::Update(who), given) => {
+            crate::managed::record_update(&scope.rt, None, &mut obj, who, given.as_ref());
+        }
+        (Fields::Applied, Some(m)) => {
+            meta_mut(&mut obj).insert("managedFields".into(), m);
+        }
+        _ => {}
+    }
     if dry_run {
         return Ok(obj);
     }
     let stored = store.insert(&scope.res(), obj);
+    crate::gc::collect_if_orphaned(store, &scope.res(), &scope.key(&name));
     if (scope.rt.group.as_str(), scope.rt.plural.as_str()) == CRDS {
         store.rebuild_registry();
     }
@@ -376,7 +399,7 @@ pub(crate) fn create(
                 ns: Some(name.clone()),
             };
             let sa = json!({"metadata": {"name": "default"}});
-            if let Err(e) = create(store, &sa_scope, sa, false) {
+            if let Err(e) = create(store, &sa_scope, sa, false, Fields::Keep) {
                 tracing::warn!(namespace = %name, error = ?e, "could not create the default service account");
             }
         }
@@ -401,7 +424,9 @@ pub(crate) fn commit_update(
     new: Value,
     status_only: bool,
     dry_run: bool,
+    fields: Fields<'_>,
 ) -> Result<Value, ApiError> {
+    let applied = new.pointer("/metadata/managedFields").cloned();
     let res = scope.res();
     let key = scope.key(name);
     let old = store
@@ -511,6 +536,19 @@ pub(crate) fn commit_update(
             meta_mut(&mut result).insert("generation".into(), json!(g + 1));
         }
     }
+    if let Fields::Update(who) = fields {
+        crate::managed::record_update(&scope.rt, Some(&old), &mut result, who, applied.as_ref());
+    }
+    let old_entries = old.pointer("/metadata/managedFields").cloned();
+    match (fields, applied.or(old_entries)) {
+        (Fields::Update(_), _) => {}
+        (_, Some(m)) => {
+            meta_mut(&mut result).insert("managedFields".into(), m);
+        }
+        (_, None) => {
+            meta_mut(&mut result).remove("managedFields");
+        }
+    }
     // A write that changes nothing is not a write: no new resourceVersion, no event.
     if result == present(&scope.rt, &old) || result == old {
         return Ok(present(&scope.rt, &old));
@@ -530,6 +568,7 @@ pub(crate) fn commit_update(
         return Ok(present(&scope.rt, &result));
     }
     let stored = store.replace(&res, result);
+    crate::gc::collect_if_orphaned(store, &res, &key);
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
         store.rebuild_registry();
     }

@@ -10,8 +10,6 @@ pub(crate) enum PatchType {
     Merge,
     Strategic,
     Apply,
-    /// Server-side apply where every list is atomic (custom resources without list markers).
-    ApplyAtomic,
 }
 
 impl PatchType {
@@ -80,15 +78,10 @@ pub(crate) fn apply(ty: PatchType, doc: &Value, body: &[u8]) -> Result<Value, Ap
             out = strategic(&out, &p);
         }
         PatchType::Apply => {
-            // Server-side apply simplified: the applied configuration is merged into the live
-            // object like a strategic merge patch (no field managers, no removal of fields a
-            // manager stopped applying, no conflicts). Creation when absent is the caller's.
+            // Server-side apply with field ownership is `managed::apply`; this merge serves
+            // the scale subresource, whose fields are all scalars.
             let p = parse_apply(body)?;
             out = strategic(&out, &p);
-        }
-        PatchType::ApplyAtomic => {
-            let p = parse_apply(body)?;
-            json_patch::merge(&mut out, &p);
         }
     }
     if !out.is_object() {
@@ -98,7 +91,7 @@ pub(crate) fn apply(ty: PatchType, doc: &Value, body: &[u8]) -> Result<Value, Ap
 }
 
 /// The merge key kube's strategic merge uses for a list field, by field name and items.
-fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
     let has = |k: &str| items.iter().all(|i| i.get(k).is_some());
     match field {
         "containers"
@@ -158,8 +151,13 @@ pub(crate) fn strategic(doc: &Value, patch: &Value) -> Value {
         }
         let cur = out.get(k).cloned().unwrap_or(Value::Null);
         let merged = match (cur, pv) {
-            (Value::Object(_), Value::Object(_)) | (Value::Null, Value::Object(_)) => {
-                let base = out.get(k).cloned().unwrap_or(json!({}));
+            (_, Value::Object(_)) => {
+                // Over a missing or non-object value, the patch's object starts afresh.
+                let base = out
+                    .get(k)
+                    .filter(|v| v.is_object())
+                    .cloned()
+                    .unwrap_or(json!({}));
                 let m = strategic(&base, pv);
                 if m.is_null() {
                     out.remove(k);
@@ -225,11 +223,8 @@ fn merge_list(field: &str, cur: &[Value], items: &[Value]) -> Value {
                 out[p] = m;
             }
             (None, false) => {
-                let mut m = item.clone();
-                if let Some(o) = m.as_object_mut() {
-                    o.remove("$patch");
-                }
-                out.push(m);
+                // A new item: kube discards the nulls that match nothing (and directives).
+                out.push(strategic(&json!({}), item));
             }
         }
     }

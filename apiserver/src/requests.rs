@@ -4,7 +4,8 @@
 use crate::field_validation::{FieldValidation, with_warnings};
 use crate::gc::Propagation;
 use crate::list::ListParams;
-use crate::objects::{Scope, present};
+use crate::managed::Who;
+use crate::objects::{Fields, Scope, present};
 use crate::patch::PatchType;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::server::{ResPath, Shared};
@@ -96,6 +97,7 @@ pub(crate) fn resource_request(
     ct: &str,
     body: &[u8],
     view: crate::table::View,
+    user_agent: &str,
 ) -> Result<Response, ApiError> {
     let path_err = || ApiError::no_route(&format!("{}/{}/{}", p.group, p.version, p.plural));
     let rt = shared
@@ -118,10 +120,18 @@ pub(crate) fn resource_request(
     };
     let watch = p.watch || watch_param;
     let dry = dry_run(q)?;
+    let who = Who {
+        manager: Who::from_request(q.get("fieldManager").map(String::as_str), user_agent),
+        subresource: match p.sub.as_deref() {
+            Some("status") => Some("status"),
+            Some("scale") => Some("scale"),
+            _ => None,
+        },
+    };
     if p.sub.as_deref() == Some("scale") {
         let paths = crate::scale::paths(&shared.lock(), &scope.rt).ok_or_else(path_err)?;
         let name = p.name.as_deref().ok_or_else(path_err)?;
-        return scale_request(shared, &scope, name, method, ct, body, dry, &paths);
+        return scale_request(shared, &scope, name, method, ct, body, dry, &paths, &who);
     }
     let columns = || {
         (view == crate::table::View::Table).then(|| {
@@ -224,7 +234,8 @@ pub(crate) fn resource_request(
             let fv = FieldValidation::from_query(q)?;
             let obj = parse_object(ct, body)?;
             let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
-            let created = crate::objects::create(&mut shared.lock(), &scope, obj, dry)?;
+            let created =
+                crate::objects::create(&mut shared.lock(), &scope, obj, dry, Fields::Update(&who))?;
             Ok(with_warnings(json_response(201, &created), &warnings))
         }
         (Method::PUT, Some(name)) => {
@@ -255,12 +266,22 @@ pub(crate) fn resource_request(
                 obj,
                 status_only,
                 dry,
+                Fields::Update(&who),
             )?;
             Ok(with_warnings(json_response(200, &updated), &warnings))
         }
         (Method::PATCH, Some(name)) => {
             let fv = FieldValidation::from_query(q)?;
-            patch(shared, &scope, name, ct, body, status_only, dry, fv)
+            let req = PatchRequest {
+                ct,
+                body,
+                status_only,
+                dry,
+                fv,
+                force: parse_bool(q, "force")?,
+                field_manager: q.get("fieldManager").filter(|m| !m.is_empty()).is_some(),
+            };
+            patch(shared, &scope, name, req, &who)
         }
         (Method::DELETE, Some(name)) if !status_only => delete(shared, &scope, name, q, body, dry),
         (Method::DELETE, None) => delete_collection(shared, &scope, q, body, dry),
@@ -270,21 +291,54 @@ pub(crate) fn resource_request(
     }
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the parsed parts of one request, passed once"
-)]
+/// A PATCH request's parts.
+struct PatchRequest<'a> {
+    ct: &'a str,
+    body: &'a [u8],
+    status_only: bool,
+    dry: bool,
+    fv: FieldValidation,
+    /// The `force` parameter (apply only).
+    force: Option<bool>,
+    /// Whether `fieldManager` was given (apply requires it).
+    field_manager: bool,
+}
+
+/// kube's PatchOptions validation error (422, kind PatchOptions of meta.k8s.io).
+fn invalid_patch_options(field: &str, reason: &str, message: &str) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("PatchOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+    );
+    e.details = Some(Box::new(
+        json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": reason, "message": message, "field": field}]}),
+    ));
+    e
+}
+
 fn patch(
     shared: &Shared,
     scope: &Scope,
     name: &str,
-    ct: &str,
-    body: &[u8],
-    status_only: bool,
-    dry: bool,
-    fv: FieldValidation,
+    req: PatchRequest<'_>,
+    who: &Who,
 ) -> Result<Response, ApiError> {
-    let mut ty = PatchType::from_content_type(ct)?;
+    let ty = PatchType::from_content_type(req.ct)?;
+    if ty == PatchType::Apply && !req.field_manager {
+        return Err(invalid_patch_options(
+            "fieldManager",
+            "FieldValueRequired",
+            "Required value: is required for apply patch",
+        ));
+    }
+    if ty != PatchType::Apply && req.force.is_some() {
+        return Err(invalid_patch_options(
+            "force",
+            "FieldValueForbidden",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
     if scope.rt.custom && ty == PatchType::Strategic {
         // kube: custom resources have no patch strategies to merge by.
         return Err(ApiError::new(
@@ -293,41 +347,62 @@ fn patch(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
-    if scope.rt.custom && ty == PatchType::Apply {
-        // Lists in custom resources are atomic by default: merge like a merge patch.
-        ty = PatchType::ApplyAtomic;
-    }
     let mut store = shared.lock();
     let current = store
         .get(&scope.res(), &scope.key(name))
         .map(|o| present(&scope.rt, o));
-    match current {
-        None if matches!(ty, PatchType::Apply | PatchType::ApplyAtomic) && !status_only => {
+    if ty == PatchType::Apply {
+        let config = crate::patch::parse_apply(req.body)?;
+        let body_name = crate::store::meta_str(&config, "name");
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if current.is_none() && req.status_only {
+            return Err(ApiError::not_found(scope.target(name)));
+        }
+        let force = req.force.unwrap_or(false);
+        let new = crate::managed::apply(&scope.rt, current.as_ref(), &config, who, force)?;
+        let warnings = req.fv.check(&scope.rt, &new, current.as_ref(), None)?;
+        let (code, written) = match current {
             // Server-side apply creates what does not exist yet.
-            let obj = crate::patch::parse_apply(body)?;
-            let body_name = crate::store::meta_str(&obj, "name");
-            if body_name != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
-                )));
-            }
-            let warnings = fv.check(&scope.rt, &obj, None, None)?;
-            let created = crate::objects::create(&mut store, scope, obj, dry)?;
-            Ok(with_warnings(json_response(201, &created), &warnings))
-        }
-        None => Err(ApiError::not_found(scope.target(name))),
-        Some(cur) => {
-            let new = crate::patch::apply(ty, &cur, body)?;
-            // Duplicates only in merge-like JSON bodies (a JSON patch is a list of operations).
-            let dup_body = matches!(ty, PatchType::Merge | PatchType::Strategic)
-                .then(|| json_body(ct, body))
-                .flatten();
-            let warnings = fv.check(&scope.rt, &new, Some(&cur), dup_body)?;
-            let updated =
-                crate::objects::commit_update(&mut store, scope, name, new, status_only, dry)?;
-            Ok(with_warnings(json_response(200, &updated), &warnings))
-        }
+            None => (
+                201,
+                crate::objects::create(&mut store, scope, new, req.dry, Fields::Applied)?,
+            ),
+            Some(_) => (
+                200,
+                crate::objects::commit_update(
+                    &mut store,
+                    scope,
+                    name,
+                    new,
+                    req.status_only,
+                    req.dry,
+                    Fields::Applied,
+                )?,
+            ),
+        };
+        return Ok(with_warnings(json_response(code, &written), &warnings));
     }
+    let cur = current.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
+    let new = crate::patch::apply(ty, &cur, req.body)?;
+    // Duplicates only in merge-like JSON bodies (a JSON patch is a list of operations).
+    let dup_body = matches!(ty, PatchType::Merge | PatchType::Strategic)
+        .then(|| json_body(req.ct, req.body))
+        .flatten();
+    let warnings = req.fv.check(&scope.rt, &new, Some(&cur), dup_body)?;
+    let updated = crate::objects::commit_update(
+        &mut store,
+        scope,
+        name,
+        new,
+        req.status_only,
+        req.dry,
+        Fields::Update(who),
+    )?;
+    Ok(with_warnings(json_response(200, &updated), &warnings))
 }
 
 /// Reads DeleteOptions from the query and the (optional) body.
@@ -479,6 +554,7 @@ fn scale_request(
     body: &[u8],
     dry: bool,
     paths: &crate::scale::ScalePaths,
+    who: &Who,
 ) -> Result<Response, ApiError> {
     let mut store = shared.lock();
     let current = store
@@ -500,6 +576,14 @@ fn scale_request(
         }
     };
     let new = crate::scale::apply_scale(scope, name, &current, &wanted, paths)?;
-    let updated = crate::objects::commit_update(&mut store, scope, name, new, false, dry)?;
+    let updated = crate::objects::commit_update(
+        &mut store,
+        scope,
+        name,
+        new,
+        false,
+        dry,
+        Fields::Update(who),
+    )?;
     Ok(json_response(200, &crate::scale::to_scale(&updated, paths)))
 }

@@ -58,6 +58,27 @@ impl LabelSelector {
     }
 }
 
+/// kube's selector syntax again: what parses to the same selector.
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|r| match r {
+                Req::Eq(k, v) => format!("{k}={v}"),
+                Req::NotEq(k, v) => format!("{k}!={v}"),
+                Req::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+                Req::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+                Req::Exists(k) => k.clone(),
+                Req::NotExists(k) => format!("!{k}"),
+                Req::Gt(k, n) => format!("{k}>{n}"),
+                Req::Lt(k, n) => format!("{k}<{n}"),
+            })
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
 /// Splits on commas that are not inside a parenthesised value set.
 fn split_top(s: &str) -> Result<Vec<&str>, String> {
     let mut out = Vec::new();
@@ -237,6 +258,18 @@ impl FieldSelector {
             };
             (got == *want) != *neg
         })
+    }
+}
+
+/// The selector syntax again (`==` for equality, so a value starting with `=` survives).
+impl std::fmt::Display for FieldSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(k, neg, v)| format!("{k}{}{v}", if *neg { "!=" } else { "==" }))
+            .collect();
+        f.write_str(&parts.join(","))
     }
 }
 

@@ -39,8 +39,32 @@ impl Shared {
 
     /// The store. Writers change it through single calls that leave it consistent, so after
     /// a panic elsewhere (a bug) the data is still usable: recover from poisoning.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> StoreGuard<'_> {
+        StoreGuard(self.store.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The locked store. Releasing it first makes the changes made under it durable (the
+/// state file's log is synced), so no other request, and no response, sees a change that
+/// a crash could lose.
+pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
+
+impl std::ops::Deref for StoreGuard<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for StoreGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flush();
     }
 }
 
@@ -202,13 +226,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let view = crate::table::view(
-        parts
-            .headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or(""),
-    );
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let view = crate::table::view(accept);
     let result = match route {
         Route::Resource(p) => crate::requests::resource_request(
             &shared,
@@ -219,19 +242,55 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             &ct,
             &body,
             view,
+            parts
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
         ),
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
         ),
-        other => discovery_request(&shared, other, parts.uri.path()),
+        other => discovery_request(&shared, other, parts.uri.path(), accept),
     };
+    let writes = !matches!(parts.method, Method::GET | Method::HEAD);
+    if writes && let Some(why) = shared.lock().journal_error() {
+        // The change may not be durable: it must not be acknowledged.
+        return ApiError::internal(why.to_string()).into_response();
+    }
     match result {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-fn discovery_request(shared: &Shared, route: Route, path: &str) -> Result<Response, ApiError> {
+/// What the OpenAPI v2 document is served as: JSON, or gnostic's protobuf (the only form
+/// client-go asks for), under both names kube-openapi answers to.
+const OPENAPI_V2_TYPES: &[&str] = &[
+    "application/json",
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// Discovery and OpenAPI v3 documents are served as JSON only; a client asking for another
+/// form only (aggregated discovery, protobuf) gets 406 and falls back, as from a server
+/// without that form.
+const JSON_ONLY: &[&str] = &["application/json"];
+
+fn discovery_request(
+    shared: &Shared,
+    route: Route,
+    path: &str,
+    accept: &str,
+) -> Result<Response, ApiError> {
+    let offers = match route {
+        Route::Health | Route::NotFound | Route::Resource(_) => None,
+        Route::OpenApiV2 => Some(OPENAPI_V2_TYPES),
+        _ => Some(JSON_ONLY),
+    };
+    let media = offers
+        .map(|o| crate::negotiate::negotiate(accept, o))
+        .transpose()?;
     let store = shared.lock();
     let reg = &store.registry;
     let found = match route {
@@ -253,7 +312,18 @@ fn discovery_request(shared: &Shared, route: Route, path: &str) -> Result<Respon
         Route::OpenApiV3Gv(g, v) => crate::openapi::v3_group_version(reg.all(), &g, &v),
         Route::Resource(_) | Route::NotFound => None,
     };
-    found
-        .map(|v| json_response(200, &v))
-        .ok_or_else(|| ApiError::no_route(path))
+    let doc = found.ok_or_else(|| ApiError::no_route(path))?;
+    match media {
+        // Both names are answered with the dotted one: Go's media type parser (client-go
+        // reads the response's Content-Type) refuses the `@` of the other.
+        Some(ty) if ty.contains("protobuf") => Ok((
+            [(
+                header::CONTENT_TYPE,
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )],
+            crate::openapi::v2_protobuf(&doc),
+        )
+            .into_response()),
+        _ => Ok(json_response(200, &doc)),
+    }
 }

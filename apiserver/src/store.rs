@@ -61,8 +61,13 @@ pub(crate) struct Store {
     compacted: u64,
     history_limit: usize,
     events: broadcast::Sender<Arc<Event>>,
-    /// Bumped on every write; the persister saves when it moved.
-    pub(crate) changes: u64,
+    /// The state file's log, when there is one.
+    journal: Option<crate::persist::Journal>,
+    /// Records of changes not yet in the log: written and synced by [`Store::flush`]
+    /// before the lock is released, so before any client hears of the change.
+    pending: Vec<u8>,
+    /// Why the log could not be written, once it could not: writes fail from then on.
+    journal_error: Option<String>,
 }
 
 pub(crate) fn res_of(rt: &ResourceType) -> ResKey {
@@ -96,7 +101,9 @@ impl Store {
             compacted: 0,
             history_limit: history_limit.max(1),
             events,
-            changes: 0,
+            journal: None,
+            pending: Vec::new(),
+            journal_error: None,
         }
     }
 
@@ -128,8 +135,42 @@ impl Store {
 
     fn next_rv(&mut self) -> u64 {
         self.rv += 1;
-        self.changes += 1;
         self.rv
+    }
+
+    /// Starts logging every change to `journal`.
+    pub(crate) fn set_journal(&mut self, journal: crate::persist::Journal) {
+        self.journal = Some(journal);
+    }
+
+    /// Why the state file could not be written, if it could not.
+    pub(crate) fn journal_error(&self) -> Option<&str> {
+        self.journal_error.as_deref()
+    }
+
+    /// Writes the pending records to the state file and syncs it; compacts the file when
+    /// it has grown enough. Called before the store's lock is released.
+    pub(crate) fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let Some(journal) = self.journal.as_mut() else {
+            return;
+        };
+        if let Err(e) = journal.append(&pending) {
+            tracing::error!(error = %e, "could not write the state file; refusing writes from now on");
+            self.journal_error
+                .get_or_insert_with(|| format!("the state file could not be written: {e}"));
+            return;
+        }
+        if journal.wants_compaction() {
+            let path = journal.path().to_path_buf();
+            match crate::persist::Journal::create(&path, self) {
+                Ok(fresh) => self.journal = Some(fresh),
+                Err(e) => tracing::warn!(error = %e, "could not compact the state file"),
+            }
+        }
     }
 
     fn stamp(obj: &mut Value, rv: u64) {
@@ -179,6 +220,16 @@ impl Store {
     }
 
     fn emit(&mut self, rv: u64, ty: EventType, res: &ResKey, object: Value, old: Option<Value>) {
+        if self.journal.is_some() {
+            let record = match ty {
+                EventType::Deleted => {
+                    json!({"delete": {"group": res.0, "plural": res.1, "namespace": meta_str(&object, "namespace"), "name": meta_str(&object, "name")}, "rv": rv})
+                }
+                _ => json!({"put": {"group": res.0, "plural": res.1, "object": object}}),
+            };
+            self.pending
+                .extend_from_slice(crate::persist::record_line(&record).as_bytes());
+        }
         let ev = Arc::new(Event {
             rv,
             ty,

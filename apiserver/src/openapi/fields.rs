@@ -30,7 +30,7 @@ pub(crate) fn unknown_fields(rt: &ResourceType, object: &Value) -> Vec<String> {
 }
 
 /// Follows `allOf: [{$ref}]` and `$ref` to the named definition.
-fn resolve(schema: &Value) -> &Value {
+pub(crate) fn resolve(schema: &Value) -> &Value {
     let target = schema
         .pointer("/allOf/0/$ref")
         .or_else(|| schema.get("$ref"))
@@ -51,6 +51,10 @@ fn join(path: &str, key: &str) -> String {
 }
 
 fn walk(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    if path == "metadata.managedFields" {
+        // Field sets (FieldsV1) are opaque JSON to kube's decoder: never unknown fields.
+        return;
+    }
     let schema = resolve(schema);
     let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
     match value {

@@ -43,6 +43,9 @@
 pub(crate) mod fields;
 mod paths;
 mod schemas;
+mod v2_protobuf;
+
+pub(crate) use v2_protobuf::encode as v2_protobuf;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -160,7 +163,7 @@ fn group_versions(resources: &[ResourceType]) -> BTreeSet<(String, String)> {
 /// The component name and schema of a resource type's kind: the
 /// hand-written one for known built-ins, else the given schema (a CRD's
 /// `openAPIV3Schema`) wrapped as kube does, else an open object.
-fn kind_schema(rt: &ResourceType) -> (String, Value) {
+pub(crate) fn kind_schema(rt: &ResourceType) -> (String, Value) {
     if !rt.custom
         && let Some((name, def)) = schemas::builtin_kind(&rt.group, &rt.version, &rt.kind)
     {

@@ -491,10 +491,8 @@ fn meta_definitions(d: &mut BTreeMap<String, Value>) {
             &["key", "operator"],
         ),
     );
-    add(
-        d,
-        m("LabelSelector"),
-        describe(
+    add(d, m("LabelSelector"), {
+        let mut selector = describe(
             object(vec![
                 (
                     "matchExpressions",
@@ -503,8 +501,11 @@ fn meta_definitions(d: &mut BTreeMap<String, Value>) {
                 ("matchLabels", string_map()),
             ]),
             "A label selector is a label query over a set of resources.",
-        ),
-    );
+        );
+        // As kube publishes it: server-side apply owns a selector as a whole.
+        selector["x-kubernetes-map-type"] = json!("atomic");
+        selector
+    });
     add(
         d,
         m("Status"),
@@ -634,10 +635,8 @@ fn core_definitions(d: &mut BTreeMap<String, Value>) {
                 ("name", string()),
                 (
                     "protocol",
-                    describe(
-                        string(),
-                        "Protocol for port. Must be UDP, TCP, or SCTP. Defaults to \"TCP\".",
-                    ),
+                    // kube publishes the default: server-side apply keys ports by it.
+                    json!({"type": "string", "default": "TCP", "description": "Protocol for port. Must be UDP, TCP, or SCTP. Defaults to \"TCP\"."}),
                 ),
             ]),
             &["containerPort"],
@@ -1028,7 +1027,7 @@ fn core_definitions(d: &mut BTreeMap<String, Value>) {
                 ("name", string()),
                 ("nodePort", int32()),
                 ("port", int32()),
-                ("protocol", string()),
+                ("protocol", json!({"type": "string", "default": "TCP"})),
                 ("targetPort", int_or_string()),
             ]),
             &["port"],

@@ -395,7 +395,10 @@ async fn protobuf_bodies_of_simple_kinds() {
     assert_eq!(r.json()["data"], json!({"k": "v"}));
     let pod = [
         b"k8s\0".as_slice(),
-        &field(1, &[field(1, b"v1"), field(2, b"Pod")].concat()),
+        &field(
+            1,
+            &[field(1, b"example.com/v1"), field(2, b"Widget")].concat(),
+        ),
         &field(2, &meta),
     ]
     .concat();
@@ -415,5 +418,54 @@ async fn protobuf_bodies_of_simple_kinds() {
         .await,
         415,
         "UnsupportedMediaType",
+    );
+}
+
+#[tokio::test]
+async fn documents_are_served_in_the_form_asked_for_or_406() {
+    let (server, _client) = start().await;
+    let get_as = |path: &'static str, accept: &'static str| {
+        let server = &server;
+        async move { raw_with(server, "GET", path, None, &[("Accept", accept)], b"").await }
+    };
+    // client-go's only request for OpenAPI v2: gnostic protobuf, under the dotted name Go
+    // can parse; the document starts with `swagger: "2.0"` (field 1).
+    let r = get_as(
+        "/openapi/v2",
+        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    )
+    .await;
+    assert_eq!(r.code, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+    );
+    assert!(r.body.starts_with("\n\u{3}2.0"), "{:?}", &r.body[..20]);
+    let r = get_as("/openapi/v2", "application/json").await;
+    assert_eq!(r.json()["swagger"], "2.0");
+    // Aggregated discovery only, or a protobuf OpenAPI v3: not served, so 406 (clients then
+    // ask again for what the server offers).
+    let aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    for path in ["/api", "/apis", "/apis/apps/v1"] {
+        let r = get_as(path, aggregated).await;
+        assert_status(&r, 406, "NotAcceptable");
+        assert_eq!(
+            r.json()["message"],
+            "only the following media types are accepted: application/json"
+        );
+    }
+    let r = get_as(
+        "/openapi/v3/apis/apps/v1",
+        "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+    )
+    .await;
+    assert_status(&r, 406, "NotAcceptable");
+    // kubectl's own discovery Accept ends with plain JSON, which is served.
+    let kubectl =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let r = get_as("/apis", kubectl).await;
+    assert_eq!(
+        (r.code, r.json()["kind"].clone()),
+        (200, json!("APIGroupList"))
     );
 }

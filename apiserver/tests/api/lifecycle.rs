@@ -119,6 +119,89 @@ async fn owner_references_are_garbage_collected() {
     assert!(kept.json()["metadata"].get("ownerReferences").is_none());
 }
 
+/// The garbage collector deletes dependents whose owners are all absent (never created,
+/// or re-created under another uid), drops references to absent owners when another owner
+/// is there, and leaves references to kinds it cannot resolve.
+#[tokio::test]
+async fn dependents_of_absent_owners_are_collected() {
+    let (server, _client) = start().await;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let ghost = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": "7d8e1a52-0000-4000-8000-000000000001"});
+    let r = post(
+        &server,
+        base,
+        json!({"metadata": {"name": "orphan", "ownerReferences": [ghost]}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_status(
+        &get(&server, &format!("{base}/orphan")).await,
+        404,
+        "NotFound",
+    );
+
+    // An owner by that name exists, but with another uid: still absent.
+    let live = post(&server, base, json!({"metadata": {"name": "never"}}))
+        .await
+        .json();
+    post(
+        &server,
+        base,
+        json!({"metadata": {"name": "stale", "ownerReferences": [ghost]}}),
+    )
+    .await;
+    assert_status(
+        &get(&server, &format!("{base}/stale")).await,
+        404,
+        "NotFound",
+    );
+
+    // One live owner: the dangling reference goes, the object stays.
+    let solid = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": live["metadata"]["uid"]});
+    post(
+        &server,
+        base,
+        json!({"metadata": {"name": "half", "ownerReferences": [ghost, solid]}}),
+    )
+    .await;
+    let half = get(&server, &format!("{base}/half")).await;
+    assert_eq!(half.code, 200, "{}", half.body);
+    assert_eq!(half.json()["metadata"]["ownerReferences"], json!([solid]));
+
+    // A dependent keeps a finalizer's protection: it is marked for deletion only.
+    post(&server, base, json!({"metadata": {"name": "held", "ownerReferences": [ghost], "finalizers": ["x.example.com/y"]}})).await;
+    let held = get(&server, &format!("{base}/held")).await.json();
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+
+    // A kind the server does not serve cannot be looked up: the reference stays.
+    let unknown = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "name": "g", "uid": "7d8e1a52-0000-4000-8000-000000000002"});
+    post(
+        &server,
+        base,
+        json!({"metadata": {"name": "unsure", "ownerReferences": [unknown]}}),
+    )
+    .await;
+    assert_eq!(get(&server, &format!("{base}/unsure")).await.code, 200);
+
+    // An update that points a live object at an absent owner gets it collected too.
+    let r = raw(
+        &server,
+        "PATCH",
+        &format!("{base}/unsure"),
+        Some("application/merge-patch+json"),
+        json!({"metadata": {"ownerReferences": [ghost]}})
+            .to_string()
+            .as_bytes(),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_status(
+        &get(&server, &format!("{base}/unsure")).await,
+        404,
+        "NotFound",
+    );
+}
+
 #[tokio::test]
 async fn namespace_deletion_deletes_contents() {
     let (server, _client) = start().await;

@@ -6,6 +6,8 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+mod apply;
+mod bodies;
 mod crud;
 mod discovery;
 mod faults;
@@ -93,7 +95,19 @@ pub(crate) async fn raw_with(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Raw {
-    let mut s = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    raw_at(server.addr(), method, path, content_type, headers, body).await
+}
+
+/// [`raw_with`] to a server at any address (one in another process).
+pub(crate) async fn raw_at(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Raw {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
