@@ -1,8 +1,7 @@
 //! Fault injection for tests: never active unless a test asks for it.
 
-use crate::server::Shared;
 use crate::status::{ApiError, Target};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// A failure to answer matching requests with.
@@ -127,6 +126,21 @@ impl FaultTable {
         self.table().delay
     }
 
+    /// Answers the next `n` requests that `matcher` matches with `fault`.
+    pub(crate) fn push(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
+        self.table().rules.push((n, matcher, fault));
+    }
+
+    /// How many injected failures still wait for a matching request.
+    pub(crate) fn unserved(&self) -> usize {
+        self.table().rules.iter().map(|(n, _, _)| n).sum()
+    }
+
+    /// Delays every response by `d` (None switches the delay off).
+    pub(crate) fn set_delay(&self, d: Option<Duration>) {
+        self.table().delay = d;
+    }
+
     /// The fault for this request, consuming one of its uses.
     pub(crate) fn take(&self, req: &RequestInfo<'_>) -> Option<ApiError> {
         let mut t = self.table();
@@ -139,45 +153,5 @@ impl FaultTable {
         let err = f.error(req);
         t.rules.retain(|(n, _, _)| *n > 0);
         Some(err)
-    }
-}
-
-/// A handle to inject faults into a running [`crate::ApiServer`]; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Faults {
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl Faults {
-    /// Closes every open watch connection now (their clients see a clean end of stream).
-    pub fn drop_watches(&self) {
-        self.shared.closer.send_modify(|n| *n += 1);
-    }
-
-    /// Answers the next `n` requests that `matcher` matches with `fault`.
-    pub fn fail_next(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
-        self.shared.faults.table().rules.push((n, matcher, fault));
-    }
-
-    /// How many injected failures are still waiting for a matching request: lets a
-    /// test wait until a fault has been served before acting on its consequences.
-    pub fn unserved(&self) -> usize {
-        self.shared
-            .faults
-            .table()
-            .rules
-            .iter()
-            .map(|(n, _, _)| n)
-            .sum()
-    }
-
-    /// Delays every response by `d` (None switches the delay off).
-    pub fn delay_responses(&self, d: Option<Duration>) {
-        self.shared.faults.table().delay = d;
-    }
-
-    /// Forgets the watch history: watches from any resourceVersion before now get 410 Gone.
-    pub fn expire_history(&self) {
-        self.shared.lock().expire_history();
     }
 }

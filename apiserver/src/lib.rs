@@ -26,6 +26,7 @@ mod gc;
 mod kubeconfig;
 mod list;
 mod managed;
+mod meta;
 mod negotiate;
 mod objects;
 mod openapi;
@@ -40,16 +41,17 @@ mod scale;
 mod schema;
 mod selectors;
 mod server;
+mod state;
 mod status;
 mod store;
 mod table;
 mod validate;
 mod watch;
 
-pub use faults::{Fault, Faults, RequestMatcher};
+pub use faults::{Fault, RequestMatcher};
 
 use serde_json::json;
-use server::Shared;
+use state::Shared;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -57,6 +59,40 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// A handle to inject faults into a running [`ApiServer`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    shared: Arc<Shared>,
+}
+
+impl Faults {
+    /// Closes every open watch connection now (their clients see a clean end of stream).
+    pub fn drop_watches(&self) {
+        self.shared.closer.send_modify(|n| *n += 1);
+    }
+
+    /// Answers the next `n` requests that `matcher` matches with `fault`.
+    pub fn fail_next(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
+        self.shared.faults.push(n, matcher, fault);
+    }
+
+    /// How many injected failures are still waiting for a matching request: lets a
+    /// test wait until a fault has been served before acting on its consequences.
+    pub fn unserved(&self) -> usize {
+        self.shared.faults.unserved()
+    }
+
+    /// Delays every response by `d` (None switches the delay off).
+    pub fn delay_responses(&self, d: Option<Duration>) {
+        self.shared.faults.set_delay(d);
+    }
+
+    /// Forgets the watch history: watches from any resourceVersion before now get 410 Gone.
+    pub fn expire_history(&self) {
+        self.shared.lock().expire_history();
+    }
+}
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -174,17 +210,18 @@ impl ApiServer {
     /// Binds 127.0.0.1:`port`, loads the state file if there is one, and starts serving.
     pub async fn start(config: Config) -> Result<ApiServer, Error> {
         let mut store = store::Store::new(config.history_limit);
-        let loaded = match &config.state_file {
-            Some(path) => persist::load(path, &mut store)?,
-            None => false,
+        let saved = match &config.state_file {
+            Some(path) => persist::load(path)?,
+            None => None,
         };
-        if !loaded {
-            seed(&mut store);
+        match saved {
+            Some((resource_version, objects)) => store.load(resource_version, objects),
+            None => seed(&mut store),
         }
         if let Some(path) = &config.state_file {
             // Every start writes a fresh snapshot: the log starts short, a torn last record
             // is gone, and an old-format file is converted.
-            store.set_journal(persist::Journal::create(path, &store)?);
+            store.set_journal(persist::Journal::create(path, &store.snapshot())?);
         }
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, config.port))
             .await

@@ -1,15 +1,11 @@
 //! Object writes and reads with kube-apiserver's rules: create, get, update (PUT and the
 //! common tail of every patch), metadata bookkeeping, generation and status subresources.
 
+pub(crate) use crate::meta::{meta_mut, now};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, Target};
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str, res_of};
 use serde_json::{Map, Value, json};
-
-/// The current time as kube writes timestamps (RFC 3339, seconds, `Z`).
-pub(crate) fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
 
 /// Where a request points: the type and, for namespaced types, the namespace.
 #[derive(Debug, Clone)]
@@ -65,20 +61,6 @@ pub(crate) fn present(rt: &ResourceType, obj: &Value) -> Value {
         *m = ordered;
     }
     out
-}
-
-pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.is_object() {
-        *obj = json!({});
-    }
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = json!({});
-    }
-    match obj.get_mut("metadata") {
-        Some(Value::Object(m)) => m,
-        // Both were made objects just above; no request can reach this.
-        _ => unreachable!("metadata is an object"),
-    }
 }
 
 /// The object without metadata and status: what `generation` tracks.

@@ -27,8 +27,8 @@
 //! before and are rewritten in this format at start.
 
 use crate::Error;
-use crate::store::{ResKey, Store};
-use serde_json::{Value, json};
+use crate::meta::{ResKey, meta_str};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -68,19 +68,10 @@ pub(crate) struct Journal {
     appended_bytes: u64,
 }
 
-fn snapshot(store: &Store) -> Value {
-    let resources: Vec<Value> = store
-        .all()
-        .filter(|(_, objs)| !objs.is_empty())
-        .map(|((group, plural), objs)| json!({"group": group, "plural": plural, "items": objs.values().collect::<Vec<_>>()}))
-        .collect();
-    json!({"snapshot": {"resourceVersion": store.rv().to_string(), "resources": resources}})
-}
-
 impl Journal {
-    /// Writes a fresh file holding a snapshot of `store` (beside the target, synced, then
+    /// Writes a fresh file holding `snapshot` (the store's, `Store::snapshot`) (beside the target, synced, then
     /// renamed over it) and opens it for appending.
-    pub(crate) fn create(path: &Path, store: &Store) -> Result<Journal, Error> {
+    pub(crate) fn create(path: &Path, snapshot: &Value) -> Result<Journal, Error> {
         let err = |source| Error::Save {
             path: path.to_path_buf(),
             source,
@@ -88,7 +79,7 @@ impl Journal {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let line = record_line(&snapshot(store));
+        let line = record_line(snapshot);
         let mut f = File::create(&tmp).map_err(err)?;
         f.write_all(MAGIC.as_bytes()).map_err(err)?;
         f.write_all(line.as_bytes()).map_err(err)?;
@@ -126,16 +117,16 @@ impl Journal {
     }
 }
 
-/// Loads a state file into a fresh store. A missing file is not an error (Ok(false)); a
-/// damaged one is, and names the file (which is left untouched).
-pub(crate) fn load(path: &Path, store: &mut Store) -> Result<bool, Error> {
+/// Reads a state file: the resourceVersion and every object. A missing file is not an
+/// error (`Ok(None)`); a damaged one is, and names the file (which is left untouched).
+pub(crate) fn load(path: &Path) -> Result<Option<(u64, Objects)>, Error> {
     let bad = |message: String| Error::State {
         path: path.to_path_buf(),
         message,
     };
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(bad(e.to_string())),
     };
     let (rv, objects) = if let Some(log) = bytes.strip_prefix(MAGIC.as_bytes()) {
@@ -149,11 +140,11 @@ pub(crate) fn load(path: &Path, store: &mut Store) -> Result<bool, Error> {
             "not a Kapsel state file (it does not start with KAPSEL-STATE 2)".into(),
         ));
     };
-    store.load(rv, objects);
-    Ok(true)
+    Ok(Some((rv, objects)))
 }
 
-type Objects = Vec<(ResKey, Value)>;
+/// Objects as a state file holds them, with their resource.
+pub(crate) type Objects = Vec<(ResKey, Value)>;
 
 /// Every object of a snapshot (the `snapshot` record's body, or an old-format file).
 fn read_snapshot(v: &Value, old_kind: &str) -> Result<(u64, Objects), String> {
@@ -177,7 +168,7 @@ fn read_snapshot(v: &Value, old_kind: &str) -> Result<(u64, Objects), String> {
             .and_then(Value::as_array)
             .ok_or_else(|| format!("{plural}: missing items"))?
         {
-            if crate::store::meta_str(item, "name").is_empty() {
+            if meta_str(item, "name").is_empty() {
                 return Err(format!("{plural}: an object without metadata.name"));
             }
             objects.push(((group.clone(), plural.clone()), item.clone()));
@@ -252,8 +243,8 @@ fn apply(record: &Value, objects: &mut Live, rv: &mut u64) -> Result<(), String>
     let key_of = |res: ResKey, obj: &Value| {
         (
             res,
-            crate::store::meta_str(obj, "namespace").to_string(),
-            crate::store::meta_str(obj, "name").to_string(),
+            meta_str(obj, "namespace").to_string(),
+            meta_str(obj, "name").to_string(),
         )
     };
     if let Some(snap) = record.get("snapshot") {
@@ -265,7 +256,7 @@ fn apply(record: &Value, objects: &mut Live, rv: &mut u64) -> Result<(), String>
         *rv = (*rv).max(at);
     } else if let Some(put) = record.get("put") {
         let obj = put.get("object").ok_or("a put record without object")?;
-        let at = crate::store::meta_str(obj, "resourceVersion")
+        let at = meta_str(obj, "resourceVersion")
             .parse::<u64>()
             .map_err(|_| "a put record without a resourceVersion")?;
         *rv = (*rv).max(at);
@@ -283,6 +274,8 @@ fn apply(record: &Value, objects: &mut Live, rv: &mut u64) -> Result<(), String>
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -1,72 +1,18 @@
 //! HTTP: parses kube's URL scheme and query parameters, applies faults, and dispatches to
 //! discovery, object handlers and watches.
 
-use crate::faults::{FaultTable, RequestInfo};
+use crate::faults::RequestInfo;
+use crate::requests::ResPath;
+use crate::state::Shared;
 use crate::status::{ApiError, json_response};
-use crate::store::Store;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{Method, header};
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
 /// Kube's default request body limit (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// State shared by every request, the watchers, the persister and the `Faults` handle.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    store: Mutex<Store>,
-    pub(crate) faults: FaultTable,
-    pub(crate) bookmark_interval: Duration,
-    /// Bumped to close every open watch (fault injection, shutdown).
-    pub(crate) closer: tokio::sync::watch::Sender<u64>,
-    pub(crate) addr: SocketAddr,
-}
-
-impl Shared {
-    pub(crate) fn new(store: Store, bookmark_interval: Duration, addr: SocketAddr) -> Self {
-        Shared {
-            store: Mutex::new(store),
-            faults: FaultTable::default(),
-            bookmark_interval,
-            closer: tokio::sync::watch::channel(0).0,
-            addr,
-        }
-    }
-
-    /// The store. Writers change it through single calls that leave it consistent, so after
-    /// a panic elsewhere (a bug) the data is still usable: recover from poisoning.
-    pub(crate) fn lock(&self) -> StoreGuard<'_> {
-        StoreGuard(self.store.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-/// The locked store. Releasing it first makes the changes made under it durable (the
-/// state file's log is synced), so no other request, and no response, sees a change that
-/// a crash could lose.
-pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
-
-impl std::ops::Deref for StoreGuard<'_> {
-    type Target = Store;
-    fn deref(&self) -> &Store {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for StoreGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Store {
-        &mut self.0
-    }
-}
-
-impl Drop for StoreGuard<'_> {
-    fn drop(&mut self) {
-        self.0.flush();
-    }
-}
 
 /// The router: one handler, since kube's paths are easier parsed by hand than routed.
 pub(crate) fn router(shared: Arc<Shared>) -> axum::Router {
@@ -88,19 +34,6 @@ enum Route {
     OpenApiV3Gv(String, String),
     Resource(ResPath),
     NotFound,
-}
-
-/// A parsed resource path.
-#[derive(Debug)]
-pub(crate) struct ResPath {
-    pub(crate) group: String,
-    pub(crate) version: String,
-    pub(crate) ns: Option<String>,
-    pub(crate) plural: String,
-    pub(crate) name: Option<String>,
-    pub(crate) sub: Option<String>,
-    /// The legacy `/watch/` path prefix.
-    pub(crate) watch: bool,
 }
 
 fn parse_path(path: &str) -> Route {
@@ -233,20 +166,22 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .unwrap_or("");
     let view = crate::table::view(accept);
     let result = match route {
-        Route::Resource(p) => crate::requests::resource_request(
+        Route::Resource(path) => crate::requests::resource_request(
             &shared,
-            &parts.method,
-            p,
-            &query,
-            watch_param,
-            &ct,
-            &body,
-            view,
-            parts
-                .headers
-                .get(header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or(""),
+            crate::requests::ResourceRequest {
+                method: &parts.method,
+                path,
+                query: &query,
+                watch: watch_param,
+                content_type: &ct,
+                body: &body,
+                view,
+                user_agent: parts
+                    .headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or(""),
+            },
         ),
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),

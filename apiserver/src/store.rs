@@ -1,16 +1,12 @@
 //! The cluster's state: objects, the resourceVersion counter, the watch history and the
 //! broadcast that feeds watchers.
 
+pub(crate) use crate::meta::{ObjKey, ResKey, meta_str};
 use crate::registry::{Registry, ResourceType};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;
-
-/// A stored resource: (group, plural). Every version of a CRD shares one storage, as in kube.
-pub(crate) type ResKey = (String, String);
-/// An object's key inside its resource: (namespace or "" when cluster-scoped, name).
-pub(crate) type ObjKey = (String, String);
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,13 +70,6 @@ pub(crate) fn res_of(rt: &ResourceType) -> ResKey {
     (rt.group.clone(), rt.plural.clone())
 }
 
-pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
 pub(crate) fn obj_key(obj: &Value) -> ObjKey {
     (
         meta_str(obj, "namespace").to_string(),
@@ -138,6 +127,16 @@ impl Store {
         self.rv
     }
 
+    /// Every object and the resourceVersion, as the state file's snapshot record.
+    pub(crate) fn snapshot(&self) -> Value {
+        let resources: Vec<Value> = self
+            .all()
+            .filter(|(_, objs)| !objs.is_empty())
+            .map(|((group, plural), objs)| json!({"group": group, "plural": plural, "items": objs.values().collect::<Vec<_>>()}))
+            .collect();
+        json!({"snapshot": {"resourceVersion": self.rv().to_string(), "resources": resources}})
+    }
+
     /// Starts logging every change to `journal`.
     pub(crate) fn set_journal(&mut self, journal: crate::persist::Journal) {
         self.journal = Some(journal);
@@ -166,7 +165,7 @@ impl Store {
         }
         if journal.wants_compaction() {
             let path = journal.path().to_path_buf();
-            match crate::persist::Journal::create(&path, self) {
+            match crate::persist::Journal::create(&path, &self.snapshot()) {
                 Ok(fresh) => self.journal = Some(fresh),
                 Err(e) => tracing::warn!(error = %e, "could not compact the state file"),
             }

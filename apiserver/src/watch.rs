@@ -3,7 +3,7 @@
 
 use crate::objects::{Scope, present};
 use crate::selectors::Selectors;
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::status::{ApiError, json_body};
 use crate::store::{Event, EventType};
 use axum::body::Body;
@@ -155,7 +155,16 @@ pub(crate) fn start(
     let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let closer = shared.closer.subscribe();
     let interval = shared.bookmark_interval;
-    tokio::spawn(pump(scope, p, first, start_rv, rx, tx, closer, interval));
+    tokio::spawn(pump(Pump {
+        scope,
+        params: p,
+        first,
+        last_rv: start_rv,
+        events: rx,
+        out: tx,
+        closer,
+        interval,
+    }));
     Ok(stream_response(
         tokio_stream::wrappers::ReceiverStream::new(out),
     ))
@@ -170,22 +179,37 @@ where
     resp
 }
 
+/// One watch's whole state, for its task.
+struct Pump {
+    scope: Scope,
+    params: WatchParams,
+    /// What the client gets first (the initial listing, or the history since its version).
+    first: Vec<Bytes>,
+    /// The last resourceVersion sent (bookmarks carry it).
+    last_rv: u64,
+    /// The store's events.
+    events: broadcast::Receiver<Arc<Event>>,
+    /// The response body's lines.
+    out: mpsc::Sender<Result<Bytes, Infallible>>,
+    /// Bumped to close every watch (fault injection, shutdown).
+    closer: tokio::sync::watch::Receiver<u64>,
+    /// How often a bookmark goes out, when asked for.
+    interval: Duration,
+}
+
 /// The watcher's task: feeds the client until timeout, a dropped connection, a fault or
 /// shutdown, or until it falls too far behind.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one task's whole state, passed once"
-)]
-async fn pump(
-    scope: Scope,
-    p: WatchParams,
-    first: Vec<Bytes>,
-    mut last_rv: u64,
-    mut rx: broadcast::Receiver<Arc<Event>>,
-    tx: mpsc::Sender<Result<Bytes, Infallible>>,
-    mut closer: tokio::sync::watch::Receiver<u64>,
-    interval: Duration,
-) {
+async fn pump(pump: Pump) {
+    let Pump {
+        scope,
+        params: p,
+        first,
+        mut last_rv,
+        events: mut rx,
+        out: tx,
+        mut closer,
+        interval,
+    } = pump;
     for b in first {
         if tx.send(Ok(b)).await.is_err() {
             return;

@@ -3,6 +3,7 @@
 //! capability.
 
 mod activities;
+mod architecture;
 mod cases;
 mod changes;
 mod embedding;

@@ -1,3 +1,5 @@
+//! Tests of the OpenAPI documents: v2 and v3 shapes, built-in and CRD schemas, fields.
+
 use super::*;
 
 fn rt(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceType {

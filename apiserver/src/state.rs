@@ -1,0 +1,62 @@
+//! The state every request shares: the store (behind a lock whose release makes changes
+//! durable), the injected faults, and what open watches listen to.
+
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::faults::FaultTable;
+use crate::store::Store;
+
+/// State shared by every request, the watchers, the persister and the `Faults` handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    store: Mutex<Store>,
+    pub(crate) faults: FaultTable,
+    pub(crate) bookmark_interval: Duration,
+    /// Bumped to close every open watch (fault injection, shutdown).
+    pub(crate) closer: tokio::sync::watch::Sender<u64>,
+    pub(crate) addr: SocketAddr,
+}
+
+impl Shared {
+    pub(crate) fn new(store: Store, bookmark_interval: Duration, addr: SocketAddr) -> Self {
+        Shared {
+            store: Mutex::new(store),
+            faults: FaultTable::default(),
+            bookmark_interval,
+            closer: tokio::sync::watch::channel(0).0,
+            addr,
+        }
+    }
+
+    /// The store. Writers change it through single calls that leave it consistent, so after
+    /// a panic elsewhere (a bug) the data is still usable: recover from poisoning.
+    pub(crate) fn lock(&self) -> StoreGuard<'_> {
+        StoreGuard(self.store.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The locked store. Releasing it first makes the changes made under it durable (the
+/// state file's log is synced), so no other request, and no response, sees a change that
+/// a crash could lose.
+pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
+
+impl std::ops::Deref for StoreGuard<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for StoreGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flush();
+    }
+}
