@@ -17,7 +17,7 @@ pub(crate) struct Cli {
 /// Logging options, shared by every command (as in `kopf run`).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct Logging {
-    /// Show the operator's debug messages.
+    /// Show debug messages (the operator's, the API server's), not the libraries'.
     #[arg(short, long, global = true)]
     pub(crate) verbose: bool,
     /// Show debug messages, the libraries' too (Kubernetes client, HTTP).
@@ -183,8 +183,14 @@ pub(crate) struct RunArgs {
     /// Start an in-memory API server in this process and run the operator on it.
     #[arg(long)]
     pub(crate) embedded: bool,
-    #[command(flatten)]
-    pub(crate) embedded_server: EmbeddedArgs,
+    /// Port of the in-memory API server of --embedded (0: any free port).
+    #[arg(long, default_value_t = 0, requires = "embedded")]
+    pub(crate) port: u16,
+    /// The kubeconfig to reach the cluster with (as kubectl's --kubeconfig; default:
+    /// in-cluster, then KUBECONFIG, then ~/.kube/config); with --embedded, where to write
+    /// one for the in-memory API server.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// The wall-clock budget of one handler call, in milliseconds, unless the handler declares one.
     #[arg(long, default_value_t = 5000)]
     pub(crate) call_deadline_ms: u64,

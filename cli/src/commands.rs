@@ -6,9 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 use kapsel_host::{Freezer, Operator, error_chain};
 
-use crate::args::{
-    Cli, Command, DevClusterArgs, EmbeddedArgs, Logging, PeerRecordArgs, RunArgs, RunPeeringArgs,
-};
+use crate::args::{Cli, Command, DevClusterArgs, Logging, PeerRecordArgs, RunArgs, RunPeeringArgs};
 
 /// A command's failure, with the exit code it should end the process with.
 #[derive(Debug, thiserror::Error)]
@@ -179,16 +177,18 @@ async fn run(
             "Neither -n/--namespace nor -A/--all-namespaces is given: serving the whole cluster."
         );
     }
-    let embedded = args.embedded;
-    let embedded_server = args.embedded_server.clone();
+    let (embedded, port, kubeconfig) = (args.embedded, args.port, args.kubeconfig.clone());
     let mut operator = operator_for(args);
     let server = if embedded {
-        let server = start_server(&embedded_server, None).await?;
+        let server = start_server(port, kubeconfig.as_deref(), None).await?;
         let client = kapsel_host::testing::client_for(&server.url())
             .map_err(|e| CliError::new(error_chain(&e), 1))?;
         operator = operator.client(client);
         Some(server)
     } else {
+        if let Some(path) = &kubeconfig {
+            operator = operator.client(client_from_kubeconfig(path).await?);
+        }
         None
     };
     let result = operator.run(shutdown).await;
@@ -240,7 +240,12 @@ async fn dev_cluster(
     args: DevClusterArgs,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), CliError> {
-    let server = start_server(&args.server, args.state).await?;
+    let server = start_server(
+        args.server.port,
+        args.server.kubeconfig.as_deref(),
+        args.state,
+    )
+    .await?;
     shutdown.await;
     tracing::info!("Stopping the API server.");
     server.shutdown().await.map_err(|e| {
@@ -253,10 +258,11 @@ async fn dev_cluster(
 
 /// Starts the in-memory API server and tells how to reach it.
 async fn start_server(
-    args: &EmbeddedArgs,
+    port: u16,
+    kubeconfig: Option<&std::path::Path>,
     state: Option<PathBuf>,
 ) -> Result<kapsel_apiserver::ApiServer, CliError> {
-    let mut config = kapsel_apiserver::Config::default().port(args.port);
+    let mut config = kapsel_apiserver::Config::default().port(port);
     if let Some(state) = state {
         config = config.state_file(state);
     }
@@ -268,10 +274,7 @@ async fn start_server(
                 1,
             )
         })?;
-    let path = args
-        .kubeconfig
-        .clone()
-        .unwrap_or_else(default_kubeconfig_path);
+    let path = kubeconfig.map_or_else(default_kubeconfig_path, std::path::Path::to_path_buf);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display()), 1))?;
@@ -288,6 +291,22 @@ async fn start_server(
         path.display()
     );
     Ok(server)
+}
+
+/// A client of the cluster a kubeconfig file names (its current context), as kubectl's
+/// `--kubeconfig`.
+async fn client_from_kubeconfig(path: &std::path::Path) -> Result<kube::Client, CliError> {
+    let failed = |what: &str, error: &dyn std::error::Error| {
+        let path = path.display();
+        CliError::new(format!("{what} {path}: {}", error_chain(error)), 1)
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| failed("cannot read the kubeconfig", &e))?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| failed("cannot use the kubeconfig", &e))?;
+    kube::Client::try_from(config).map_err(|e| failed("cannot connect with the kubeconfig", &e))
 }
 
 fn default_kubeconfig_path() -> PathBuf {

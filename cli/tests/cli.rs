@@ -170,3 +170,49 @@ fn test_needs_cases_or_a_readable_recording() {
     assert!(stderr.contains("traffic.jsonl:1: "), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `run --kubeconfig K` reads K, as kubectl does: the operator reaches the cluster K
+/// names (and then fails on its missing guest, not on a missing cluster); a K that
+/// cannot be read is named in the error, which says each cause once.
+#[test]
+fn run_reads_the_kubeconfig_it_is_given() {
+    let dir = scratch("kubeconfig");
+    let (kubeconfig, state) = (dir.join("kubeconfig"), dir.join("state.json"));
+    let (child, _) = start_dev_cluster(&kubeconfig, &state);
+    let output = kapsel()
+        .args(["run", "-A", "--standalone", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg(dir.join("missing.wasm"))
+        .env_remove("KUBECONFIG")
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    interrupt_and_wait(child);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no guest could be loaded"), "{stderr}");
+    assert!(
+        !stderr.contains("cannot find a Kubernetes cluster"),
+        "{stderr}"
+    );
+
+    let missing = dir.join("nowhere").join("kubeconfig");
+    let output = kapsel()
+        .args(["run", "-A", "--kubeconfig"])
+        .arg(&missing)
+        .arg(dir.join("missing.wasm"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot read the kubeconfig {}", missing.display())),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "each cause once: {stderr}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -49,7 +49,11 @@ pub(crate) async fn guest_needs(
         match cluster::resolve(&selector, &discovered) {
             Resolution::Resolved(found) => found,
             Resolution::Ambiguous(_) | Resolution::Unresolved => {
-                needs.unresolved.push(selector.to_string());
+                // Named once, however many handlers use it.
+                let written = selector.to_string();
+                if !needs.unresolved.contains(&written) {
+                    needs.unresolved.push(written);
+                }
                 Vec::new()
             }
         }

@@ -35,6 +35,22 @@ async fn a_one_minute_retry_delay_passes_instantly() {
     );
 }
 
+/// After `advance`, every handler call that fell due within it has run before the next
+/// step is checked: a count that misses the retry at 60 s fails the case.
+#[tokio::test]
+async fn a_count_after_an_advance_sees_the_calls_that_fell_due() {
+    let (result, report) = run("counted-after-advance.yaml").await;
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 0,
+            failed: 1
+        }),
+        "{report}"
+    );
+    assert!(report.contains("step 3, "), "{report}");
+}
+
 #[tokio::test]
 async fn a_wrong_expectation_fails_the_case_with_a_diff() {
     let (result, report) = run("broken-expectation.yaml").await;

@@ -196,3 +196,10 @@ async fn namespace_patterns_limit_the_streams() {
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// An on.event handler's patch is applied with the event (Kopf applies them after the
+/// event's handlers); before, it was dropped without a word.
+#[tokio::test]
+async fn a_raw_event_handlers_patch_is_applied() {
+    case_passes("changes", "events", "patch.yaml").await;
+}

@@ -29,7 +29,11 @@ async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
     let text = kapsel_host::rbac(&guests, cluster.client(), "op", "ops")
         .await
         .expect("manifests");
-    assert!(text.contains("#   kopfexamples"), "{text}");
+    assert_eq!(
+        text.matches("#   kopfexamples").count(),
+        1,
+        "named once, however many handlers use it: {text}"
+    );
     assert!(verbs(&parse(&text), "kopf.dev", "kopfexamples").is_empty());
 
     create_kopfexamples_crd(&cluster.client()).await;

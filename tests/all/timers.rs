@@ -4,35 +4,16 @@
 //! handler time advanced instead of waited for. One test per case file, so that a
 //! failure names the behaviour; the report (with what the operator did) is printed.
 
-use std::path::PathBuf;
+use kapsel_tests::{case_passes, guest};
 
-use kapsel_host::testing::{CaseSummary, run_cases};
-use kapsel_tests::guest;
-
-/// Runs one case file of `tests/cases/timers/` and asserts that it passed.
+/// Runs one case file of `tests/cases/timers/` against the `timers` guest.
 async fn passes(file: &str) {
     passes_in("timers", file).await;
 }
 
-/// Runs one case file of `tests/cases/<dir>/` and asserts that it passed.
+/// Runs one case file of `tests/cases/<dir>/` against the `timers` guest.
 async fn passes_in(dir: &str, file: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("cases")
-        .join(dir)
-        .join(file);
-    let mut out = Vec::new();
-    let result = run_cases(&guest("timers"), &[path], &mut out)
-        .await
-        .map_err(|e| e.to_string());
-    let report = String::from_utf8_lossy(&out);
-    assert_eq!(
-        result,
-        Ok(CaseSummary {
-            passed: 1,
-            failed: 0
-        }),
-        "{file}:\n{report}"
-    );
+    case_passes("timers", dir, file).await;
 }
 
 /// Calls 1, 2, 3 at 0, 10 and 20 s; `status.tick.ticks` follows; the finalizer is on.

@@ -59,6 +59,29 @@ fn build_guests() -> Result<PathBuf, String> {
     ))
 }
 
+/// Runs one case file of `tests/cases/<dir>/` with `kapsel test` (in-process, on a fresh
+/// embedded cluster) against a guest, and asserts that it passed; the report (with what
+/// the operator did) is in the failure message.
+///
+/// # Panics
+/// When the case does not pass, or cannot run.
+pub async fn case_passes(guest_name: &str, dir: &str, file: &str) {
+    let path = workspace().join("tests").join("cases").join(dir).join(file);
+    let mut out = Vec::new();
+    let result = kapsel_host::testing::run_cases(&guest(guest_name), &[path], &mut out)
+        .await
+        .map_err(|e| e.to_string());
+    let report = String::from_utf8_lossy(&out);
+    assert_eq!(
+        result,
+        Ok(kapsel_host::testing::CaseSummary {
+            passed: 1,
+            failed: 0
+        }),
+        "{dir}/{file}:\n{report}"
+    );
+}
+
 /// A manifest shipped with the examples (`examples/manifests/<name>`), as JSON.
 ///
 /// # Panics

@@ -182,10 +182,10 @@ impl HostImports for HostState {
                 .min(MAX_SLEEP)
         };
         let services = Arc::clone(&self.services);
-        let slept = std::time::Instant::now();
-        let go_on = services.sleep_unless_stopped(&self.caller, duration).await;
         // A daemon's budget is for its work, not for its sleeps.
-        self.deadline.extend(slept.elapsed());
+        self.deadline.pause();
+        let go_on = services.sleep_unless_stopped(&self.caller, duration).await;
+        self.deadline.resume();
         Ok(go_on)
     }
 }

@@ -142,19 +142,19 @@ impl Calls {
         execution::invoke(&handler.guest, cause, context).await
     }
 
-    /// Calls a handler that keeps the object's memo and builds a patch for it (changing
-    /// handlers, timers, daemons): the memo goes in and comes back, and the handler's
-    /// patch is merged into `patch`.
+    /// Calls a handler that keeps the object's memo and builds a patch for it (every
+    /// handler but indexers): the memo goes in and comes back, and the handler's patch is
+    /// merged into `patch`.
     pub(super) async fn invoke_patching(
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        details: &ChangeDetails,
+        details: Option<&ChangeDetails>,
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Executed {
         let memo = memory.state().memo.clone();
-        let executed = self.invoke(handler, ctx, Some(details), memo).await;
+        let executed = self.invoke(handler, ctx, details, memo).await;
         if let Some(memo) = &executed.memo {
             memory.state().memo = Some(memo.clone());
         }

@@ -1,6 +1,8 @@
 //! [`Events`]: the raw event handlers (`on.event`, KOPF.md §1.7) of an object's event.
 //! They are never retried: a failure is logged and ignored, as raw events are not
-//! persisted anywhere a retry could come from.
+//! persisted anywhere a retry could come from. What they return goes to `status.<id>`,
+//! and the patches they build are applied with the event's other changes, as Kopf
+//! applies them after the handlers of the event.
 
 use std::collections::HashSet;
 
@@ -8,6 +10,7 @@ use super::EventContext;
 use super::calls::{Calls, Success};
 use crate::handlers::execution::{self, Verdict};
 use crate::reactor::changes::Patch;
+use crate::reactor::objects::ObjectMemory;
 
 /// The on.event stage.
 #[derive(Clone)]
@@ -16,9 +19,14 @@ pub(crate) struct Events {
 }
 
 impl Events {
-    /// Calls every matching on.event handler once; their results go into `patch`
-    /// (`status.<id>`, KOPF.md §1.14).
-    pub(super) async fn run(&self, ctx: &EventContext<'_>, patch: &mut Patch) {
+    /// Calls every matching on.event handler once; their results (`status.<id>`, KOPF.md
+    /// §1.14) and their own patches go into `patch`.
+    pub(super) async fn run(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        patch: &mut Patch,
+    ) {
         let mut called: HashSet<(String, String)> = HashSet::new();
         for handler in &ctx.stream.handlers.event {
             if !handler.spec.filters.matches_body(&ctx.event.body)
@@ -28,7 +36,10 @@ impl Events {
                 continue;
             }
             called.insert(handler.identity());
-            let executed = self.calls.invoke(handler, ctx, None, None).await;
+            let executed = self
+                .calls
+                .invoke_patching(handler, ctx, None, memory, patch)
+                .await;
             let name = execution::display_name(handler.spec.kind, &handler.spec.id);
             let policy = handler.spec.retry_policy();
             let decision =

@@ -184,7 +184,7 @@ impl Handling {
                 object_log!(debug, object, "Waiting for the indexes to be complete.");
                 readiness.wait().await;
             }
-            self.events.run(&ctx, &mut patch).await;
+            self.events.run(&ctx, &memory, &mut patch).await;
         }
 
         if event.event_type == EventType::Deleted {

@@ -231,7 +231,7 @@ impl Ticker {
         let mut patch = Patch::default();
         let executed = self
             .calls
-            .invoke_patching(handler, &ctx, &details, &self.memory, &mut patch)
+            .invoke_patching(handler, &ctx, Some(&details), &self.memory, &mut patch)
             .await;
         let name = execution::display_name(spec.kind, &spec.id);
         let runtime = self.clock.now() - started;

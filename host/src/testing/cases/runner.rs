@@ -226,6 +226,8 @@ impl World {
             Step::Advance(by) => {
                 self.settle().await;
                 self.clock.advance(*by);
+                // What fell due within the advance runs before the next step is checked.
+                self.settle().await;
                 Vec::new()
             }
             Step::Sleep(by) => {
@@ -350,7 +352,10 @@ async fn api_for(
     target: &Target,
 ) -> Result<(Api<DynamicObject>, Resource), String> {
     let resource = find_resource(client, &target.resource).await?;
-    Ok((api(client, &resource, &target.namespace), resource))
+    Ok((
+        api(client, &resource, target.namespace_or_default()),
+        resource,
+    ))
 }
 
 /// Polls until the expectation holds or its time is up.
@@ -504,7 +509,7 @@ async fn events_about(client: &Client, target: &Target) -> Result<Vec<Value>, St
     let events: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         if resource.namespaced {
-            &target.namespace
+            target.namespace_or_default()
         } else {
             "default"
         },

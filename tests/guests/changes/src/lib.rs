@@ -18,7 +18,8 @@
 //!   always panics with `errors = "permanent"`, `trap_ignored` with `"ignored"`;
 //! - `long`: a handler with a 73-character id, failing once (0.3 s);
 //! - `filters`: one handler per kind of filter (labels, annotations, field value,
-//!   old/new transitions, `when`).
+//!   old/new transitions, `when`);
+//! - `events`: `event_marker`, a raw event handler whose patch marks the object.
 //!
 //! Results land in `status.<handler id>`, so tests read what each handler saw there.
 //!
@@ -286,4 +287,16 @@ fn to_five(cause: &Cause) -> Value {
 )]
 fn size_changed(cause: &Cause) -> Value {
     json!({"old": cause.old(), "new": cause.new()})
+}
+
+// ---- events: raw event handlers' patches ---------------------------------------------
+
+/// Marks the object, once, from a raw event handler: Kopf applies the patches of
+/// `on.event` handlers with the event's other changes.
+#[kapsel::on::event("kopfexamples", labels("kapsel.test/events" = present))]
+fn event_marker(cause: &mut Cause) {
+    if cause.status().get("event_mark").is_none() {
+        let seen = cause.event_type().map_or("LISTED", |t| t.as_str());
+        cause.patch.set("status.event_mark", seen);
+    }
 }

@@ -25,7 +25,7 @@
 //! - `heartbeat` (`kapsel.test/daemon`): logs `beat <n> of <name>` every 10 s until it
 //!   must stop, then logs `heartbeat of <name> stopped after <n>` and returns;
 //! - `sleeper` (`kapsel.test/sleeper`): a 300 ms call budget, three sleeps of 0.5 s,
-//!   then returns `{"slept": 3}` (sleeps do not count against the budget);
+//!   then returns `{"slept": 3}` (sleeps, even one longer than the budget, do not count);
 //! - `one_shot` (`kapsel.test/one-shot`): returns `{"done": true}` at once, and so has
 //!   exited for good for the object;
 //! - `restarting` (`kapsel.test/restarting`): its first attempt fails with a temporary
@@ -138,7 +138,8 @@ fn heartbeat(cause: &Cause) {
     kapsel::info!("heartbeat of {name} stopped after {beats}");
 }
 
-/// A daemon with a 300 ms budget that sleeps 3 × 0.5 s: its sleeps must not count.
+/// A daemon with a 300 ms budget that sleeps 0.5 s, 0.5 s and 1.5 s: its sleeps must not
+/// count, not even one longer than the budget and the host's grace together.
 #[kapsel::on::daemon(
     "kopfexamples",
     deadline_ms = 300,
@@ -146,7 +147,10 @@ fn heartbeat(cause: &Cause) {
 )]
 fn sleeper(cause: &Cause) -> Value {
     let mut slept = 0;
-    while slept < 3 && cause.sleep_unless_stopped(0.5) {
+    for nap in [0.5, 0.5, 1.5] {
+        if !cause.sleep_unless_stopped(nap) {
+            break;
+        }
         slept += 1;
     }
     json!({"slept": slept})

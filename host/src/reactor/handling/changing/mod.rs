@@ -322,7 +322,7 @@ impl Changing {
             let details = details(&changing.views[index], cause, state.retries, started, now);
             let executed = self
                 .calls
-                .invoke_patching(handler, ctx, &details, memory, patch)
+                .invoke_patching(handler, ctx, Some(&details), memory, patch)
                 .await;
             let decision = execution::decide(
                 &name,

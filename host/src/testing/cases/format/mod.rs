@@ -112,13 +112,27 @@ pub(crate) struct Target {
     /// The resource, as a Kopf selector names it.
     pub(crate) resource: String,
     pub(crate) name: String,
-    /// `default` unless given; ignored for cluster-scoped resources.
-    pub(crate) namespace: String,
+    /// As the case gave it; `default` for namespaced resources when not given, ignored
+    /// for cluster-scoped ones.
+    pub(crate) namespace: Option<String>,
+}
+
+impl Target {
+    /// The namespace a namespaced resource's object is in.
+    pub(crate) fn namespace_or_default(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("default")
+    }
 }
 
 impl fmt::Display for Target {
+    /// `resource/name`, and ` in namespace` when the case named one (a cluster-scoped
+    /// object is in none; a namespaced one without is in `default`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{} in {}", self.resource, self.name, self.namespace)
+        write!(f, "{}/{}", self.resource, self.name)?;
+        match &self.namespace {
+            Some(namespace) => write!(f, " in {namespace}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -194,6 +208,23 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
             message: "the case has no steps: add at least one `expect`".into(),
         });
     }
+    // A file the case names must be there: an input error, found before anything runs.
+    let applied = raw.steps.iter().filter_map(|step| match step {
+        Step::Apply(source) => Some(source),
+        _ => None,
+    });
+    for source in raw.given.iter().chain(applied) {
+        if let Source::File(file) = source
+            && !base.join(file).is_file()
+        {
+            let written = file.to_string_lossy();
+            return Err(CaseError {
+                path: path.to_owned(),
+                location: locate(text, &written),
+                message: format!("the file {written} does not exist (relative to the case file)"),
+            });
+        }
+    }
     Ok(Case {
         name,
         path: path.to_owned(),
@@ -206,6 +237,14 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
                 other => other,
             })
             .collect(),
+    })
+}
+
+/// The 1-based line and column where `needle` is first written in `text`.
+fn locate(text: &str, needle: &str) -> Option<(usize, usize)> {
+    text.lines().enumerate().find_map(|(n, line)| {
+        line.find(needle)
+            .map(|column| (n + 1, line[..column].chars().count() + 1))
     })
 }
 
@@ -223,12 +262,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Where the cases below pretend to be: files they name resolve from there.
+    fn hello() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minimal/tests/cases/hello.yaml")
+    }
+
     fn case(text: &str) -> Result<Case, CaseError> {
-        parse(Path::new("examples/minimal/tests/cases/hello.yaml"), text)
+        parse(&hello(), text)
     }
 
     fn error(text: &str) -> String {
-        case(text).expect_err("must fail").to_string()
+        let message = case(text).expect_err("must fail").to_string();
+        let prefix = hello().display().to_string();
+        message.replace(&prefix, "examples/minimal/tests/cases/hello.yaml")
     }
 
     #[test]
@@ -260,9 +306,12 @@ steps:
         assert_eq!(parsed.name, "hello");
         assert_eq!(
             parsed.given[0],
-            Source::File(PathBuf::from(
-                "examples/minimal/tests/cases/../../../manifests/kopfexamples-crd.yaml"
-            ))
+            Source::File(
+                hello()
+                    .parent()
+                    .expect("a folder")
+                    .join("../../../manifests/kopfexamples-crd.yaml")
+            )
         );
         assert_eq!(parsed.steps.len(), 11);
         assert_eq!(
@@ -271,7 +320,7 @@ steps:
                 target: Target {
                     resource: "kex".into(),
                     name: "ex1".into(),
-                    namespace: "other".into()
+                    namespace: Some("other".into())
                 },
                 merge: json!({"spec": {"field": "x"}}),
             }
@@ -291,7 +340,7 @@ steps:
         assert!(matches!(
             &parsed.steps[0],
             Step::Expect(Expectation { what: Expected::Object { target, .. }, within })
-                if target.namespace == "default" && *within == DEFAULT_WITHIN
+                if target.namespace.is_none() && *within == DEFAULT_WITHIN
         ));
         assert!(matches!(
             &parsed.steps[10],
@@ -300,6 +349,19 @@ steps:
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_missing_file_is_an_input_error_at_its_place() {
+        assert_eq!(
+            error("given:\n  - file: ../nowhere.yaml\nsteps:\n  - expect: healthy\n"),
+            "examples/minimal/tests/cases/hello.yaml:2:11: the file ../nowhere.yaml does not exist (relative to the case file)"
+        );
+        assert_eq!(
+            error("steps:\n  - apply: {file: gone.yaml}\n"),
+            "examples/minimal/tests/cases/hello.yaml:2:19: the file gone.yaml does not exist (relative to the case file)",
+            "apply steps too"
+        );
     }
 
     #[test]

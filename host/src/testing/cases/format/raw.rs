@@ -129,7 +129,7 @@ impl RawTarget {
         Target {
             resource: self.resource,
             name: self.name,
-            namespace: namespace.unwrap_or_else(|| "default".into()),
+            namespace,
         }
     }
 }
