@@ -227,6 +227,7 @@ fn authorize(
         tracing::debug!(reason = %why, "a bearer token was refused");
         ApiError::new(401, "Unauthorized", "Unauthorized")
     })?;
+    let user = crate::rbac::acting_user(&store, user, &parts.headers)?;
     let attributes = crate::rbac::attributes(&parts.method, parts.uri.path(), query);
     crate::rbac::authorize(&store, &user, &attributes)
         .map_err(|reason| crate::rbac::forbidden(&user, &attributes, &reason))?;

@@ -4,14 +4,17 @@
 //! the Roles and ClusterRoles bound to the user (`rules`), with kube's 403 wording.
 //! Members of `system:masters` are allowed everything, as kube's privileged-group
 //! authorizer allows them before RBAC. Also the default roles (`bootstrap`) and the
-//! escalation checks on writes of roles and bindings (`escalation`).
+//! escalation checks on writes of roles and bindings (`escalation`), and impersonation
+//! (`impersonation`).
 
 mod bootstrap;
 mod escalation;
+mod impersonation;
 mod rules;
 
 pub(crate) use bootstrap::default_objects;
 pub(crate) use escalation::check_write;
+pub(crate) use impersonation::acting_user;
 
 use crate::auth::User;
 use crate::status::ApiError;

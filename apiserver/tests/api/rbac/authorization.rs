@@ -465,3 +465,61 @@ async fn self_subject_access_reviews_answer_for_the_requester() {
     .await;
     assert_eq!(r.json()["status"]["allowed"], false);
 }
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb() {
+    let (server, _admin) = start_rbac().await;
+    let token = service_account(&server, "ops", "kapsel").await;
+    let admin = format!("Bearer {}", server.admin_token());
+    let path = "/api/v1/namespaces/ops/configmaps";
+    // The admin acting as the account has the account's rights (none here).
+    let as_sa = [("Authorization", admin.as_str()), ("Impersonate-User", SA)];
+    let r = crate::raw_with(&server, "GET", path, None, &as_sa, b"").await;
+    assert_forbidden(
+        &r,
+        &format!(
+            r#"configmaps is forbidden: User "{SA}" cannot list resource "configmaps" in API group "" in the namespace "ops""#
+        ),
+    );
+    // The account may not act as anyone.
+    let bearer = format!("Bearer {token}");
+    let as_admin = [
+        ("Authorization", bearer.as_str()),
+        ("Impersonate-User", "kapsel-admin"),
+        ("Impersonate-Group", "system:masters"),
+    ];
+    let r = crate::raw_with(&server, "GET", path, None, &as_admin, b"").await;
+    assert_forbidden(
+        &r,
+        &format!(
+            r#"users "kapsel-admin" is forbidden: User "{SA}" cannot impersonate resource "users" in API group "" at the cluster scope"#
+        ),
+    );
+    // Granted `impersonate` on that user but not on the group: still refused.
+    role(&server, None, "imp", json!([{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["kapsel-admin"]}])).await;
+    bind(
+        &server,
+        None,
+        "imp",
+        "ClusterRole",
+        "imp",
+        ("ops", "kapsel"),
+    )
+    .await;
+    let r = crate::raw_with(&server, "GET", path, None, &as_admin, b"").await;
+    assert_forbidden(
+        &r,
+        &format!(
+            r#"groups "system:masters" is forbidden: User "{SA}" cannot impersonate resource "groups" in API group "" at the cluster scope"#
+        ),
+    );
+    let as_user = [
+        ("Authorization", bearer.as_str()),
+        ("Impersonate-User", "kapsel-admin"),
+    ];
+    let r = crate::raw_with(&server, "GET", path, None, &as_user, b"").await;
+    assert_forbidden(
+        &r,
+        r#"configmaps is forbidden: User "kapsel-admin" cannot list resource "configmaps" in API group "" in the namespace "ops""#,
+    );
+}
