@@ -47,6 +47,7 @@ mod state;
 mod status;
 mod store;
 mod table;
+mod tls;
 mod validate;
 mod watch;
 
@@ -316,6 +317,18 @@ impl ApiServer {
             port: config.port,
             source,
         })?;
+        // With RBAC on, TLS beside plain HTTP (kubectl sends tokens only over TLS).
+        let (listener, dual) = if config.rbac {
+            let dual = tls::DualListener::new(listener, &credentials.tls).map_err(|message| {
+                Error::Bind {
+                    port: config.port,
+                    source: std::io::Error::other(message),
+                }
+            })?;
+            (None, Some(dual))
+        } else {
+            (Some(listener), None)
+        };
         let shared = Arc::new(Shared::new(
             store,
             config.bookmark_interval,
@@ -326,10 +339,19 @@ impl ApiServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let app = server::router(shared.clone());
         let serving = tokio::spawn(async move {
-            let graceful = axum::serve(listener, app).with_graceful_shutdown(async {
+            let stopped = async {
                 let _ = stopped.await;
-            });
-            if let Err(e) = graceful.await {
+            };
+            let served = match (listener, dual) {
+                (Some(plain), _) => {
+                    axum::serve(plain, app)
+                        .with_graceful_shutdown(stopped)
+                        .await
+                }
+                (None, Some(dual)) => axum::serve(dual, app).with_graceful_shutdown(stopped).await,
+                (None, None) => Ok(()),
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "the API server stopped serving");
             }
         });
@@ -351,11 +373,18 @@ impl ApiServer {
         self.shared.addr
     }
 
-    /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`; with
-    /// [`Config::rbac`], the user has the admin token ([`ApiServer::admin_token`]).
+    /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`. With
+    /// [`Config::rbac`], the server is `https://` (the same port answers TLS and plain
+    /// HTTP; kubectl sends tokens only over TLS) with the server's CA, and the user has the
+    /// admin token ([`ApiServer::admin_token`]).
     pub fn kubeconfig(&self) -> String {
-        let token = self.shared.rbac.then(|| self.admin_token());
-        kubeconfig::kubeconfig(&self.url(), token.as_deref())
+        if self.shared.rbac {
+            let ca = &self.shared.auth.credentials().tls.ca_pem;
+            let url = format!("https://{}", self.shared.addr);
+            kubeconfig::kubeconfig(&url, Some((&self.admin_token(), ca)))
+        } else {
+            kubeconfig::kubeconfig(&self.url(), None)
+        }
     }
 
     /// The bearer token of the server's admin user (`kapsel-admin`, in `system:masters`):

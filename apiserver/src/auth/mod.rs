@@ -9,6 +9,7 @@ mod jwt;
 
 use crate::meta::meta_str;
 use crate::store::Store;
+use crate::tls::Certificates;
 use jwt::SigningKey;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -85,6 +86,8 @@ impl std::fmt::Debug for StaticToken {
 pub(crate) struct Credentials {
     key: SigningKey,
     admin_token: String,
+    /// The HTTPS certificates (served with RBAC on).
+    pub(crate) tls: Certificates,
 }
 
 impl Credentials {
@@ -95,6 +98,7 @@ impl Credentials {
         Ok(Credentials {
             key: SigningKey::generate()?,
             admin_token,
+            tls: Certificates::generate()?,
         })
     }
 
@@ -108,11 +112,15 @@ impl Credentials {
         Ok(Credentials {
             key: SigningKey::from_base64(text("serviceAccountSigningKey")?)?,
             admin_token: text("adminToken")?.to_string(),
+            tls: match v.get("tls") {
+                Some(t) => Certificates::from_json(t)?,
+                None => Certificates::generate()?,
+            },
         })
     }
 
     pub(crate) fn to_json(&self) -> Value {
-        json!({"serviceAccountSigningKey": self.key.to_base64(), "adminToken": self.admin_token})
+        json!({"serviceAccountSigningKey": self.key.to_base64(), "adminToken": self.admin_token, "tls": self.tls.to_json()})
     }
 
     pub(crate) fn admin_token(&self) -> &str {
