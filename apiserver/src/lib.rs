@@ -8,6 +8,13 @@
 //! selectors, and watches with bookmarks and 410 Gone. With a state file, every
 //! acknowledged write survives a crash. Tests can inject faults through [`Faults`].
 //!
+//! With [`Config::rbac`] (`kapsel dev-cluster --rbac`), every request is authenticated
+//! and authorized with RBAC as kube-apiserver does: the server's [`ApiServer::kubeconfig`]
+//! is the admin's (`kapsel-admin` in `system:masters`, over `https://` on the same port);
+//! a ServiceAccount's token comes from `kubectl create token NAME -n NS` (the TokenRequest
+//! API) or [`ApiServer::service_account_token`]; [`Config::static_token`] names other
+//! users. Roles, ClusterRoles and their bindings decide the rest, with kube's 401 and 403.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), kapsel_apiserver::Error> {
 //! let server = kapsel_apiserver::ApiServer::start(kapsel_apiserver::Config::default()).await?;
