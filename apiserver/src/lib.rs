@@ -8,6 +8,13 @@
 //! selectors, and watches with bookmarks and 410 Gone. With a state file, every
 //! acknowledged write survives a crash. Tests can inject faults through [`Faults`].
 //!
+//! With [`Config::rbac`] (`kapsel dev-cluster --rbac`), every request is authenticated
+//! and authorized with RBAC as kube-apiserver does: the server's [`ApiServer::kubeconfig`]
+//! is the admin's (`kapsel-admin` in `system:masters`, over `https://` on the same port);
+//! a ServiceAccount's token comes from `kubectl create token NAME -n NS` (the TokenRequest
+//! API) or [`ApiServer::service_account_token`]; [`Config::static_token`] names other
+//! users. Roles, ClusterRoles and their bindings decide the rest, with kube's 401 and 403.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), kapsel_apiserver::Error> {
 //! let server = kapsel_apiserver::ApiServer::start(kapsel_apiserver::Config::default()).await?;
@@ -16,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth;
 mod builtins;
 mod crd;
 mod defaults;
@@ -35,6 +43,7 @@ mod persist;
 #[cfg(test)]
 mod proptests;
 mod protobuf;
+mod rbac;
 mod registry;
 mod requests;
 mod scale;
@@ -45,9 +54,11 @@ mod state;
 mod status;
 mod store;
 mod table;
+mod tls;
 mod validate;
 mod watch;
 
+pub use auth::StaticToken;
 pub use faults::{Fault, RequestMatcher};
 
 use serde_json::json;
@@ -108,6 +119,16 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// How many events the watch history keeps; watches from older versions get 410 Gone.
     pub history_limit: usize,
+    /// Authenticate every request and authorize it with RBAC, as kube-apiserver with
+    /// `--authorization-mode=RBAC` does (off: everyone may do everything). With it on, the
+    /// server's [`ApiServer::kubeconfig`] carries an admin token (a `system:masters`
+    /// user), a request without a bearer token is `system:anonymous`, and one with a token
+    /// that is not valid gets 401. The default ClusterRoles and bindings (cluster-admin,
+    /// discovery, public info, basic user) are created at start.
+    pub rbac: bool,
+    /// Bearer tokens that name users (kube's `--token-auth-file`), besides the admin token
+    /// and ServiceAccount tokens.
+    pub static_tokens: Vec<StaticToken>,
 }
 
 impl Default for Config {
@@ -117,6 +138,8 @@ impl Default for Config {
             state_file: None,
             bookmark_interval: Duration::from_secs(5),
             history_limit: 10_000,
+            rbac: false,
+            static_tokens: Vec::new(),
         }
     }
 }
@@ -149,6 +172,30 @@ impl Config {
         self.history_limit = n;
         self
     }
+
+    /// Switches authentication and RBAC authorization on or off (see [`Config::rbac`]).
+    #[must_use]
+    pub fn rbac(mut self, on: bool) -> Self {
+        self.rbac = on;
+        self
+    }
+
+    /// Makes `token` a bearer token of the user `user` in `groups` (and
+    /// `system:authenticated`).
+    #[must_use]
+    pub fn static_token(
+        mut self,
+        token: impl Into<String>,
+        user: impl Into<String>,
+        groups: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.static_tokens.push(StaticToken {
+            token: token.into(),
+            user: user.into(),
+            groups: groups.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
 }
 
 /// What can go wrong starting or stopping the server.
@@ -170,6 +217,16 @@ pub enum Error {
         /// The state file.
         path: PathBuf,
         /// What is wrong with it.
+        message: String,
+    },
+    /// A ServiceAccount token could not be issued.
+    #[error("cannot issue a token for the service account {namespace}/{name}: {message}")]
+    Token {
+        /// The account's namespace.
+        namespace: String,
+        /// The account's name.
+        name: String,
+        /// Why not (the account does not exist).
         message: String,
     },
     /// The state file could not be written.
@@ -206,6 +263,28 @@ fn seed(store: &mut store::Store) {
     }
 }
 
+/// Creates kube's default ClusterRoles and bindings that are missing (existing ones, maybe
+/// changed by an admin, are left as they are).
+fn bootstrap_rbac(store: &mut store::Store) {
+    for (plural, obj) in rbac::default_objects() {
+        let Some(rt) = store
+            .registry
+            .find("rbac.authorization.k8s.io", "v1", plural)
+            .cloned()
+        else {
+            continue;
+        };
+        let name = store::meta_str(&obj, "name").to_string();
+        let scope = objects::Scope { rt, ns: None };
+        if store.get(&scope.res(), &scope.key(&name)).is_some() {
+            continue;
+        }
+        if let Err(e) = objects::create(store, &scope, obj, false, objects::Fields::Keep) {
+            tracing::warn!(%plural, %name, error = ?e, "could not create a default RBAC object");
+        }
+    }
+}
+
 impl ApiServer {
     /// Binds 127.0.0.1:`port`, loads the state file if there is one, and starts serving.
     pub async fn start(config: Config) -> Result<ApiServer, Error> {
@@ -214,9 +293,21 @@ impl ApiServer {
             Some(path) => persist::load(path)?,
             None => None,
         };
+        let state_error = |message: String| Error::State {
+            path: config.state_file.clone().unwrap_or_default(),
+            message,
+        };
+        let credentials = match saved.as_ref().and_then(|s| s.credentials.as_ref()) {
+            Some(c) => auth::Credentials::from_json(c).map_err(state_error)?,
+            None => auth::Credentials::generate().map_err(state_error)?,
+        };
+        store.set_credentials(credentials.to_json());
         match saved {
-            Some((resource_version, objects)) => store.load(resource_version, objects),
+            Some(s) => store.load(s.resource_version, s.objects),
             None => seed(&mut store),
+        }
+        if config.rbac {
+            bootstrap_rbac(&mut store);
         }
         if let Some(path) = &config.state_file {
             // Every start writes a fresh snapshot: the log starts short, a torn last record
@@ -233,14 +324,41 @@ impl ApiServer {
             port: config.port,
             source,
         })?;
-        let shared = Arc::new(Shared::new(store, config.bookmark_interval, addr));
+        // With RBAC on, TLS beside plain HTTP (kubectl sends tokens only over TLS).
+        let (listener, dual) = if config.rbac {
+            let dual = tls::DualListener::new(listener, &credentials.tls).map_err(|message| {
+                Error::Bind {
+                    port: config.port,
+                    source: std::io::Error::other(message),
+                }
+            })?;
+            (None, Some(dual))
+        } else {
+            (Some(listener), None)
+        };
+        let shared = Arc::new(Shared::new(
+            store,
+            config.bookmark_interval,
+            addr,
+            auth::Authenticator::new(credentials, &config.static_tokens),
+            config.rbac,
+        ));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = server::router(shared.clone());
         let serving = tokio::spawn(async move {
-            let graceful = axum::serve(listener, app).with_graceful_shutdown(async {
+            let stopped = async {
                 let _ = stopped.await;
-            });
-            if let Err(e) = graceful.await {
+            };
+            let served = match (listener, dual) {
+                (Some(plain), _) => {
+                    axum::serve(plain, app)
+                        .with_graceful_shutdown(stopped)
+                        .await
+                }
+                (None, Some(dual)) => axum::serve(dual, app).with_graceful_shutdown(stopped).await,
+                (None, None) => Ok(()),
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "the API server stopped serving");
             }
         });
@@ -262,9 +380,52 @@ impl ApiServer {
         self.shared.addr
     }
 
-    /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`.
+    /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`. With
+    /// [`Config::rbac`], the server is `https://` (the same port answers TLS and plain
+    /// HTTP; kubectl sends tokens only over TLS) with the server's CA, and the user has the
+    /// admin token ([`ApiServer::admin_token`]).
     pub fn kubeconfig(&self) -> String {
-        kubeconfig::kubeconfig(&self.url())
+        if self.shared.rbac {
+            let ca = &self.shared.auth.credentials().tls.ca_pem;
+            let url = format!("https://{}", self.shared.addr);
+            kubeconfig::kubeconfig(&url, Some((&self.admin_token(), ca)))
+        } else {
+            kubeconfig::kubeconfig(&self.url(), None)
+        }
+    }
+
+    /// The bearer token of the server's admin user (`kapsel-admin`, in `system:masters`):
+    /// allowed everything. It is kept in the state file, so it outlives a restart.
+    pub fn admin_token(&self) -> String {
+        self.shared.auth.credentials().admin_token().to_string()
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, as the TokenRequest API
+    /// (`kubectl create token`) issues it: for the API server's audience, valid for
+    /// `valid_for`, and no longer once the account is deleted or re-created.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        valid_for: Duration,
+    ) -> Result<String, Error> {
+        let error = |message: String| Error::Token {
+            namespace: namespace.into(),
+            name: name.into(),
+            message,
+        };
+        let store = self.shared.lock();
+        let res = (String::new(), "serviceaccounts".to_string());
+        let sa = store
+            .get(&res, &(namespace.to_string(), name.to_string()))
+            .ok_or_else(|| error("it does not exist".into()))?;
+        let seconds = i64::try_from(valid_for.as_secs()).unwrap_or(i64::MAX);
+        let (token, _) = self
+            .shared
+            .auth
+            .issue(sa, &[auth::ISSUER.to_string()], seconds)
+            .map_err(error)?;
+        Ok(token)
     }
 
     /// The fault-injection handle.

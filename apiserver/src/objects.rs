@@ -38,10 +38,20 @@ impl Scope {
 pub(crate) enum Fields<'a> {
     /// An `Update` entry for this manager (create, PUT, every patch but apply).
     Update(&'a crate::managed::Who),
-    /// The body carries the managedFields server-side apply computed.
-    Applied,
+    /// The body carries the managedFields server-side apply computed for this applier.
+    Applied(&'a crate::managed::Who),
     /// The server's own writes (controllers, built-in objects): entries stay as they are.
     Keep,
+}
+
+impl Fields<'_> {
+    /// The user whose write this is, when RBAC is checked (server writes have none).
+    fn user(&self) -> Option<&crate::auth::User> {
+        match self {
+            Fields::Update(who) | Fields::Applied(who) => who.user.as_deref(),
+            Fields::Keep => None,
+        }
+    }
 }
 
 /// The object as served at this type's version: kube serves every version of a resource from
@@ -151,8 +161,11 @@ fn check_object(scope: &Scope, obj: &Value) -> Result<(), ApiError> {
     let mut causes = Vec::new();
     let name_ok = if scope.rt.plural == "namespaces" {
         crate::validate::dns_label(name)
-    } else if scope.rt.group.is_empty() && matches!(scope.rt.plural.as_str(), "events" | "nodes") {
-        !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+    } else if scope.rt.group.is_empty() && matches!(scope.rt.plural.as_str(), "events" | "nodes")
+        || scope.rt.group == "rbac.authorization.k8s.io"
+    {
+        // Path segment names (RBAC's `system:discovery`); kube also refuses `%` in them.
+        !name.is_empty() && !name.contains(['/', '%']) && name != "." && name != ".."
     } else {
         crate::validate::dns_subdomain(name)
     };
@@ -346,6 +359,10 @@ pub(crate) fn create(
     prepare_create(scope, &mut obj, &now);
     apply_defaults(scope, &mut obj);
     check_object(scope, &obj)?;
+    if let Some(user) = fields.user() {
+        let res = scope.res();
+        crate::rbac::check_write(store, user, (&res.0, &res.1), &obj, None)?;
+    }
     check_namespace(store, scope, &name)?;
     if crd_terminating(store, &scope.rt) {
         return Err(ApiError::method_not_allowed(&format!(
@@ -360,7 +377,7 @@ pub(crate) fn create(
         (Fields::Update(who), given) => {
             crate::managed::record_update(&scope.rt, None, &mut obj, who, given.as_ref());
         }
-        (Fields::Applied, Some(m)) => {
+        (Fields::Applied(_), Some(m)) => {
             meta_mut(&mut obj).insert("managedFields".into(), m);
         }
         _ => {}
@@ -530,6 +547,9 @@ pub(crate) fn commit_update(
         (_, None) => {
             meta_mut(&mut result).remove("managedFields");
         }
+    }
+    if let Some(user) = fields.user() {
+        crate::rbac::check_write(store, user, (&res.0, &res.1), &result, Some(&old))?;
     }
     // A write that changes nothing is not a write: no new resourceVersion, no event.
     if result == present(&scope.rt, &old) || result == old {

@@ -8,8 +8,11 @@
 //! the CRC-32 (IEEE) of the JSON text as 8 lowercase hex digits, one space, the JSON text
 //! (one line; JSON escapes newlines), and `\n`. Records are:
 //!
-//! - `{"snapshot": {"resourceVersion": "N", "resources": [{"group", "plural", "items"}]}}`:
-//!   every object at resourceVersion N; the first record of every file.
+//! - `{"snapshot": {"resourceVersion": "N", "resources": [{"group", "plural", "items"}],
+//!   "credentials": {...}}}`: every object at resourceVersion N, and the server's secrets
+//!   (the ServiceAccount token signing key and the admin token, so that tokens and
+//!   kubeconfigs outlive a restart; absent in files written before them); the first
+//!   record of every file.
 //! - `{"put": {"group", "plural", "object"}}`: an object created or changed (its
 //!   `metadata.resourceVersion` is the change's).
 //! - `{"delete": {"group", "plural", "namespace", "name"}, "rv": N}`: an object removed.
@@ -117,9 +120,19 @@ impl Journal {
     }
 }
 
-/// Reads a state file: the resourceVersion and every object. A missing file is not an
-/// error (`Ok(None)`); a damaged one is, and names the file (which is left untouched).
-pub(crate) fn load(path: &Path) -> Result<Option<(u64, Objects)>, Error> {
+/// What a state file holds.
+#[derive(Debug)]
+pub(crate) struct Saved {
+    pub(crate) resource_version: u64,
+    pub(crate) objects: Objects,
+    /// The last snapshot's `credentials`, if it had them.
+    pub(crate) credentials: Option<Value>,
+}
+
+/// Reads a state file: the resourceVersion, every object and the credentials. A missing
+/// file is not an error (`Ok(None)`); a damaged one is, and names the file (which is left
+/// untouched).
+pub(crate) fn load(path: &Path) -> Result<Option<Saved>, Error> {
     let bad = |message: String| Error::State {
         path: path.to_path_buf(),
         message,
@@ -129,18 +142,23 @@ pub(crate) fn load(path: &Path) -> Result<Option<(u64, Objects)>, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(bad(e.to_string())),
     };
-    let (rv, objects) = if let Some(log) = bytes.strip_prefix(MAGIC.as_bytes()) {
+    let saved = if let Some(log) = bytes.strip_prefix(MAGIC.as_bytes()) {
         replay(log, MAGIC.len()).map_err(bad)?
     } else if bytes.first() == Some(&b'{') {
         let v: Value =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-        read_snapshot(&v, "KapselState").map_err(bad)?
+        let (resource_version, objects) = read_snapshot(&v, "KapselState").map_err(bad)?;
+        Saved {
+            resource_version,
+            objects,
+            credentials: None,
+        }
     } else {
         return Err(bad(
             "not a Kapsel state file (it does not start with KAPSEL-STATE 2)".into(),
         ));
     };
-    Ok(Some((rv, objects)))
+    Ok(Some(saved))
 }
 
 /// Objects as a state file holds them, with their resource.
@@ -198,9 +216,10 @@ fn parse_line(line: &[u8]) -> Option<Value> {
 }
 
 /// Replays the records after the magic line; `offset` is where they start in the file.
-fn replay(log: &[u8], offset: usize) -> Result<(u64, Objects), String> {
+fn replay(log: &[u8], offset: usize) -> Result<Saved, String> {
     let mut objects: BTreeMap<(ResKey, String, String), Value> = BTreeMap::new();
     let mut rv = 0u64;
+    let mut credentials = None;
     let mut pos = 0;
     let mut damaged: Option<usize> = None;
     while pos < log.len() {
@@ -222,6 +241,9 @@ fn replay(log: &[u8], offset: usize) -> Result<(u64, Objects), String> {
             ));
         }
         pos = end.map_or(log.len(), |e| e + 1);
+        if let Some(c) = record.pointer("/snapshot/credentials") {
+            credentials = Some(c.clone());
+        }
         apply(&record, &mut objects, &mut rv)?;
     }
     if let Some(at) = damaged {
@@ -234,7 +256,11 @@ fn replay(log: &[u8], offset: usize) -> Result<(u64, Objects), String> {
         .into_iter()
         .map(|((res, _, _), obj)| (res, obj))
         .collect();
-    Ok((rv, objects))
+    Ok(Saved {
+        resource_version: rv,
+        objects,
+        credentials,
+    })
 }
 
 type Live = BTreeMap<(ResKey, String, String), Value>;

@@ -204,6 +204,7 @@ fn who(m: &str) -> crate::managed::Who {
     crate::managed::Who {
         manager: m.into(),
         subresource: None,
+        user: None,
     }
 }
 

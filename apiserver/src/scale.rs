@@ -54,45 +54,6 @@ fn pointer(path: &str) -> String {
         .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
 }
 
-/// A label selector object as the string form Scale uses.
-fn selector_string(sel: &Value) -> Option<String> {
-    if let Some(s) = sel.as_str() {
-        return Some(s.to_string());
-    }
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        match e.get("operator").and_then(Value::as_str) {
-            Some("In") => parts.push(format!("{key} in ({})", values.join(","))),
-            Some("NotIn") => parts.push(format!("{key} notin ({})", values.join(","))),
-            Some("Exists") => parts.push(key.to_string()),
-            Some("DoesNotExist") => parts.push(format!("!{key}")),
-            _ => {}
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join(","))
-}
-
 /// The Scale view of an object.
 pub(crate) fn to_scale(obj: &Value, p: &ScalePaths) -> Value {
     let meta: serde_json::Map<String, Value> = [
@@ -116,7 +77,7 @@ pub(crate) fn to_scale(obj: &Value, p: &ScalePaths) -> Value {
         .selector
         .as_deref()
         .and_then(|s| obj.pointer(&pointer(s)))
-        .and_then(selector_string)
+        .and_then(crate::selectors::selector_string)
     {
         status["selector"] = json!(sel);
     }

@@ -15,6 +15,46 @@ enum Req {
     Lt(String, i64),
 }
 
+/// A `metav1.LabelSelector` object (or a selector string) in the string form `parse`
+/// reads (what Scale shows); None for a selector with no requirement.
+pub(crate) fn selector_string(sel: &Value) -> Option<String> {
+    if let Some(s) = sel.as_str() {
+        return Some(s.to_string());
+    }
+    let mut parts: Vec<String> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        match e.get("operator").and_then(Value::as_str) {
+            Some("In") => parts.push(format!("{key} in ({})", values.join(","))),
+            Some("NotIn") => parts.push(format!("{key} notin ({})", values.join(","))),
+            Some("Exists") => parts.push(key.to_string()),
+            Some("DoesNotExist") => parts.push(format!("!{key}")),
+            _ => {}
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
 /// A parsed `labelSelector`: the AND of its requirements.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LabelSelector(Vec<Req>);

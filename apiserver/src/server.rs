@@ -1,6 +1,7 @@
-//! HTTP: parses kube's URL scheme and query parameters, applies faults, and dispatches to
-//! discovery, object handlers and watches.
+//! HTTP: parses kube's URL scheme and query parameters, applies faults, authenticates and
+//! authorizes (with RBAC on), and dispatches to discovery, object handlers and watches.
 
+use crate::auth::User;
 use crate::faults::RequestInfo;
 use crate::requests::ResPath;
 use crate::state::Shared;
@@ -142,6 +143,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     if let Some(err) = shared.faults.take(&info) {
         return err.into_response();
     }
+    let user = if shared.rbac {
+        match authorize(&shared, &parts, &query) {
+            Ok(user) => Some(Arc::new(user)),
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        None
+    };
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -181,6 +190,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                     .get(header::USER_AGENT)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or(""),
+                user,
             },
         ),
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
@@ -197,6 +207,31 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
+}
+
+/// Who a request is, and whether it may do what it asks: 401 for a bearer token that is not
+/// valid (kube's Status, "Unauthorized"), 403 with kube's wording for what RBAC does not
+/// allow. A watch is authorized as a whole, as kube does: what it streams is what its
+/// (namespace, name) scope allows.
+fn authorize(
+    shared: &Shared,
+    parts: &http::request::Parts,
+    query: &HashMap<String, String>,
+) -> Result<User, ApiError> {
+    let store = shared.lock();
+    let header = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let user = shared.auth.authenticate(&store, header).map_err(|why| {
+        tracing::debug!(reason = %why, "a bearer token was refused");
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    })?;
+    let user = crate::rbac::acting_user(&store, user, &parts.headers)?;
+    let attributes = crate::rbac::attributes(&parts.method, parts.uri.path(), query);
+    crate::rbac::authorize(&store, &user, &attributes)
+        .map_err(|reason| crate::rbac::forbidden(&user, &attributes, &reason))?;
+    Ok(user)
 }
 
 /// What the OpenAPI v2 document is served as: JSON, or gnostic's protobuf (the only form

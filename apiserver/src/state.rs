@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::auth::Authenticator;
 use crate::faults::FaultTable;
 use crate::store::Store;
 
@@ -17,16 +18,28 @@ pub(crate) struct Shared {
     /// Bumped to close every open watch (fault injection, shutdown).
     pub(crate) closer: tokio::sync::watch::Sender<u64>,
     pub(crate) addr: SocketAddr,
+    /// Who requests are (their tokens), and the tokens the server issues.
+    pub(crate) auth: Authenticator,
+    /// Whether requests are authenticated and authorized with RBAC.
+    pub(crate) rbac: bool,
 }
 
 impl Shared {
-    pub(crate) fn new(store: Store, bookmark_interval: Duration, addr: SocketAddr) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        bookmark_interval: Duration,
+        addr: SocketAddr,
+        auth: Authenticator,
+        rbac: bool,
+    ) -> Self {
         Shared {
             store: Mutex::new(store),
             faults: FaultTable::default(),
             bookmark_interval,
             closer: tokio::sync::watch::channel(0).0,
             addr,
+            auth,
+            rbac,
         }
     }
 

@@ -64,6 +64,8 @@ pub(crate) struct Store {
     pending: Vec<u8>,
     /// Why the log could not be written, once it could not: writes fail from then on.
     journal_error: Option<String>,
+    /// The server's secrets, kept in every snapshot of the state file (opaque here).
+    credentials: Option<Value>,
 }
 
 pub(crate) fn res_of(rt: &ResourceType) -> ResKey {
@@ -93,6 +95,7 @@ impl Store {
             journal: None,
             pending: Vec::new(),
             journal_error: None,
+            credentials: None,
         }
     }
 
@@ -134,7 +137,17 @@ impl Store {
             .filter(|(_, objs)| !objs.is_empty())
             .map(|((group, plural), objs)| json!({"group": group, "plural": plural, "items": objs.values().collect::<Vec<_>>()}))
             .collect();
-        json!({"snapshot": {"resourceVersion": self.rv().to_string(), "resources": resources}})
+        let mut snapshot =
+            json!({"resourceVersion": self.rv().to_string(), "resources": resources});
+        if let Some(c) = &self.credentials {
+            snapshot["credentials"] = c.clone();
+        }
+        json!({ "snapshot": snapshot })
+    }
+
+    /// Sets the credentials every snapshot carries.
+    pub(crate) fn set_credentials(&mut self, credentials: Value) {
+        self.credentials = Some(credentials);
     }
 
     /// Starts logging every change to `journal`.

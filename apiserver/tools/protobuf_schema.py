@@ -23,6 +23,7 @@ PACKAGES = {
     "k8s.io.api.policy.v1": (API, "policy/v1"),
     "k8s.io.api.networking.v1": (API, "networking/v1"),
     "k8s.io.api.authentication.v1": (API, "authentication/v1"),
+    "k8s.io.api.authorization.v1": (API, "authorization/v1"),
     "k8s.io.api.coordination.v1": (API, "coordination/v1"),
     "k8s.io.apimachinery.pkg.apis.meta.v1": (MACHINERY, "pkg/apis/meta/v1"),
 }
@@ -44,6 +45,7 @@ ROOTS = [
     "batch.v1.Job", "batch.v1.CronJob", "rbac.v1.Role", "rbac.v1.RoleBinding",
     "rbac.v1.ClusterRole", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
     "policy.v1.PodDisruptionBudget", "networking.v1.Ingress", "coordination.v1.Lease",
+    "authentication.v1.TokenRequest", "authorization.v1.SelfSubjectAccessReview",
 ]
 FIELD = re.compile(r"^\s*(optional|repeated)?\s*(map<\s*string\s*,\s*([\w.]+)\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+);")
 

@@ -17,11 +17,14 @@ use set::Set;
 use std::collections::HashMap;
 use walk::Typer;
 
-/// Who writes: the field manager, and the subresource written through (`status`, `scale`).
+/// Who writes: the field manager, the subresource written through (`status`, `scale`),
+/// and the user when RBAC is checked (its writes of roles and bindings are checked for
+/// privilege escalation).
 #[derive(Debug, Clone)]
 pub(crate) struct Who {
     pub(crate) manager: String,
     pub(crate) subresource: Option<&'static str>,
+    pub(crate) user: Option<std::sync::Arc<crate::auth::User>>,
 }
 
 impl Who {

@@ -14,6 +14,7 @@ fn who(m: &str) -> Who {
     Who {
         manager: m.into(),
         subresource: None,
+        user: None,
     }
 }
 

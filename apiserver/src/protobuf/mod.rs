@@ -81,6 +81,7 @@ fn package(api_version: &str) -> Option<&'static str> {
         "policy/v1" => "api.policy.v1",
         "networking.k8s.io/v1" => "api.networking.v1",
         "authentication.k8s.io/v1" => "api.authentication.v1",
+        "authorization.k8s.io/v1" => "api.authorization.v1",
         "coordination.k8s.io/v1" => "api.coordination.v1",
         _ => return None,
     })

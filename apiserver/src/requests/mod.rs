@@ -1,7 +1,10 @@
 //! Resource requests: list, watch, get, create, update, patch, delete and
 //! deletecollection, with their query parameters and bodies (`writes`: the requests
-//! that change existing objects).
+//! that change existing objects); ServiceAccount tokens (`token`) and access reviews
+//! (`review`).
 
+mod review;
+mod token;
 mod writes;
 
 use crate::field_validation::{FieldValidation, with_warnings};
@@ -112,6 +115,8 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) view: crate::table::View,
     /// The `User-Agent`, whose prefix names a field manager that gave none.
     pub(crate) user_agent: &'a str,
+    /// The user, when RBAC is checked.
+    pub(crate) user: Option<Arc<crate::auth::User>>,
 }
 
 pub(crate) fn resource_request(
@@ -127,8 +132,25 @@ pub(crate) fn resource_request(
         body,
         view,
         user_agent,
+        user,
     } = request;
     let path_err = || ApiError::no_route(&format!("{}/{}/{}", p.group, p.version, p.plural));
+    if (p.group.as_str(), p.version.as_str(), p.plural.as_str())
+        == ("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+        && p.ns.is_none()
+        && p.name.is_none()
+    {
+        if *method != Method::POST {
+            return Err(ApiError::method_not_allowed(&format!(
+                "{method} on this resource"
+            )));
+        }
+        return review::self_subject_access_review(
+            shared,
+            user.as_deref(),
+            &parse_object(ct, body)?,
+        );
+    }
     let rt = shared
         .lock()
         .registry
@@ -141,6 +163,17 @@ pub(crate) fn resource_request(
     let status_only = match p.sub.as_deref() {
         None | Some("scale") => false,
         Some("status") if rt.has_status => true,
+        Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
+            let (Some(ns), Some(name)) = (&p.ns, &p.name) else {
+                return Err(path_err());
+            };
+            if *method != Method::POST {
+                return Err(ApiError::method_not_allowed(&format!(
+                    "{method} on this resource"
+                )));
+            }
+            return token::create(shared, ns, name, &parse_object(ct, body)?);
+        }
         Some(_) => return Err(path_err()),
     };
     let scope = Scope {
@@ -156,6 +189,7 @@ pub(crate) fn resource_request(
             Some("scale") => Some("scale"),
             _ => None,
         },
+        user,
     };
     if p.sub.as_deref() == Some("scale") {
         let paths = crate::scale::paths(&shared.lock(), &scope.rt).ok_or_else(path_err)?;

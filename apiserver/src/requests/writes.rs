@@ -94,7 +94,7 @@ pub(super) fn patch(
             // Server-side apply creates what does not exist yet.
             None => (
                 201,
-                crate::objects::create(&mut store, scope, new, req.dry, Fields::Applied)?,
+                crate::objects::create(&mut store, scope, new, req.dry, Fields::Applied(who))?,
             ),
             Some(_) => (
                 200,
@@ -105,7 +105,7 @@ pub(super) fn patch(
                     new,
                     req.status_only,
                     req.dry,
-                    Fields::Applied,
+                    Fields::Applied(who),
                 )?,
             ),
         };

@@ -15,6 +15,7 @@ mod field_validation;
 mod lifecycle;
 mod patching;
 mod persistence;
+mod rbac;
 mod robustness;
 mod selection;
 mod watching;

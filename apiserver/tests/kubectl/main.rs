@@ -15,4 +15,5 @@
 mod builtins;
 mod custom_resources;
 mod generators;
+mod rbac;
 mod support;

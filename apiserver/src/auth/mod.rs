@@ -1,0 +1,284 @@
+//! Authentication: who a request is, from its `Authorization: Bearer` token, as
+//! kube-apiserver's token authenticators see it. The server's admin token and the
+//! configured static tokens name their users; ServiceAccount tokens are JWTs the server
+//! signed (`jwt`), valid while their account exists with the uid they name. A request
+//! without a bearer token is `system:anonymous`; one with a token that is not valid gets
+//! 401.
+
+mod jwt;
+
+use crate::meta::meta_str;
+use crate::store::Store;
+use crate::tls::Certificates;
+use jwt::SigningKey;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// The issuer (`iss`) of ServiceAccount tokens, and the audience the server accepts:
+/// kube-apiserver's usual `--service-account-issuer`.
+pub(crate) const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The group whose members may do anything (kube's `system:masters`).
+pub(crate) const MASTERS: &str = "system:masters";
+pub(crate) const AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const UNAUTHENTICATED: &str = "system:unauthenticated";
+
+/// The name of the admin user of the server's own kubeconfig.
+pub(crate) const ADMIN: &str = "kapsel-admin";
+
+/// An authenticated (or anonymous) user, as authorizers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct User {
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
+}
+
+impl User {
+    pub(crate) fn anonymous() -> User {
+        User {
+            name: "system:anonymous".into(),
+            groups: vec![UNAUTHENTICATED.into()],
+        }
+    }
+
+    /// `system:serviceaccount:NS:NAME` with its groups.
+    pub(crate) fn service_account(ns: &str, name: &str) -> User {
+        User {
+            name: format!("system:serviceaccount:{ns}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+                AUTHENTICATED.into(),
+            ],
+        }
+    }
+
+    /// A member of `system:masters`: allowed everything, before and without RBAC.
+    pub(crate) fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == MASTERS)
+    }
+}
+
+/// A bearer token and the user it names, for [`crate::Config::static_token`] (kube's
+/// `--token-auth-file` entries).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StaticToken {
+    /// The bearer token.
+    pub token: String,
+    /// The user name.
+    pub user: String,
+    /// The user's groups (`system:authenticated` is added, as kube does).
+    pub groups: Vec<String>,
+}
+
+impl std::fmt::Debug for StaticToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticToken")
+            .field("user", &self.user)
+            .field("groups", &self.groups)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server's secrets: the ServiceAccount token signing key and the admin token. Kept
+/// in the state file's snapshots, so tokens and kubeconfigs outlive a restart.
+#[derive(Debug)]
+pub(crate) struct Credentials {
+    key: SigningKey,
+    admin_token: String,
+    /// The HTTPS certificates (served with RBAC on).
+    pub(crate) tls: Certificates,
+}
+
+impl Credentials {
+    pub(crate) fn generate() -> Result<Credentials, String> {
+        let mut bytes = [0u8; 32];
+        rand::fill(&mut bytes);
+        let admin_token = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Credentials {
+            key: SigningKey::generate()?,
+            admin_token,
+            tls: Certificates::generate()?,
+        })
+    }
+
+    /// The credentials a state file holds ([`Credentials::to_json`]).
+    pub(crate) fn from_json(v: &Value) -> Result<Credentials, String> {
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("the credentials have no {k}"))
+        };
+        Ok(Credentials {
+            key: SigningKey::from_base64(text("serviceAccountSigningKey")?)?,
+            admin_token: text("adminToken")?.to_string(),
+            tls: match v.get("tls") {
+                Some(t) => Certificates::from_json(t)?,
+                None => Certificates::generate()?,
+            },
+        })
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        json!({"serviceAccountSigningKey": self.key.to_base64(), "adminToken": self.admin_token, "tls": self.tls.to_json()})
+    }
+
+    pub(crate) fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+}
+
+/// Why a token was not accepted (for the log; clients get only 401).
+pub(crate) type Rejection = String;
+
+/// Turns requests' tokens into users.
+#[derive(Debug)]
+pub(crate) struct Authenticator {
+    credentials: Credentials,
+    tokens: HashMap<String, User>,
+}
+
+/// A token's time claims, seconds since the epoch.
+fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+impl Authenticator {
+    pub(crate) fn new(credentials: Credentials, static_tokens: &[StaticToken]) -> Authenticator {
+        let mut tokens = HashMap::new();
+        tokens.insert(
+            credentials.admin_token.clone(),
+            User {
+                name: ADMIN.into(),
+                groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            },
+        );
+        for t in static_tokens {
+            let mut groups = t.groups.clone();
+            if !groups.iter().any(|g| g == AUTHENTICATED) {
+                groups.push(AUTHENTICATED.into());
+            }
+            tokens.insert(
+                t.token.clone(),
+                User {
+                    name: t.user.clone(),
+                    groups,
+                },
+            );
+        }
+        Authenticator {
+            credentials,
+            tokens,
+        }
+    }
+
+    pub(crate) fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// The user of a request with this `Authorization` header: anonymous without a bearer
+    /// token (kube's anonymous authenticator), an error for a token that is not valid.
+    pub(crate) fn authenticate(
+        &self,
+        store: &Store,
+        authorization: Option<&str>,
+    ) -> Result<User, Rejection> {
+        // kube's bearer token authenticator: `Bearer TOKEN`, the scheme in any case; any
+        // other header (Basic, a bare token, an empty one) is not a bearer token.
+        let header = authorization.unwrap_or("").trim();
+        let mut parts = header.splitn(3, ' ');
+        let scheme = parts.next().unwrap_or("");
+        let token = parts.next().unwrap_or("");
+        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+            return Ok(User::anonymous());
+        }
+        if let Some(user) = self.tokens.get(token) {
+            return Ok(user.clone());
+        }
+        self.service_account_user(store, token)
+    }
+
+    /// The user of a ServiceAccount token, checked as kube's validator does: signed by
+    /// this server, for its issuer and audience, in time, and naming an account that
+    /// exists with the uid it had when the token was issued.
+    fn service_account_user(&self, store: &Store, token: &str) -> Result<User, Rejection> {
+        let claims = self
+            .credentials
+            .key
+            .verify(token)
+            .ok_or("not a token this server signed")?;
+        if claims.get("iss").and_then(Value::as_str) != Some(ISSUER) {
+            return Err("issued by another issuer".into());
+        }
+        let audiences: Vec<&str> = match claims.get("aud") {
+            Some(Value::String(a)) => vec![a.as_str()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !audiences.contains(&ISSUER) {
+            return Err("the token's audiences do not include the API server's".into());
+        }
+        let now = unix_now();
+        let time = |k: &str| claims.get(k).and_then(Value::as_i64);
+        if time("exp").is_none_or(|exp| now >= exp) {
+            return Err("the token has expired".into());
+        }
+        if time("nbf").is_some_and(|nbf| now < nbf) {
+            return Err("the token is not valid yet".into());
+        }
+        let private = claims
+            .get("kubernetes.io")
+            .ok_or("no kubernetes.io claims")?;
+        let text = |p: &str| private.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (ns, name, uid) = (
+            text("/namespace"),
+            text("/serviceaccount/name"),
+            text("/serviceaccount/uid"),
+        );
+        let user = User::service_account(ns, name);
+        if claims.get("sub").and_then(Value::as_str) != Some(user.name.as_str()) {
+            return Err("the subject does not match the service account".into());
+        }
+        let res = (String::new(), "serviceaccounts".to_string());
+        let sa = store
+            .get(&res, &(ns.to_string(), name.to_string()))
+            .ok_or_else(|| format!("service account {ns}/{name} has been deleted"))?;
+        if meta_str(sa, "uid") != uid {
+            return Err(format!(
+                "service account UID ({}) does not match claim ({uid})",
+                meta_str(sa, "uid")
+            ));
+        }
+        if !meta_str(sa, "deletionTimestamp").is_empty() {
+            return Err(format!("service account {ns}/{name} is being deleted"));
+        }
+        Ok(user)
+    }
+
+    /// A token for the ServiceAccount `sa` (a stored object), with kube's claims, valid
+    /// for `seconds` from now; returns it with its expiry (seconds since the epoch).
+    pub(crate) fn issue(
+        &self,
+        sa: &Value,
+        audiences: &[String],
+        seconds: i64,
+    ) -> Result<(String, i64), String> {
+        let (ns, name) = (meta_str(sa, "namespace"), meta_str(sa, "name"));
+        let now = unix_now();
+        let exp = now.saturating_add(seconds);
+        let claims = json!({
+            "aud": audiences,
+            "exp": exp,
+            "iat": now,
+            "iss": ISSUER,
+            "jti": uuid::Uuid::new_v4().to_string(),
+            "kubernetes.io": {
+                "namespace": ns,
+                "serviceaccount": {"name": name, "uid": meta_str(sa, "uid")},
+            },
+            "nbf": now,
+            "sub": User::service_account(ns, name).name,
+        });
+        Ok((self.credentials.key.sign(&claims)?, exp))
+    }
+}
