@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::cluster::KubeAccess;
 use crate::handlers::execution::{self, Verdict};
-use crate::handlers::{About, GuestServices, Handler, HandlerSpec, Indexes};
+use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes};
 use crate::journal::Journal;
 use crate::recording::Recorder;
 use crate::runtime::{self, CallContext, Guest, HandlerKind};
@@ -126,7 +126,13 @@ impl Activity {
                 }
                 (verdict, _) => verdict,
             };
-            handler.record_finished(journal, About::NOTHING, elapsed, verdict, fault);
+            let ended = Ended {
+                elapsed,
+                verdict,
+                fault,
+                line: &decision.line,
+            };
+            handler.record_finished(journal, About::NOTHING, ended);
             match verdict {
                 Verdict::Success => {
                     tracing::info!("{}", decision.line);

@@ -155,11 +155,8 @@ pub(crate) async fn serve(
     if liveness.is_none() && metrics_at.is_none() {
         return Ok(None);
     }
-    let state = Health {
-        probes: Arc::new(Probes::new(guests, activities.clone())),
-        metrics: metrics.clone(),
-    };
-    let mut routers: BTreeMap<(String, u16), Router<Health>> = BTreeMap::new();
+    let state = Liveness::new(guests, activities.clone(), metrics.clone());
+    let mut routers: BTreeMap<(String, u16), Router<Liveness>> = BTreeMap::new();
     if let Some(endpoint) = &liveness {
         let router = routers.entry(endpoint.address()).or_default();
         *router = std::mem::take(router).route(&endpoint.path, get(liveness_response));
@@ -211,25 +208,37 @@ pub(crate) async fn serve(
     }))
 }
 
+/// What liveness says about an operator: whether its loops run and its probe handlers
+/// succeed. Served by the liveness endpoint; `kapsel test`'s `healthy` asks it too.
 #[derive(Clone)]
-struct Health {
+pub(crate) struct Liveness {
     probes: Arc<Probes>,
     metrics: Metrics,
 }
 
+impl Liveness {
+    pub(crate) fn new(guests: &[Guest], context: activities::Context, metrics: Metrics) -> Self {
+        Liveness {
+            probes: Arc::new(Probes::new(guests, context)),
+            metrics,
+        }
+    }
+
+    /// The probes' results (cached for a while, as Kopf's); an error when one of the
+    /// operator's loops died or a probe failed.
+    pub(crate) async fn check(&self) -> Result<Map<String, Value>, String> {
+        let dead = self.metrics.dead_loops();
+        if !dead.is_empty() {
+            return Err(format!("operator loops died: {}", dead.join(", ")));
+        }
+        self.probes.report().await
+    }
+}
+
 /// 200 with the probes' results as a JSON object; 500 when a probe fails or one of the
 /// operator's loops died.
-async fn liveness_response(State(health): State<Health>) -> Response {
-    let dead = health.metrics.dead_loops();
-    if !dead.is_empty() {
-        let error = format!("operator loops died: {}", dead.join(", "));
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": error})),
-        )
-            .into_response();
-    }
-    match health.probes.report().await {
+async fn liveness_response(State(health): State<Liveness>) -> Response {
+    match health.check().await {
         Ok(results) => axum::Json(Value::Object(results)).into_response(),
         Err(error) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -239,7 +248,7 @@ async fn liveness_response(State(health): State<Health>) -> Response {
     }
 }
 
-async fn metrics_response(State(health): State<Health>) -> Response {
+async fn metrics_response(State(health): State<Liveness>) -> Response {
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         health.metrics.render(),

@@ -53,6 +53,21 @@ pub enum Record {
         outcome: String,
         /// What the sandbox stopped, if anything: `trap`, `timeout` or `memory`.
         fault: Option<String>,
+        /// The line the operator logged for it (Kopf's: `Handler 'x' succeeded.`,
+        /// `Handler 'x' failed temporarily: ...`).
+        message: String,
+    },
+    /// A changing handler was given up on without another call: its timeout or its
+    /// retry limit was reached before the attempt was due (its outcome is a failure).
+    HandlerGaveUp {
+        /// The guest's name.
+        guest: String,
+        /// The handler id.
+        handler: String,
+        /// The object reference.
+        object: String,
+        /// Kopf's line: `Handler 'x' has exceeded 3 retries.`
+        message: String,
     },
     /// A guest logged a line.
     GuestLog {

@@ -407,6 +407,7 @@ mod tests {
             seconds,
             outcome: outcome.into(),
             fault: fault.map(str::to_owned),
+            message: String::new(),
         }
     }
 

@@ -251,12 +251,7 @@ impl Operator {
                 })?;
         }
         shared.recorder.observe(&shared.journal);
-        let activities = activities::Context {
-            journal: shared.journal.clone(),
-            indexes: shared.indexes.clone(),
-            kube: Some(KubeAccess::new(client.clone(), shared.known.clone())),
-            recorder: shared.recorder.clone(),
-        };
+        let activities = activities_context(&client, &shared);
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &guests, &activities, &shared.metrics)
             .await
@@ -308,5 +303,18 @@ impl Operator {
             }
         }
         result.map_err(|e| Error::Operator(Box::new(e)))
+    }
+}
+
+/// What the operator's activities (startup, cleanup, probes) run with.
+pub(crate) fn activities_context(
+    client: &kube::Client,
+    shared: &reactor::Shared,
+) -> activities::Context {
+    activities::Context {
+        journal: shared.journal.clone(),
+        indexes: shared.indexes.clone(),
+        kube: Some(KubeAccess::new(client.clone(), shared.known.clone())),
+        recorder: shared.recorder.clone(),
     }
 }

@@ -90,3 +90,35 @@ async fn malformed_case_files_are_reported_with_their_location() {
     );
     assert!(report.is_empty(), "nothing runs: {report}");
 }
+
+/// `not-called: slow_retyr` would pass forever: a handler the guest does not declare is
+/// an input error at its place, and nothing runs.
+#[tokio::test]
+async fn expectations_about_undeclared_handlers_are_refused_before_running() {
+    let (result, report) = run("undeclared-handler.yaml").await;
+    let error = result.expect_err("an undeclared handler is an input error");
+    assert!(
+        error.ends_with(
+            "tests/cases/undeclared-handler.yaml:10:26: the guest declares no handler \"slow_retyr\" (it declares: crash, hog, ok, slow_retry, spin)"
+        ),
+        "{error}"
+    );
+    assert!(report.is_empty(), "nothing runs: {report}");
+}
+
+/// The README shows the tour case verbatim, and the tour passes.
+#[tokio::test]
+async fn the_readmes_case_example_is_the_tour_and_passes() {
+    let workspace = kapsel_tests::workspace();
+    let tour_path = workspace.join("examples/lifecycle/tests/cases/tour.yaml");
+    let tour = std::fs::read_to_string(&tour_path).expect("the tour exists");
+    let readme = std::fs::read_to_string(workspace.join("README.md")).expect("a README");
+    let shown = readme
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|block| block.split_once("```\n").map(|(yaml, _)| yaml))
+        .find(|yaml| yaml.starts_with("# examples/lifecycle/tests/cases/tour.yaml"))
+        .expect("the README shows the tour");
+    assert_eq!(shown, tour, "the README's case is not the tour file");
+    kapsel_tests::case_file_passes("lifecycle", &tour_path).await;
+}

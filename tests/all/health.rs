@@ -266,3 +266,29 @@ async fn metrics_move_with_calls_faults_and_stream_restarts() {
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// `kapsel test`'s `healthy` is what the liveness endpoint says: a failing probe makes
+/// `{healthy: false}` hold, and fails `healthy`; the probe passing again heals it.
+#[tokio::test]
+async fn a_cases_healthy_follows_the_probes() {
+    case_passes("probes", "health", "well.yaml").await;
+    case_passes("probes", "health", "sick.yaml").await;
+    let mut out = Vec::new();
+    let case = workspace().join("tests/cases/health/sick-but-expected-healthy.yaml");
+    let result = kapsel_host::testing::run_cases(&guest("probes"), &[case], &mut out).await;
+    let report = String::from_utf8_lossy(&out);
+    assert_eq!(
+        result.map_err(|e| e.to_string()),
+        Ok(kapsel_host::testing::CaseSummary {
+            passed: 0,
+            failed: 1
+        }),
+        "{report}"
+    );
+    assert!(
+        report.contains("expect healthy: not so after 1 s:")
+            && report.contains("liveness fails: ")
+            && report.contains("patient is sick"),
+        "{report}"
+    );
+}

@@ -16,7 +16,8 @@ use kapsel_host::Record;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
+/// The repository's root.
+pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -67,8 +68,16 @@ fn build_guests() -> Result<PathBuf, String> {
 /// When the case does not pass, or cannot run.
 pub async fn case_passes(guest_name: &str, dir: &str, file: &str) {
     let path = workspace().join("tests").join("cases").join(dir).join(file);
+    case_file_passes(guest_name, &path).await;
+}
+
+/// Runs the case file at `path` (see [`case_passes`]) and asserts that it passed.
+///
+/// # Panics
+/// When the case does not pass, or cannot run.
+pub async fn case_file_passes(guest_name: &str, path: &Path) {
     let mut out = Vec::new();
-    let result = kapsel_host::testing::run_cases(&guest(guest_name), &[path], &mut out)
+    let result = kapsel_host::testing::run_cases(&guest(guest_name), &[path.to_owned()], &mut out)
         .await
         .map_err(|e| e.to_string());
     let report = String::from_utf8_lossy(&out);
@@ -78,7 +87,8 @@ pub async fn case_passes(guest_name: &str, dir: &str, file: &str) {
             passed: 1,
             failed: 0
         }),
-        "{dir}/{file}:\n{report}"
+        "{}:\n{report}",
+        path.display()
     );
 }
 

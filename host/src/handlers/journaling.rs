@@ -26,6 +26,16 @@ impl About<'_> {
     };
 }
 
+/// How a call ended: how long it took, the verdict, what the sandbox stopped, and the
+/// line logged for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ended<'a> {
+    pub(crate) elapsed: std::time::Duration,
+    pub(crate) verdict: Verdict,
+    pub(crate) fault: Option<&'a str>,
+    pub(crate) line: &'a str,
+}
+
 impl Handler {
     /// The guest's name and the handler id, as records carry them.
     fn names(&self) -> (String, String) {
@@ -56,15 +66,27 @@ impl Handler {
         });
     }
 
-    /// Records how a call ended.
-    pub(crate) fn record_finished(
-        &self,
-        journal: &Journal,
-        about: About<'_>,
-        elapsed: std::time::Duration,
-        verdict: Verdict,
-        fault: Option<&str>,
-    ) {
+    /// Records that the handler was given up on before another attempt (a failure, with
+    /// Kopf's line: its timeout or retry limit was reached).
+    pub(crate) fn record_gave_up(&self, journal: &Journal, about: About<'_>, line: &str) {
+        self.record_failed(journal, about, line);
+        let (guest, handler) = self.names();
+        journal.push(Record::HandlerGaveUp {
+            guest,
+            handler,
+            object: about.object.unwrap_or_default().to_owned(),
+            message: line.to_owned(),
+        });
+    }
+
+    /// Records how a call ended, with the line logged for it.
+    pub(crate) fn record_finished(&self, journal: &Journal, about: About<'_>, ended: Ended<'_>) {
+        let Ended {
+            elapsed,
+            verdict,
+            fault,
+            line,
+        } = ended;
         let (guest, handler) = self.names();
         journal.push(Record::HandlerFinished {
             guest,
@@ -74,6 +96,7 @@ impl Handler {
             seconds: elapsed.as_secs_f64(),
             outcome: verdict.as_str().to_owned(),
             fault: fault.map(str::to_owned),
+            message: line.to_owned(),
         });
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::EventContext;
 use crate::cluster::{KubeAccess, Poster};
 use crate::handlers::execution::{self, Decision, Executed, IndexEntries, Verdict};
-use crate::handlers::{About, DaemonSleeps, GuestServices, Handler, Indexes};
+use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes};
 use crate::journal::Journal;
 use crate::object_log::object_log;
 use crate::reactor::changes::Patch;
@@ -238,12 +238,18 @@ impl Calls {
             }
         }
         let (elapsed, fault) = executed;
-        handler.record_finished(&self.journal, Self::about(ctx), elapsed, verdict, fault);
+        let ended = Ended {
+            elapsed,
+            verdict,
+            fault,
+            line,
+        };
+        handler.record_finished(&self.journal, Self::about(ctx), ended);
     }
 
     /// Records an attempt that was not made: a precheck ended it (timeout, retries).
-    pub(super) fn record_failed(&self, handler: &Handler, ctx: &EventContext<'_>, error: &str) {
-        handler.record_failed(&self.journal, Self::about(ctx), error);
+    pub(super) fn record_gave_up(&self, handler: &Handler, ctx: &EventContext<'_>, line: &str) {
+        handler.record_gave_up(&self.journal, Self::about(ctx), line);
     }
 }
 

@@ -6,8 +6,10 @@
 //! the same way and compares; `matching` compares objects with the partial documents
 //! cases expect; `report` prints the results and writes JUnit XML.
 
+mod expecting;
 mod format;
 mod matching;
+mod objects;
 mod replay;
 mod report;
 mod runner;
@@ -145,6 +147,22 @@ pub(super) async fn run(
         .load(&request.guest)
         .await
         .map_err(|e| TestError::Guest(e.to_string()))?;
+    // An expectation about a handler the guest does not have is a typo: it would pass
+    // `not-called` forever.
+    let declared: Vec<&str> = guest
+        .describe()
+        .handlers
+        .iter()
+        .map(|h| h.id.as_str())
+        .collect();
+    let errors: Vec<String> = cases
+        .iter()
+        .filter_map(|case| case.check_handlers(&declared).err())
+        .map(|e| e.to_string())
+        .collect();
+    if !errors.is_empty() {
+        return Err(TestError::Cases(errors));
+    }
     let mut runs = Vec::new();
     let _ = writeln!(
         out,

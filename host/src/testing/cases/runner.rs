@@ -2,27 +2,25 @@
 //! host machinery (with a manual clock), then the steps in order; the first expectation
 //! that does not hold within its time fails the case with a readable explanation.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::Value;
+use kube::api::{Patch, PatchParams};
 
-use super::format::{Case, Expectation, Expected, Source, Step, Target};
-use super::matching;
+use super::expecting::expect;
+use super::format::{Case, Expected, Source, Step};
+use super::objects::{Written, api_for, apply, version_of};
+use crate::Operator;
 use crate::clock::{Clock, ManualClock};
-use crate::cluster::{Resource, find_kind, find_resource};
+use crate::health::Liveness;
 use crate::journal::Record;
 use crate::reactor::{Memories, Watched};
 use crate::recording::Recorder;
+use crate::running::activities_context;
 use crate::runtime::{Guest, Runtime};
 use crate::testing::{Cluster, RunningOperator};
-use crate::{Journal, Operator};
-
-/// How often expectations look again.
-const POLL: Duration = Duration::from_millis(20);
 
 /// How a case ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,7 +145,11 @@ fn describe(step: &Step) -> String {
             Expected::Called { handler, .. } => format!("expect {handler} called"),
             Expected::NotCalled(handler) => format!("expect {handler} not called"),
             Expected::Log { text, .. } => format!("expect log {text:?}"),
-            Expected::Healthy => "expect healthy".to_owned(),
+            Expected::Outcome {
+                handler, outcome, ..
+            } => format!("expect {handler} {outcome}"),
+            Expected::Healthy(true) => "expect healthy".to_owned(),
+            Expected::Healthy(false) => "expect not healthy".to_owned(),
         },
     }
 }
@@ -157,6 +159,8 @@ pub(super) struct World {
     pub(super) client: Client,
     pub(super) clock: Arc<ManualClock>,
     pub(super) running: RunningOperator,
+    /// What the liveness endpoint would answer for the operator (for `healthy`).
+    liveness: Liveness,
     memories: Memories,
     watched: Watched,
     /// Whether the operator has started its watch streams.
@@ -164,9 +168,6 @@ pub(super) struct World {
     /// The case's writes since time last advanced.
     pub(super) written: Vec<Written>,
 }
-
-/// An object the case wrote: its resource (key), uid and resourceVersion.
-pub(super) type Written = (String, String, String);
 
 impl World {
     /// Starts `guest` on `cluster` in the real host machinery, on `clock`, recording
@@ -187,9 +188,16 @@ impl World {
         let memories = operator.shared.memories.clone();
         let watched = operator.shared.watched.clone();
         let started = operator.shared.started.subscribe();
+        let client = cluster.client();
+        let liveness = Liveness::new(
+            std::slice::from_ref(guest),
+            activities_context(&client, &operator.shared),
+            operator.shared.metrics.clone(),
+        );
         World {
-            client: cluster.client(),
+            client,
             clock,
+            liveness,
             running: cluster.start_operator(operator),
             memories,
             watched,
@@ -235,7 +243,7 @@ impl World {
                 Vec::new()
             }
             Step::Expect(expectation) => {
-                expect(client, &self.running, expectation).await?;
+                expect(client, &self.running, &self.liveness, expectation).await?;
                 Vec::new()
             }
         };
@@ -272,266 +280,3 @@ impl World {
 
 /// The longest wait for the operator to settle before time is advanced.
 const SETTLE_LIMIT: Duration = Duration::from_secs(3);
-
-/// What the runner remembers of a write: the resource, the object's uid and version.
-pub(super) fn version_of(resource: &Resource, object: &DynamicObject) -> Option<Written> {
-    Some((
-        resource.key(),
-        object.metadata.uid.clone()?,
-        object.metadata.resource_version.clone()?,
-    ))
-}
-
-/// Creates the objects of a source, or merges them into existing ones; returns their
-/// uids and resourceVersions.
-async fn apply(client: &Client, source: &Source) -> Result<Vec<Written>, String> {
-    let objects = match source {
-        Source::Object(object) => vec![object.clone()],
-        Source::File(path) => read_manifests(path)?,
-    };
-    let mut written = Vec::new();
-    for object in objects {
-        let (resource, applied) = apply_object(client, &object).await?;
-        written.extend(version_of(&resource, &applied));
-    }
-    Ok(written)
-}
-
-fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
-    use serde::Deserialize;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut objects = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = Value::deserialize(document)
-            .map_err(|e| format!("{} is not valid YAML: {e}", path.display()))?;
-        if !value.is_null() {
-            objects.push(value);
-        }
-    }
-    Ok(objects)
-}
-
-pub(super) async fn apply_object(
-    client: &Client,
-    object: &Value,
-) -> Result<(Resource, DynamicObject), String> {
-    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-    let (Some(api_version), Some(kind), Some(name)) =
-        (text("/apiVersion"), text("/kind"), text("/metadata/name"))
-    else {
-        return Err("an object needs apiVersion, kind and metadata.name".into());
-    };
-    let resource = find_kind(client, api_version, kind).await?;
-    let namespace = text("/metadata/namespace").unwrap_or("default");
-    let api = api(client, &resource, namespace);
-    let typed: DynamicObject =
-        serde_json::from_value(object.clone()).map_err(|e| format!("{kind}/{name}: {e}"))?;
-    let applied = match api.create(&PostParams::default(), &typed).await {
-        Ok(created) => Ok(created),
-        Err(kube::Error::Api(status)) if status.code == 409 => api
-            .patch(name, &PatchParams::default(), &Patch::Merge(object))
-            .await
-            .map_err(|e| format!("{kind}/{name}: {e}")),
-        Err(e) => Err(format!("{kind}/{name}: {e}")),
-    };
-    applied.map(|object| (resource, object))
-}
-
-pub(super) fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
-    let ar = resource.api_resource();
-    if resource.namespaced {
-        Api::namespaced_with(client.clone(), namespace, &ar)
-    } else {
-        Api::all_with(client.clone(), &ar)
-    }
-}
-
-async fn api_for(
-    client: &Client,
-    target: &Target,
-) -> Result<(Api<DynamicObject>, Resource), String> {
-    let resource = find_resource(client, &target.resource).await?;
-    Ok((
-        api(client, &resource, target.namespace_or_default()),
-        resource,
-    ))
-}
-
-/// Polls until the expectation holds or its time is up.
-async fn expect(
-    client: &Client,
-    running: &RunningOperator,
-    expectation: &Expectation,
-) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + expectation.within;
-    let journal = running.journal();
-    loop {
-        let check = check(client, running, journal, &expectation.what).await;
-        let last_chance = tokio::time::Instant::now() >= deadline;
-        match check {
-            // "not called" must hold for the whole time; everything else once.
-            Check::Holds if !matches!(expectation.what, Expected::NotCalled(_)) => return Ok(()),
-            Check::Holds if last_chance => return Ok(()),
-            Check::Broken(why) => return Err(why),
-            Check::NotYet(why) if last_chance => {
-                return Err(format!(
-                    "not so after {} s:\n{why}",
-                    expectation.within.as_secs_f64()
-                ));
-            }
-            _ => tokio::time::sleep(POLL).await,
-        }
-    }
-}
-
-/// One look at an expectation.
-enum Check {
-    Holds,
-    /// Not yet: why not, for the report if time runs out.
-    NotYet(String),
-    /// Can never hold any more (a handler called too often, the operator gone).
-    Broken(String),
-}
-
-async fn check(
-    client: &Client,
-    running: &RunningOperator,
-    journal: &Journal,
-    what: &Expected,
-) -> Check {
-    match what {
-        Expected::Object { target, matches } => match get(client, target).await {
-            Err(e) => Check::NotYet(e),
-            Ok(None) => Check::NotYet(format!("  - {target} does not exist\n")),
-            Ok(Some(object)) => {
-                let found = matching::mismatches(matches, &object);
-                if found.is_empty() {
-                    Check::Holds
-                } else {
-                    Check::NotYet(matching::report(&found))
-                }
-            }
-        },
-        Expected::Gone(target) => match get(client, target).await {
-            Err(e) => Check::NotYet(e),
-            Ok(None) => Check::Holds,
-            Ok(Some(object)) => Check::NotYet(format!(
-                "  - {target} still exists (finalizers: {})\n",
-                object["metadata"]["finalizers"]
-            )),
-        },
-        Expected::Event {
-            about,
-            event_type,
-            reason,
-            message,
-        } => match events_about(client, about).await {
-            Err(e) => Check::NotYet(e),
-            Ok(events) => {
-                let fits = |e: &Value| {
-                    let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
-                    event_type.as_deref().is_none_or(|t| field("type") == t)
-                        && reason.as_deref().is_none_or(|r| field("reason") == r)
-                        && message
-                            .as_deref()
-                            .is_none_or(|m| field("message").contains(m))
-                };
-                if events.iter().any(fits) {
-                    Check::Holds
-                } else {
-                    let seen: Vec<String> = events
-                        .iter()
-                        .map(|e| format!("  - {} {}: {}\n", e["type"], e["reason"], e["message"]))
-                        .collect();
-                    Check::NotYet(if seen.is_empty() {
-                        format!("  - no events about {about}\n")
-                    } else {
-                        format!("  events about {about}:\n{}", seen.concat())
-                    })
-                }
-            }
-        },
-        Expected::Called { handler, times } => {
-            let calls = calls_of(journal, handler);
-            match times {
-                None if calls > 0 => Check::Holds,
-                Some(n) if calls == *n => Check::Holds,
-                Some(n) if calls > *n => {
-                    Check::Broken(format!("{handler} was called {calls} times, expected {n}"))
-                }
-                _ => Check::NotYet(format!("  - {handler} was called {calls} times\n")),
-            }
-        }
-        Expected::NotCalled(handler) => match calls_of(journal, handler) {
-            0 => Check::Holds,
-            calls => Check::Broken(format!("{handler} was called {calls} times")),
-        },
-        Expected::Log { text, handler: who } => {
-            let records = journal.records();
-            let found = records.iter().any(|r| {
-                matches!(r, Record::GuestLog { handler, message, .. }
-                    if message.contains(text.as_str())
-                        && who.as_deref().is_none_or(|w| w == handler))
-            });
-            if found {
-                Check::Holds
-            } else {
-                Check::NotYet(format!("  - no guest log line contains {text:?}\n"))
-            }
-        }
-        Expected::Healthy => {
-            if running.is_finished() {
-                Check::Broken("the operator has exited".into())
-            } else {
-                Check::Holds
-            }
-        }
-    }
-}
-
-fn calls_of(journal: &Journal, handler: &str) -> usize {
-    journal
-        .records()
-        .iter()
-        .filter(|r| matches!(r, Record::HandlerCalled { handler: h, .. } if h == handler))
-        .count()
-}
-
-async fn get(client: &Client, target: &Target) -> Result<Option<Value>, String> {
-    let (api, _) = api_for(client, target).await?;
-    let object = api.get_opt(&target.name).await.map_err(|e| e.to_string())?;
-    Ok(object.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
-}
-
-async fn events_about(client: &Client, target: &Target) -> Result<Vec<Value>, String> {
-    let resource = find_resource(client, &target.resource).await?;
-    let events: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        if resource.namespaced {
-            target.namespace_or_default()
-        } else {
-            "default"
-        },
-        &kube::api::ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Event".into(),
-            plural: "events".into(),
-        },
-    );
-    let list = events
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-        .filter(|e| {
-            e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(&target.name)
-                && e.pointer("/involvedObject/kind").and_then(Value::as_str) == Some(&resource.kind)
-        })
-        .collect())
-}

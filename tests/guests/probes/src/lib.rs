@@ -82,6 +82,21 @@ fn partial_keys() -> usize {
     kapsel::index::keys::<String>("partial").len()
 }
 
+/// The configmaps labelled `sick`, for the `well` probe.
+#[kapsel::index("configmaps", labels(sick = present))]
+fn sick(cause: &Cause) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([("sick", cause.name().unwrap_or_default().to_owned())])
+}
+
+/// Liveness: fails while a configmap labelled `sick` exists; no result otherwise.
+#[kapsel::on::probe]
+fn well() -> kapsel::Result<()> {
+    match kapsel::index::get::<String>("sick", "sick").first() {
+        Some(name) => Err(kapsel::PermanentError::new(format!("{name} is sick")).into()),
+        None => Ok(()),
+    }
+}
+
 /// Liveness: no result, so the report leaves it out (as Kopf does).
 #[kapsel::on::probe]
 fn quiet() {}

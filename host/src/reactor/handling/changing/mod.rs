@@ -313,7 +313,7 @@ impl Changing {
             {
                 if let Some(error) = &outcome.error {
                     object_log!(error, object, "{error}");
-                    self.calls.record_failed(handler, ctx, error);
+                    self.calls.record_gave_up(handler, ctx, error);
                 }
                 outcomes.push((id.clone(), outcome));
                 continue;

@@ -51,6 +51,8 @@ pub(crate) struct Case {
     /// Objects that exist before the operator starts.
     pub(crate) given: Vec<Source>,
     pub(crate) steps: Vec<Step>,
+    /// The file's text, to locate later findings in.
+    text: String,
 }
 
 /// A case file could not be read or understood.
@@ -165,13 +167,107 @@ pub(crate) enum Expected {
     },
     /// The handler was not called, over all of `within` (default 0.5 s).
     NotCalled(String),
-    /// A guest log line containing `text` appeared (from `handler`, if given).
+    /// A guest log line, or the operator's line about a handler (`Handler 'x' failed
+    /// temporarily: ...`), containing `text` appeared (about `handler`, if given).
     Log {
         text: String,
         handler: Option<String>,
     },
-    /// No handler failed unexpectedly and the operator still runs.
-    Healthy,
+    /// Attempts of the handler ended so: at least once, or exactly `times`.
+    Outcome {
+        handler: String,
+        outcome: HandlerOutcome,
+        times: Option<usize>,
+    },
+    /// The operator runs and what its liveness endpoint answers is a success (its loops
+    /// live, its probes succeed): `healthy`, `{healthy: true}`; or, with `{healthy:
+    /// false}`, a failure.
+    Healthy(bool),
+}
+
+/// How one attempt of a handler ended, as a case names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandlerOutcome {
+    /// `succeeded`
+    Succeeded,
+    /// `failed-temporarily`: it will be retried.
+    FailedTemporarily,
+    /// `failed-permanently`: it will not be retried (an error that is not to be retried,
+    /// or the handler's timeout or retry limit reached).
+    FailedPermanently,
+    /// `ignored`: it failed, and its `errors` mode is `ignore`.
+    Ignored,
+}
+
+impl HandlerOutcome {
+    pub(crate) const ALL: [HandlerOutcome; 4] = [
+        HandlerOutcome::Succeeded,
+        HandlerOutcome::FailedTemporarily,
+        HandlerOutcome::FailedPermanently,
+        HandlerOutcome::Ignored,
+    ];
+
+    /// The word a case writes.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            HandlerOutcome::Succeeded => "succeeded",
+            HandlerOutcome::FailedTemporarily => "failed-temporarily",
+            HandlerOutcome::FailedPermanently => "failed-permanently",
+            HandlerOutcome::Ignored => "ignored",
+        }
+    }
+}
+
+impl fmt::Display for HandlerOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Expected {
+    /// The handler the expectation names, if any.
+    pub(crate) fn handler(&self) -> Option<&str> {
+        match self {
+            Expected::Called { handler, .. }
+            | Expected::NotCalled(handler)
+            | Expected::Outcome { handler, .. } => Some(handler),
+            Expected::Log { handler, .. } => handler.as_deref(),
+            Expected::Object { .. }
+            | Expected::Gone(_)
+            | Expected::Event { .. }
+            | Expected::Healthy(_) => None,
+        }
+    }
+}
+
+impl Case {
+    /// An input error if an expectation names a handler the guest does not declare
+    /// (`declared`): a typo would otherwise pass `not-called` forever.
+    pub(crate) fn check_handlers(&self, declared: &[&str]) -> Result<(), CaseError> {
+        let named = self.steps.iter().filter_map(|step| match step {
+            Step::Expect(expectation) => expectation.what.handler(),
+            _ => None,
+        });
+        for handler in named {
+            if !declared.contains(&handler) {
+                let mut known = declared.to_vec();
+                known.sort_unstable();
+                return Err(CaseError {
+                    path: self.path.clone(),
+                    location: locate_value(
+                        &self.text,
+                        &["called", "not-called", "handler"],
+                        handler,
+                    ),
+                    message: format!(
+                        "the guest declares no handler {handler:?} (it declares: {})",
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads and parses a case file.
@@ -237,6 +333,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
                 other => other,
             })
             .collect(),
+        text: text.to_owned(),
     })
 }
 
@@ -245,6 +342,40 @@ fn locate(text: &str, needle: &str) -> Option<(usize, usize)> {
     text.lines().enumerate().find_map(|(n, line)| {
         line.find(needle)
             .map(|column| (n + 1, line[..column].chars().count() + 1))
+    })
+}
+
+/// The 1-based line and column of `value` where it is first written as the value of
+/// one of `keys` (`called: update_fn`, `handler: "update_fn"`).
+fn locate_value(text: &str, keys: &[&str], value: &str) -> Option<(usize, usize)> {
+    text.lines().enumerate().find_map(|(n, line)| {
+        keys.iter().find_map(|key| {
+            let mut from = 0;
+            while let Some(found) = line[from..].find(&format!("{key}:")) {
+                let start = from + found;
+                from = start + key.len() + 1;
+                // `not-called:` must not be found as `called:`.
+                let preceded = line[..start]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
+                let rest = &line[from..];
+                let value_at = from + (rest.len() - rest.trim_start().len());
+                let written = line[value_at..].trim_start_matches(['"', '\'']);
+                let quote = line[value_at..].len() - written.len();
+                let whole = written.strip_prefix(value).is_some_and(|after| {
+                    after
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                });
+                if !preceded && whole {
+                    let column = line[..value_at + quote].chars().count() + 1;
+                    return Some((n + 1, column));
+                }
+            }
+            None
+        })
     })
 }
 
@@ -257,156 +388,4 @@ fn strip_location(message: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::raw::parse_duration;
-    use super::*;
-    use serde_json::json;
-
-    /// Where the cases below pretend to be: files they name resolve from there.
-    fn hello() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/minimal/tests/cases/hello.yaml")
-    }
-
-    fn case(text: &str) -> Result<Case, CaseError> {
-        parse(&hello(), text)
-    }
-
-    fn error(text: &str) -> String {
-        let message = case(text).expect_err("must fail").to_string();
-        let prefix = hello().display().to_string();
-        message.replace(&prefix, "examples/minimal/tests/cases/hello.yaml")
-    }
-
-    #[test]
-    fn a_full_case_parses() {
-        let parsed = case(
-            r#"
-given:
-  - file: ../../../manifests/kopfexamples-crd.yaml
-  - apiVersion: kopf.dev/v1
-    kind: KopfExample
-    metadata: {name: ex1}
-steps:
-  - expect:
-      object: kopfexamples/ex1
-      matches: {status: {create_fn: {message: hello world}}}
-  - patch: {object: kex/ex1, namespace: other, merge: {spec: {field: x}}}
-  - advance: 60s
-  - sleep: 250ms
-  - expect: {called: update_fn, times: 1, within: 2s}
-  - expect: {not-called: delete_fn}
-  - expect: {log: hello, handler: create_fn}
-  - expect: {event: kopfexamples/ex1, type: Normal, reason: Created}
-  - delete: kopfexamples/ex1
-  - expect: {gone: kopfexamples/ex1}
-  - expect: healthy
-"#,
-        )
-        .expect("parses");
-        assert_eq!(parsed.name, "hello");
-        assert_eq!(
-            parsed.given[0],
-            Source::File(
-                hello()
-                    .parent()
-                    .expect("a folder")
-                    .join("../../../manifests/kopfexamples-crd.yaml")
-            )
-        );
-        assert_eq!(parsed.steps.len(), 11);
-        assert_eq!(
-            parsed.steps[1],
-            Step::Patch {
-                target: Target {
-                    resource: "kex".into(),
-                    name: "ex1".into(),
-                    namespace: Some("other".into())
-                },
-                merge: json!({"spec": {"field": "x"}}),
-            }
-        );
-        assert_eq!(parsed.steps[2], Step::Advance(Duration::from_secs(60)));
-        assert_eq!(parsed.steps[3], Step::Sleep(Duration::from_millis(250)));
-        assert_eq!(
-            parsed.steps[4],
-            Step::Expect(Expectation {
-                what: Expected::Called {
-                    handler: "update_fn".into(),
-                    times: Some(1)
-                },
-                within: Duration::from_secs(2),
-            })
-        );
-        assert!(matches!(
-            &parsed.steps[0],
-            Step::Expect(Expectation { what: Expected::Object { target, .. }, within })
-                if target.namespace.is_none() && *within == DEFAULT_WITHIN
-        ));
-        assert!(matches!(
-            &parsed.steps[10],
-            Step::Expect(Expectation {
-                what: Expected::Healthy,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn a_missing_file_is_an_input_error_at_its_place() {
-        assert_eq!(
-            error("given:\n  - file: ../nowhere.yaml\nsteps:\n  - expect: healthy\n"),
-            "examples/minimal/tests/cases/hello.yaml:2:11: the file ../nowhere.yaml does not exist (relative to the case file)"
-        );
-        assert_eq!(
-            error("steps:\n  - apply: {file: gone.yaml}\n"),
-            "examples/minimal/tests/cases/hello.yaml:2:19: the file gone.yaml does not exist (relative to the case file)",
-            "apply steps too"
-        );
-    }
-
-    #[test]
-    fn errors_name_the_file_line_and_problem() {
-        let e = error("steps:\n  - advance: 60s\n  - aply: {file: x.yaml}\n");
-        assert!(
-            e.starts_with(
-                "examples/minimal/tests/cases/hello.yaml:3:5: steps[1]: unknown variant `aply`"
-            ),
-            "{e}"
-        );
-        let e = error("steps:\n  - advance: 60 parsecs\n");
-        assert!(
-            e.contains(":2:5:") && e.contains("expected a duration"),
-            "{e}"
-        );
-        let e = error("steps:\n  - delete: ex1\n");
-        assert!(e.contains(":2:5:") && e.contains("RESOURCE/NAME"), "{e}");
-        let e = error("steps:\n  - expect:\n      object: kex/a\n      gone: kex/b\n");
-        assert!(e.contains(":2:5:") && e.contains("exactly one of"), "{e}");
-        let e = error("steps:\n  - expect: {object: kex/a}\n");
-        assert!(e.contains("needs `matches`"), "{e}");
-        let e = error("steps:\n  - expect: {called: f, handler: g}\n");
-        assert!(e.contains("`handler` only goes with `log`"), "{e}");
-        let e = error("given:\n  - kind: Pod\nsteps:\n  - expect: healthy\n");
-        assert!(
-            e.contains(":2:3:") && e.contains("apiVersion, kind and metadata.name"),
-            "{e}"
-        );
-        let e = error("steps: []\n");
-        assert!(e.contains("no steps"), "{e}");
-        let e = error("stepz: []\n");
-        assert!(e.contains("unknown field `stepz`"), "{e}");
-        let e = error("steps:\n  - expect: happy\n");
-        assert!(e.contains("unknown expectation \"happy\""), "{e}");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("10"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_duration("-1s"), None);
-        assert_eq!(parse_duration("s"), None);
-        assert_eq!(parse_duration("5 days"), None);
-    }
-}
+mod tests;

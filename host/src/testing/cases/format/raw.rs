@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{DEFAULT_WITHIN, Expectation, Expected, NOT_CALLED_WITHIN, Source, Step, Target};
+use super::{
+    DEFAULT_WITHIN, Expectation, Expected, HandlerOutcome, NOT_CALLED_WITHIN, Source, Step, Target,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,7 +28,7 @@ impl<'de> Deserialize<'de> for Step {
         enum RawStep {
             Apply(Source),
             Patch(RawPatch),
-            Delete(RawTarget),
+            Delete(RawDelete),
             Advance(Seconds),
             Sleep(Seconds),
             Expect(RawExpect),
@@ -37,7 +39,7 @@ impl<'de> Deserialize<'de> for Step {
                 target: p.object.into_target(p.namespace),
                 merge: p.merge,
             },
-            RawStep::Delete(t) => Step::Delete(t.into_target(None)),
+            RawStep::Delete(d) => Step::Delete(d.0),
             RawStep::Advance(s) => Step::Advance(s.0),
             RawStep::Sleep(s) => Step::Sleep(s.0),
             RawStep::Expect(e) => Step::Expect(e.0),
@@ -154,6 +156,31 @@ impl<'de> Deserialize<'de> for RawTarget {
     }
 }
 
+/// `delete: RESOURCE/NAME`, or `delete: {object: RESOURCE/NAME, namespace: NS}`.
+struct RawDelete(Target);
+
+impl<'de> Deserialize<'de> for RawDelete {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct InNamespace {
+            object: RawTarget,
+            namespace: Option<String>,
+        }
+        let value = Value::deserialize(deserializer)?;
+        let target = if value.is_object() {
+            let given: InNamespace = serde_json::from_value(value).map_err(D::Error::custom)?;
+            given.object.into_target(given.namespace)
+        } else {
+            RawTarget::deserialize(value)
+                .map_err(D::Error::custom)?
+                .into_target(None)
+        };
+        Ok(RawDelete(target))
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPatch {
@@ -184,6 +211,7 @@ impl<'de> Deserialize<'de> for RawExpect {
             times: Option<usize>,
             not_called: Option<String>,
             log: Option<String>,
+            outcome: Option<HandlerOutcome>,
             handler: Option<String>,
             namespace: Option<String>,
             healthy: Option<bool>,
@@ -195,13 +223,13 @@ impl<'de> Deserialize<'de> for RawExpect {
         let fields: Fields = match Value::deserialize(deserializer)? {
             Value::String(word) if word == "healthy" => {
                 return Ok(RawExpect(Expectation {
-                    what: Expected::Healthy,
+                    what: Expected::Healthy(true),
                     within: DEFAULT_WITHIN,
                 }));
             }
             Value::String(word) => {
                 return Err(D::Error::custom(format!(
-                    "unknown expectation {word:?}: use `healthy`, or a map with one of object, gone, event, called, not-called, log"
+                    "unknown expectation {word:?}: use `healthy`, or a map with one of object, gone, event, called, not-called, log, outcome"
                 )));
             }
             map => serde_json::from_value(map).map_err(D::Error::custom)?,
@@ -213,11 +241,12 @@ impl<'de> Deserialize<'de> for RawExpect {
             fields.called.is_some(),
             fields.not_called.is_some(),
             fields.log.is_some(),
+            fields.outcome.is_some(),
             fields.healthy.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
             return Err(D::Error::custom(
-                "an expectation needs exactly one of: object, gone, event, called, not-called, log, healthy",
+                "an expectation needs exactly one of: object, gone, event, called, not-called, log, outcome, healthy",
             ));
         }
         let misplaced = |key: &str, subject: &str| {
@@ -228,11 +257,11 @@ impl<'de> Deserialize<'de> for RawExpect {
         if fields.matches.is_some() && fields.object.is_none() {
             return misplaced("matches", "object");
         }
-        if fields.times.is_some() && fields.called.is_none() {
-            return misplaced("times", "called");
+        if fields.times.is_some() && fields.called.is_none() && fields.outcome.is_none() {
+            return misplaced("times", "called` or `outcome");
         }
-        if fields.handler.is_some() && fields.log.is_none() {
-            return misplaced("handler", "log");
+        if fields.handler.is_some() && fields.log.is_none() && fields.outcome.is_none() {
+            return misplaced("handler", "log` or `outcome");
         }
         if (fields.event_type.is_some() || fields.reason.is_some() || fields.message.is_some())
             && fields.event.is_none()
@@ -271,8 +300,19 @@ impl<'de> Deserialize<'de> for RawExpect {
                 text,
                 handler: fields.handler,
             }
+        } else if let Some(outcome) = fields.outcome {
+            let Some(handler) = fields.handler else {
+                return Err(D::Error::custom(
+                    "`outcome` needs `handler`: the handler whose attempts ended so",
+                ));
+            };
+            Expected::Outcome {
+                handler,
+                outcome,
+                times: fields.times,
+            }
         } else {
-            Expected::Healthy
+            Expected::Healthy(fields.healthy.unwrap_or(true))
         };
         let default = if matches!(what, Expected::NotCalled(_)) {
             NOT_CALLED_WITHIN
@@ -283,5 +323,22 @@ impl<'de> Deserialize<'de> for RawExpect {
             what,
             within: fields.within.map_or(default, |s| s.0),
         }))
+    }
+}
+
+impl<'de> Deserialize<'de> for HandlerOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let word = String::deserialize(deserializer)?;
+        HandlerOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == word)
+            .ok_or_else(|| {
+                let words: Vec<&str> = HandlerOutcome::ALL.iter().map(|o| o.as_str()).collect();
+                D::Error::custom(format!(
+                    "unknown outcome {word:?}: expected one of {}",
+                    words.join(", ")
+                ))
+            })
     }
 }

@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::super::runner::{self, Written};
+use super::super::objects::{self, Written};
 use super::{
     Action, Address, address_of, describe, is_empty, namespace_of, strip_server_fields, text,
 };
@@ -80,7 +80,7 @@ impl Resources {
     ) -> Result<(Api<DynamicObject>, &Resource), String> {
         let resource = self.resource(&at.0)?;
         let namespace = at.1.as_deref().unwrap_or("default");
-        Ok((runner::api(client, resource, namespace), resource))
+        Ok((objects::api(client, resource, namespace), resource))
     }
 
     /// Creates an object as recorded, deleting it again if it was being deleted.
@@ -103,7 +103,7 @@ impl Resources {
             // Still there (held by finalizers): the operator must see the deletion.
             Ok(deleted) => Ok(deleted
                 .left()
-                .and_then(|o| runner::version_of(resource, &o))
+                .and_then(|o| objects::version_of(resource, &o))
                 .into_iter()
                 .collect()),
             // Already gone in the replay: the comparison will tell if that matters.
@@ -127,7 +127,7 @@ impl Resources {
             api.patch(&at.2, &params, &Patch::Merge(patch)).await
         };
         match sent {
-            Ok(object) => Ok(runner::version_of(resource, &object).into_iter().collect()),
+            Ok(object) => Ok(objects::version_of(resource, &object).into_iter().collect()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
             Err(e) => Err(format!("patching {}: {e}", describe(at))),
         }
@@ -173,13 +173,13 @@ pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<W
     }
     let mut fresh = strip_server_fields(body);
     let status = fresh.as_object_mut().and_then(|o| o.remove("status"));
-    let (resource, created) = runner::apply_object(client, &fresh).await?;
-    let mut written: Vec<Written> = runner::version_of(&resource, &created)
+    let (resource, created) = objects::apply_object(client, &fresh).await?;
+    let mut written: Vec<Written> = objects::version_of(&resource, &created)
         .into_iter()
         .collect();
     if let Some(status) = status.filter(|s| !is_empty(s)) {
         let name = text(body, "/metadata/name").unwrap_or_default();
-        let api = runner::api(client, &resource, namespace_of(body).unwrap_or("default"));
+        let api = objects::api(client, &resource, namespace_of(body).unwrap_or("default"));
         let patch = json!({ "status": status });
         let params = PatchParams::default();
         let patched = if resource.subresources.iter().any(|s| s == "status") {
@@ -188,7 +188,7 @@ pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<W
             api.patch(name, &params, &Patch::Merge(&patch)).await
         }
         .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
-        written.extend(runner::version_of(&resource, &patched));
+        written.extend(objects::version_of(&resource, &patched));
     }
     Ok(written)
 }

@@ -1,0 +1,216 @@
+//! Expectations: each looked at until it holds or its time is up; what the operator did
+//! comes from its journal, what it wrote from the cluster, its health from liveness.
+
+use std::time::Duration;
+
+use kube::Client;
+use serde_json::Value;
+
+use super::format::{Expectation, Expected, HandlerOutcome};
+use super::matching;
+use super::objects::{events_about, get};
+use crate::Journal;
+use crate::handlers::execution;
+use crate::health::Liveness;
+use crate::journal::Record;
+use crate::testing::RunningOperator;
+
+/// How often expectations look again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls until the expectation holds or its time is up.
+pub(super) async fn expect(
+    client: &Client,
+    running: &RunningOperator,
+    liveness: &Liveness,
+    expectation: &Expectation,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + expectation.within;
+    let journal = running.journal();
+    loop {
+        let check = check(client, running, liveness, journal, &expectation.what).await;
+        let last_chance = tokio::time::Instant::now() >= deadline;
+        match check {
+            // "not called" must hold for the whole time; everything else once.
+            Check::Holds if !matches!(expectation.what, Expected::NotCalled(_)) => return Ok(()),
+            Check::Holds if last_chance => return Ok(()),
+            Check::Broken(why) => return Err(why),
+            Check::NotYet(why) if last_chance => {
+                return Err(format!(
+                    "not so after {} s:\n{why}",
+                    expectation.within.as_secs_f64()
+                ));
+            }
+            _ => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+/// One look at an expectation.
+enum Check {
+    Holds,
+    /// Not yet: why not, for the report if time runs out.
+    NotYet(String),
+    /// Can never hold any more (a handler called too often, the operator gone).
+    Broken(String),
+}
+
+async fn check(
+    client: &Client,
+    running: &RunningOperator,
+    liveness: &Liveness,
+    journal: &Journal,
+    what: &Expected,
+) -> Check {
+    match what {
+        Expected::Object { target, matches } => match get(client, target).await {
+            Err(e) => Check::NotYet(e),
+            Ok(None) => Check::NotYet(format!("  - {target} does not exist\n")),
+            Ok(Some(object)) => {
+                let found = matching::mismatches(matches, &object);
+                if found.is_empty() {
+                    Check::Holds
+                } else {
+                    Check::NotYet(matching::report(&found))
+                }
+            }
+        },
+        Expected::Gone(target) => match get(client, target).await {
+            Err(e) => Check::NotYet(e),
+            Ok(None) => Check::Holds,
+            Ok(Some(object)) => Check::NotYet(format!(
+                "  - {target} still exists (finalizers: {})\n",
+                object["metadata"]["finalizers"]
+            )),
+        },
+        Expected::Event {
+            about,
+            event_type,
+            reason,
+            message,
+        } => match events_about(client, about).await {
+            Err(e) => Check::NotYet(e),
+            Ok(events) => {
+                let fits = |e: &Value| {
+                    let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
+                    event_type.as_deref().is_none_or(|t| field("type") == t)
+                        && reason.as_deref().is_none_or(|r| field("reason") == r)
+                        && message
+                            .as_deref()
+                            .is_none_or(|m| field("message").contains(m))
+                };
+                if events.iter().any(fits) {
+                    Check::Holds
+                } else {
+                    let seen: Vec<String> = events
+                        .iter()
+                        .map(|e| format!("  - {} {}: {}\n", e["type"], e["reason"], e["message"]))
+                        .collect();
+                    Check::NotYet(if seen.is_empty() {
+                        format!("  - no events about {about}\n")
+                    } else {
+                        format!("  events about {about}:\n{}", seen.concat())
+                    })
+                }
+            }
+        },
+        Expected::Called { handler, times } => {
+            let calls = calls_of(journal, handler);
+            match times {
+                None if calls > 0 => Check::Holds,
+                Some(n) if calls == *n => Check::Holds,
+                Some(n) if calls > *n => {
+                    Check::Broken(format!("{handler} was called {calls} times, expected {n}"))
+                }
+                _ => Check::NotYet(format!("  - {handler} was called {calls} times\n")),
+            }
+        }
+        Expected::NotCalled(handler) => match calls_of(journal, handler) {
+            0 => Check::Holds,
+            calls => Check::Broken(format!("{handler} was called {calls} times")),
+        },
+        Expected::Log { text, handler: who } => {
+            let about = |handler: &String| who.as_deref().is_none_or(|w| w == handler);
+            let found = journal.records().iter().any(|r| match r {
+                Record::GuestLog {
+                    handler, message, ..
+                }
+                | Record::HandlerFinished {
+                    handler, message, ..
+                } => about(handler) && message.contains(text.as_str()),
+                Record::HandlerFailed { handler, error, .. } => {
+                    about(handler) && error.contains(text.as_str())
+                }
+                _ => false,
+            });
+            if found {
+                Check::Holds
+            } else {
+                Check::NotYet(format!("  - no log line contains {text:?}\n"))
+            }
+        }
+        Expected::Outcome {
+            handler,
+            outcome,
+            times,
+        } => {
+            let ended = outcomes_of(journal, handler, *outcome);
+            match times {
+                None if ended > 0 => Check::Holds,
+                Some(n) if ended == *n => Check::Holds,
+                Some(n) if ended > *n => {
+                    Check::Broken(format!("{handler} {outcome} {ended} times, expected {n}"))
+                }
+                _ => Check::NotYet(format!("  - {handler} {outcome} {ended} times\n")),
+            }
+        }
+        Expected::Healthy(healthy) => {
+            if running.is_finished() {
+                return Check::Broken("the operator has exited".into());
+            }
+            match (liveness.check().await, healthy) {
+                (Ok(_), true) | (Err(_), false) => Check::Holds,
+                (Err(error), true) => Check::NotYet(format!("  - liveness fails: {error}\n")),
+                (Ok(results), false) => Check::NotYet(format!(
+                    "  - liveness succeeds: {}\n",
+                    Value::Object(results)
+                )),
+            }
+        }
+    }
+}
+
+/// How many attempts of `handler` ended with `outcome` (a give-up before an attempt is a
+/// permanent failure too).
+fn outcomes_of(journal: &Journal, handler: &str, outcome: HandlerOutcome) -> usize {
+    let verdict = match outcome {
+        HandlerOutcome::Succeeded => execution::Verdict::Success,
+        HandlerOutcome::FailedTemporarily => execution::Verdict::Retry,
+        HandlerOutcome::FailedPermanently => execution::Verdict::Failure,
+        HandlerOutcome::Ignored => execution::Verdict::Ignored,
+    }
+    .as_str();
+    journal
+        .records()
+        .iter()
+        .filter(|r| match r {
+            Record::HandlerFinished {
+                handler: h,
+                outcome: ended,
+                ..
+            } => h == handler && ended == verdict,
+            Record::HandlerGaveUp { handler: h, .. } => {
+                h == handler && outcome == HandlerOutcome::FailedPermanently
+            }
+            _ => false,
+        })
+        .count()
+}
+
+fn calls_of(journal: &Journal, handler: &str) -> usize {
+    journal
+        .records()
+        .iter()
+        .filter(|r| matches!(r, Record::HandlerCalled { handler: h, .. } if h == handler))
+        .count()
+}

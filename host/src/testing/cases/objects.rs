@@ -1,0 +1,137 @@
+//! The cluster side of cases: the objects a case creates, patches, reads and deletes,
+//! through the same client the host uses, and the Events posted about them.
+
+use std::path::Path;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::Value;
+
+use super::format::{Source, Target};
+use crate::cluster::{Resource, find_kind, find_resource};
+
+/// An object the case wrote: its resource (key), uid and resourceVersion.
+pub(super) type Written = (String, String, String);
+
+/// What the runner remembers of a write: the resource, the object's uid and version.
+pub(super) fn version_of(resource: &Resource, object: &DynamicObject) -> Option<Written> {
+    Some((
+        resource.key(),
+        object.metadata.uid.clone()?,
+        object.metadata.resource_version.clone()?,
+    ))
+}
+
+/// Creates the objects of a source, or merges them into existing ones; returns their
+/// uids and resourceVersions.
+pub(super) async fn apply(client: &Client, source: &Source) -> Result<Vec<Written>, String> {
+    let objects = match source {
+        Source::Object(object) => vec![object.clone()],
+        Source::File(path) => read_manifests(path)?,
+    };
+    let mut written = Vec::new();
+    for object in objects {
+        let (resource, applied) = apply_object(client, &object).await?;
+        written.extend(version_of(&resource, &applied));
+    }
+    Ok(written)
+}
+
+fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value = Value::deserialize(document)
+            .map_err(|e| format!("{} is not valid YAML: {e}", path.display()))?;
+        if !value.is_null() {
+            objects.push(value);
+        }
+    }
+    Ok(objects)
+}
+
+pub(super) async fn apply_object(
+    client: &Client,
+    object: &Value,
+) -> Result<(Resource, DynamicObject), String> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let (Some(api_version), Some(kind), Some(name)) =
+        (text("/apiVersion"), text("/kind"), text("/metadata/name"))
+    else {
+        return Err("an object needs apiVersion, kind and metadata.name".into());
+    };
+    let resource = find_kind(client, api_version, kind).await?;
+    let namespace = text("/metadata/namespace").unwrap_or("default");
+    let api = api(client, &resource, namespace);
+    let typed: DynamicObject =
+        serde_json::from_value(object.clone()).map_err(|e| format!("{kind}/{name}: {e}"))?;
+    let applied = match api.create(&PostParams::default(), &typed).await {
+        Ok(created) => Ok(created),
+        Err(kube::Error::Api(status)) if status.code == 409 => api
+            .patch(name, &PatchParams::default(), &Patch::Merge(object))
+            .await
+            .map_err(|e| format!("{kind}/{name}: {e}")),
+        Err(e) => Err(format!("{kind}/{name}: {e}")),
+    };
+    applied.map(|object| (resource, object))
+}
+
+pub(super) fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
+    let ar = resource.api_resource();
+    if resource.namespaced {
+        Api::namespaced_with(client.clone(), namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    }
+}
+
+pub(super) async fn api_for(
+    client: &Client,
+    target: &Target,
+) -> Result<(Api<DynamicObject>, Resource), String> {
+    let resource = find_resource(client, &target.resource).await?;
+    Ok((
+        api(client, &resource, target.namespace_or_default()),
+        resource,
+    ))
+}
+
+pub(super) async fn get(client: &Client, target: &Target) -> Result<Option<Value>, String> {
+    let (api, _) = api_for(client, target).await?;
+    let object = api.get_opt(&target.name).await.map_err(|e| e.to_string())?;
+    Ok(object.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
+}
+
+pub(super) async fn events_about(client: &Client, target: &Target) -> Result<Vec<Value>, String> {
+    let resource = find_resource(client, &target.resource).await?;
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        if resource.namespaced {
+            target.namespace_or_default()
+        } else {
+            "default"
+        },
+        &kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Event".into(),
+            plural: "events".into(),
+        },
+    );
+    let list = events
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .filter(|e| {
+            e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(&target.name)
+                && e.pointer("/involvedObject/kind").and_then(Value::as_str) == Some(&resource.kind)
+        })
+        .collect())
+}
