@@ -39,7 +39,7 @@
 //! # assert!(kapsel::testing::api::get("v1", "Service", Some("ns"), "ex").is_some());
 //! ```
 //!
-//! The functions at the crate root ([`adopt`](crate::adopt), [`label`](crate::label),
+//! The functions of this module, also at the crate root ([`adopt`], [`label`],
 //! ...) apply Kopf's defaults; [`Options`] holds Kopf's keyword arguments (`forced`,
 //! `strict`, `nested`, `controller`, `block_owner_deletion`) for the same operations.
 //! Each takes one object or many ([`Objects`]) and the owner's body (usually
