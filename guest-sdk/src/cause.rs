@@ -276,6 +276,36 @@ impl Cause {
         T::deserialize(self.spec())
     }
 
+    /// The whole object as your own type, or as a typed Kubernetes object (a
+    /// `k8s_openapi::api::apps::v1::Deployment`: see `examples/typed` for what
+    /// that costs a guest).
+    ///
+    /// ```
+    /// # use kapsel::serde::Deserialize;
+    /// #[derive(Deserialize)]
+    /// # #[serde(crate = "kapsel::serde")]
+    /// struct Object { kind: String, spec: Spec }
+    /// #[derive(Deserialize)]
+    /// # #[serde(crate = "kapsel::serde")]
+    /// struct Spec { replicas: u32 }
+    ///
+    /// fn replicas(cause: &kapsel::Cause) -> kapsel::Result<u32> {
+    ///     let object: Object = cause.body_as()?;
+    ///     Ok(object.spec.replicas)
+    /// }
+    /// # let cause = kapsel::testing::cause()
+    /// #     .body(kapsel::json!({"kind": "Deployment", "spec": {"replicas": 3}})).build();
+    /// # assert_eq!(replicas(&cause), Ok(3));
+    /// # let cause = kapsel::testing::cause().body(kapsel::json!({"kind": "Deployment"})).build();
+    /// # assert!(replicas(&cause).is_err());
+    /// ```
+    ///
+    /// # Errors
+    /// The object does not fit the type (as for [`spec_as`](Self::spec_as)).
+    pub fn body_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.body)
+    }
+
     fn meta_str(&self, key: &str) -> Option<&str> {
         self.meta().get(key).and_then(Value::as_str)
     }

@@ -105,6 +105,13 @@
 //!
 //! Verbs: `get`, `list`, `watch`, `create`, `patch`, `delete`.
 //!
+//! # Children
+//!
+//! [`adopt`] makes an object the handler creates a child of the handler's object
+//! (owner reference, namespace, name, labels), as `kopf.adopt` does; its parts are
+//! [`append_owner_reference`], [`remove_owner_reference`], [`harmonize_naming`],
+//! [`adjust_namespace`] and [`label`]. See [`hierarchies`].
+//!
 //! # Testing
 //!
 //! Native `cargo test` of a guest calls the handler functions directly, with a
@@ -131,6 +138,7 @@ pub mod events;
     reason = "`export!` emits the component's `extern \"C\"` exports"
 )]
 mod guest;
+pub mod hierarchies;
 mod host;
 pub mod index;
 mod log;
@@ -150,6 +158,11 @@ mod time;
 pub use cause::{Cause, EventType, HandlerKind, Reason, Resource};
 pub use diff::{DiffItem, DiffOp};
 pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, TemporaryError};
+/// Kopf's `kopf.adopt` and its parts, at the crate root as Kopf has them.
+pub use hierarchies::{
+    adjust_namespace, adopt, append_owner_reference, build_owner_reference, harmonize_naming,
+    label, remove_owner_reference,
+};
 #[doc(inline)]
 pub use kapsel_sdk_macros::index;
 #[doc(inline)]
