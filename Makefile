@@ -43,10 +43,6 @@ cases: setup guests
 	    [ -d "$$dir/tests/cases" ] || { echo "$$dir has no tests/cases" >&2; exit 1; }; \
 	    $(TARGET_DIR)/debug/kapsel test -q $(GUEST_DIR)/$$name.wasm "$$dir/tests/cases" || exit 1; \
 	done
-	@# The guest template's cases, against the guest the SDK's standalone test made from
-	@# it outside the workspace (a warm run of that test builds little).
-	$(CARGO) test -q -p kapsel-sdk --test standalone
-	$(TARGET_DIR)/debug/kapsel test -q $(TARGET_DIR)/tmp/kapsel-guest-template.wasm templates/guest/files/tests/cases
 
 test: fmt clippy unit cases
 

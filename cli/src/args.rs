@@ -65,6 +65,28 @@ pub(crate) enum Command {
     Test(TestArgs),
     /// Print the RBAC manifests the guests need (resolved on the current cluster).
     Rbac(RbacArgs),
+    /// Make a new guest crate: a handler, its native test, a case file, a CRD, a README.
+    New(NewArgs),
+}
+
+/// `kapsel new PATH`: a guest crate in a new folder, from the template.
+#[derive(Debug, Args)]
+pub(crate) struct NewArgs {
+    /// The folder to make (it may exist if empty); outside any cargo workspace.
+    pub(crate) path: PathBuf,
+    /// The crate's name (default: the folder's name).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// The folder of the SDK's crate to depend on (default: the guest-sdk of the Kapsel
+    /// checkout this binary was built from).
+    #[arg(long, value_name = "PATH", conflicts_with = "sdk_git")]
+    pub(crate) sdk: Option<PathBuf>,
+    /// A git repository of Kapsel to take the SDK from instead.
+    #[arg(long, value_name = "URL")]
+    pub(crate) sdk_git: Option<String>,
+    /// The branch, tag or commit of --sdk-git.
+    #[arg(long, value_name = "REV", requires = "sdk_git")]
+    pub(crate) sdk_rev: Option<String>,
 }
 
 /// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, as YAML.

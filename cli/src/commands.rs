@@ -6,7 +6,10 @@ use std::time::Duration;
 use clap::Parser;
 use kapsel_host::{Freezer, Operator, error_chain};
 
-use crate::args::{Cli, Command, DevClusterArgs, Logging, PeerRecordArgs, RunArgs, RunPeeringArgs};
+use crate::args::{
+    Cli, Command, DevClusterArgs, Logging, NewArgs, PeerRecordArgs, RunArgs, RunPeeringArgs,
+};
+use crate::scaffold::{self, Sdk};
 
 /// A command's failure, with the exit code it should end the process with.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +101,7 @@ impl Cli {
                 print!("{text}");
                 Ok(())
             }
+            Command::New(args) => new_guest(&args),
             Command::Test(args) => {
                 let request = kapsel_host::testing::TestRequest::new(args.guest)
                     .cases(&args.cases)
@@ -311,4 +315,54 @@ async fn client_from_kubeconfig(path: &std::path::Path) -> Result<kube::Client, 
 
 fn default_kubeconfig_path() -> PathBuf {
     PathBuf::from(".kapsel").join("kubeconfig")
+}
+
+/// `kapsel new`: makes the crate and says what to do next.
+fn new_guest(args: &NewArgs) -> Result<(), CliError> {
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => std::path::absolute(&args.path)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default(),
+    };
+    let sdk = match (&args.sdk, &args.sdk_git) {
+        (Some(path), _) => {
+            let path = path.canonicalize().map_err(|e| {
+                CliError::new(format!("--sdk {}: {e}", path.display()), 2)
+            })?;
+            if !path.join("Cargo.toml").is_file() {
+                return Err(CliError::new(
+                    format!("--sdk {}: no Cargo.toml there (the SDK is the guest-sdk folder of a Kapsel checkout)", path.display()),
+                    2,
+                ));
+            }
+            Sdk::Path(path)
+        }
+        (None, Some(url)) => Sdk::Git {
+            url: url.clone(),
+            rev: args.sdk_rev.clone(),
+        },
+        (None, None) => Sdk::built_from().ok_or_else(|| {
+            CliError::new(
+                "the SDK this kapsel was built from is gone: say where it is, with --sdk PATH (a Kapsel checkout's guest-sdk folder) or --sdk-git URL",
+                2,
+            )
+        })?,
+    };
+    let written =
+        scaffold::create(&args.path, &name, &sdk).map_err(|e| CliError::new(e.to_string(), 2))?;
+    let folder = args.path.display();
+    println!("Made the guest crate {name} in {folder}:");
+    for path in &written {
+        println!("  {}", path.display());
+    }
+    let wasm = format!(
+        "target/wasm32-wasip2/release/{}.wasm",
+        name.replace('-', "_")
+    );
+    println!(
+        "\nNext:\n  cd {folder}\n  cargo test\n  cargo build --release --target wasm32-wasip2\n  kapsel test {wasm} tests/cases/"
+    );
+    Ok(())
 }

@@ -1,15 +1,17 @@
-//! The `kapsel` command (`run`, `dev-cluster`, `test`, `inspect`, `rbac`, `freeze`,
-//! `resume`) as a library: the binary adds only the process's signals ([`main`]), and
+//! The `kapsel` command (`run`, `dev-cluster`, `test`, `inspect`, `rbac`, `new`,
+//! `freeze`, `resume`) as a library: the binary adds only the process's signals ([`main`]), and
 //! [`Runner`] runs the same command lines in-process for tests (Kopf's `KopfRunner`).
 //!
 //! Modules, one job each: `args` (the command line as clap parses it), `commands` (what
 //! each command does and its exit code), `telemetry` (Kopf's log formats), `runner`
-//! ([`Runner`]) and `capture` (a runner's log lines, per thread).
+//! ([`Runner`]), `capture` (a runner's log lines, per thread) and `scaffold` (`kapsel
+//! new`: the guest template, carried in the binary).
 
 mod args;
 mod capture;
 mod commands;
 mod runner;
+mod scaffold;
 mod telemetry;
 
 use std::future::Future;

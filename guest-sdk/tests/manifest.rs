@@ -1,5 +1,5 @@
 //! The SDK's two manifests inherit nothing from the workspace (so that the crates
-//! build outside it, `standalone.rs`), yet say what the workspace says: the same
+//! build outside it, `cli/tests/new_guest.rs`), yet say what the workspace says: the same
 //! package fields, the same lint levels, the same dependency versions.
 
 use std::collections::BTreeMap;

@@ -1,18 +1,13 @@
-//! The SDK outside this repository: a guest made from the template
-//! (`templates/guest`, as `kapsel new` makes one) in a fresh directory outside the
-//! workspace, against a copy of the SDK's crates and the WIT outside it too, passes
-//! its native test and builds for wasm32-wasip2.
+//! `kapsel new`, as a new user runs it: a guest crate made outside the workspace against
+//! a copy of the SDK's crates and the WIT (outside it too), whose native test passes,
+//! which builds for wasm32-wasip2, and whose case file passes under `kapsel test`.
 //!
 //! A copy rather than a path into the repository: from there cargo would find the
 //! repository's workspace and let the SDK inherit from it, so the test could not
 //! tell whether the crates build on their own. The workspace's `Cargo.lock` goes
 //! with the guest, so that it builds with the versions the workspace is tested with
 //! (and without asking the registry for anything new).
-//!
-//! The component is left at `target/tmp/kapsel-guest-template.wasm` for `make cases`,
-//! which runs the template's case files against it.
 
-use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,36 +34,6 @@ fn copy_tree(from: &Path, to: &Path, with_tests: bool) {
             std::fs::copy(&path, to.join(name)).expect("a copy");
         }
     }
-}
-
-/// The template's files: every file under `templates/guest/files`, by relative path
-/// with a trailing `.tmpl` dropped, with `{{key}}` replaced by each value.
-fn instantiate(values: &BTreeMap<&str, String>) -> BTreeMap<PathBuf, String> {
-    fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("the template") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                walk(&path, root, found);
-            } else {
-                found.push(path.strip_prefix(root).expect("inside").to_owned());
-            }
-        }
-    }
-    let root = repository().join("templates/guest/files");
-    let mut files = Vec::new();
-    walk(&root, &root, &mut files);
-    files
-        .into_iter()
-        .map(|relative| {
-            let mut text = std::fs::read_to_string(root.join(&relative)).expect("a text file");
-            for (key, value) in values {
-                text = text.replace(&format!("{{{{{key}}}}}"), value);
-            }
-            let name = relative.to_string_lossy();
-            let target = PathBuf::from(name.strip_suffix(".tmpl").unwrap_or(&name));
-            (target, text)
-        })
-        .collect()
 }
 
 /// `cargo ARGS` in `dir` with its own target dir, untouched by the settings of the
@@ -104,12 +69,12 @@ fn cargo(dir: &Path, target: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-fn a_guest_from_the_template_builds_outside_the_workspace() {
+fn a_new_guest_builds_and_passes_its_case_outside_the_workspace() {
     let repository = repository();
     // One folder per checkout (two worktrees may run this at once), made afresh.
     let mut hasher = DefaultHasher::new();
     repository.hash(&mut hasher);
-    let root = std::env::temp_dir().join(format!("kapsel-standalone-{:016x}", hasher.finish()));
+    let root = std::env::temp_dir().join(format!("kapsel-new-{:016x}", hasher.finish()));
     let _ = std::fs::remove_dir_all(&root);
     let (sdk, guest) = (root.join("kapsel/guest-sdk"), root.join("my-operator"));
     assert!(
@@ -121,17 +86,23 @@ fn a_guest_from_the_template_builds_outside_the_workspace() {
     copy_tree(&repository.join("guest-sdk"), &sdk, false);
     copy_tree(&repository.join("wit"), &root.join("kapsel/wit"), true);
 
-    let values = BTreeMap::from([
-        ("name", "my-operator".to_owned()),
-        ("lib_name", "my_operator".to_owned()),
-        ("sdk", format!("{{ path = '{}' }}", sdk.display())),
-    ]);
-    for (relative, text) in instantiate(&values) {
-        assert!(!text.contains("{{"), "{relative:?}: a placeholder is left");
-        let path = guest.join(&relative);
-        std::fs::create_dir_all(path.parent().expect("a folder")).expect("a folder");
-        std::fs::write(path, text).expect("a file");
-    }
+    let kapsel = env!("CARGO_BIN_EXE_kapsel");
+    let made = Command::new(kapsel)
+        .arg("new")
+        .arg(&guest)
+        .arg("--sdk")
+        .arg(&sdk)
+        .output()
+        .expect("kapsel runs");
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(
+        made.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(said.contains("Made the guest crate my-operator"), "{said}");
+    let manifest = std::fs::read_to_string(guest.join("Cargo.toml")).expect("a manifest");
+    assert!(manifest.contains("name = \"my-operator\""), "{manifest}");
     std::fs::copy(repository.join("Cargo.lock"), guest.join("Cargo.lock")).expect("the lock");
 
     // Its own target dir, kept between runs so that a warm run builds little.
@@ -156,7 +127,19 @@ fn a_guest_from_the_template_builds_outside_the_workspace() {
         Some(&b"\0asm\x0d\x00\x01\x00"[..]),
         "not a component"
     );
-    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kapsel-guest-template.wasm");
-    std::fs::copy(&wasm, kept).expect("a copy for make cases");
+    // The case file it came with passes, run as its README says.
+    let tested = Command::new(kapsel)
+        .arg("test")
+        .arg(&wasm)
+        .arg("tests/cases/")
+        .current_dir(&guest)
+        .output()
+        .expect("kapsel runs");
+    let report = String::from_utf8_lossy(&tested.stdout);
+    assert!(
+        tested.status.success() && report.contains("1 passed, 0 failed"),
+        "{report}{}",
+        String::from_utf8_lossy(&tested.stderr)
+    );
     std::fs::remove_dir_all(&root).expect("clean up");
 }
