@@ -60,6 +60,8 @@ pub struct RequestMatcher {
     pub plural: Option<String>,
     /// The API group ("" for core).
     pub group: Option<String>,
+    /// The subresource (`status`, `scale`, ...), "" for the object itself.
+    pub subresource: Option<String>,
 }
 
 impl RequestMatcher {
@@ -89,10 +91,22 @@ impl RequestMatcher {
         self
     }
 
+    /// Only requests for this subresource (`status`), or with "" only requests for
+    /// objects themselves (a patch of the object, not of its `/status`).
+    #[must_use]
+    pub fn subresource(mut self, subresource: impl Into<String>) -> Self {
+        self.subresource = Some(subresource.into());
+        self
+    }
+
     fn matches(&self, req: &RequestInfo<'_>) -> bool {
         self.verb.as_deref().is_none_or(|v| v == req.verb)
             && self.plural.as_deref().is_none_or(|p| Some(p) == req.plural)
             && self.group.as_deref().is_none_or(|g| Some(g) == req.group)
+            && self
+                .subresource
+                .as_deref()
+                .is_none_or(|s| s == req.subresource.unwrap_or_default())
     }
 }
 
@@ -104,6 +118,8 @@ pub(crate) struct RequestInfo<'a> {
     pub(crate) group: Option<&'a str>,
     /// The object's name, for requests about one object.
     pub(crate) name: Option<&'a str>,
+    /// The subresource, if the request is for one.
+    pub(crate) subresource: Option<&'a str>,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +145,11 @@ impl FaultTable {
     /// Answers the next `n` requests that `matcher` matches with `fault`.
     pub(crate) fn push(&self, n: usize, matcher: RequestMatcher, fault: Fault) {
         self.table().rules.push((n, matcher, fault));
+    }
+
+    /// Forgets the rules not served yet.
+    pub(crate) fn clear(&self) {
+        self.table().rules.clear();
     }
 
     /// How many injected failures still wait for a matching request.

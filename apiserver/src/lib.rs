@@ -88,6 +88,11 @@ impl Faults {
         self.shared.faults.push(n, matcher, fault);
     }
 
+    /// Forgets the injected failures not served yet.
+    pub fn clear(&self) {
+        self.shared.faults.clear();
+    }
+
     /// How many injected failures are still waiting for a matching request: lets a
     /// test wait until a fault has been served before acting on its consequences.
     pub fn unserved(&self) -> usize {

@@ -129,12 +129,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             plural: Some(p.plural.as_str()),
             group: Some(p.group.as_str()),
             name: p.name.as_deref(),
+            subresource: p.sub.as_deref(),
         },
         _ => RequestInfo {
             verb: "get",
             plural: None,
             group: None,
             name: None,
+            subresource: None,
         },
     };
     if let Some(d) = shared.faults.delay() {
