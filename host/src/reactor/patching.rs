@@ -1,8 +1,15 @@
 //! Sending a cycle's patch to the API server (KOPF.md §4.7, §5.5).
 //!
-//! One merge-patch of the object, one of `/status` when the resource has a status
-//! subresource, then the finalizer change as a JSON patch guarded by a
-//! `resourceVersion` test against the freshest body (the merge-patch's response).
+//! One merge-patch of `/status` when the resource has a status subresource, then one of
+//! the object, then the finalizer change as a JSON patch guarded by a `resourceVersion`
+//! test against the freshest body (the merge-patch's response).
+//!
+//! Status first, unlike Kopf: the object's patch carries what says a cause was handled
+//! (the diff-base, the purged progress), `/status` the handlers' results. Were the
+//! object patched first, a crash between the two writes would leave the cause handled
+//! and its results never written (nothing would run the handler again). This way the
+//! crash leaves the results written and the cause unhandled: the handler runs again
+//! after the restart (at least once, as Kopf promises) and nothing is lost.
 //! Every request is retried as Kopf retries API requests (`cluster::retried`); a 404
 //! means the object is gone.
 
@@ -50,9 +57,14 @@ pub(crate) enum Applied {
     Done(Option<Value>),
     /// The object is gone (404): nothing more to do for it.
     Gone,
-    /// The merge-patches were applied but the finalizer change was refused (422: the
-    /// object changed meanwhile); it should be retried in the next cycle.
-    FinalizerRefused(Option<Value>),
+    /// The merge-patches were applied (`fresh`: the body they produced, if any was sent)
+    /// but the finalizer change was refused (422: the object changed meanwhile); it
+    /// should be retried in the next cycle.
+    FinalizerRefused {
+        fresh: Option<Value>,
+        /// The refusal, when the API server refused it.
+        error: Option<RequestError>,
+    },
 }
 
 /// Sends patches to the API server, and tells the recording what they produced.
@@ -63,7 +75,7 @@ pub(crate) struct Patcher {
 }
 
 impl Patcher {
-    /// Sends the patch: object merge-patch, `/status` merge-patch, finalizer JSON patch.
+    /// Sends the patch: `/status` merge-patch, object merge-patch, finalizer JSON patch.
     pub(crate) async fn apply(
         &self,
         target: Target<'_>,
@@ -94,7 +106,8 @@ async fn apply(
     let status_subresource = target.resource.subresources.iter().any(|s| s == "status");
     let (main, status) = patch.merge_patches(status_subresource);
     let mut freshest: Option<Value> = None;
-    for (part, is_status) in [(main, false), (status, true)] {
+    // The results before the record that the cause was handled: see the module's docs.
+    for (part, is_status) in [(status, true), (main, false)] {
         let Some(part) = part else { continue };
         let what = if is_status {
             "patching the status"
@@ -133,7 +146,12 @@ async fn apply(
     let ops: json_patch::Patch = match serde_json::from_value(ops) {
         Ok(ops) => ops,
         // Our own patch shapes always parse; refusing here is safer than panicking.
-        Err(_) => return Ok(Applied::FinalizerRefused(freshest)),
+        Err(_) => {
+            return Ok(Applied::FinalizerRefused {
+                fresh: freshest,
+                error: None,
+            });
+        }
     };
     let sent = retried("patching the finalizers", || async {
         api.patch(
@@ -151,7 +169,10 @@ async fn apply(
             Ok(Applied::Done(Some(response)))
         }
         Err(e) if e.status() == Some(404) => Ok(Applied::Gone),
-        Err(e) if e.status() == Some(422) => Ok(Applied::FinalizerRefused(freshest)),
+        Err(e) if e.status() == Some(422) => Ok(Applied::FinalizerRefused {
+            fresh: freshest,
+            error: Some(e),
+        }),
         Err(e) => Err(e),
     }
 }
