@@ -8,6 +8,7 @@ mod cases;
 mod changes;
 mod embedding;
 mod events;
+mod faults;
 mod filters;
 mod finalizers;
 mod guest_api;

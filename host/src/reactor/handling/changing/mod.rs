@@ -376,7 +376,17 @@ impl Changing {
                 return Ok(false);
             }
             Applied::Done(fresh) => (fresh, false),
-            Applied::FinalizerRefused(fresh) => (fresh, true),
+            Applied::FinalizerRefused {
+                fresh: None,
+                error: Some(error),
+            } => {
+                // Nothing of ours was written, so no event of ours will come to run the
+                // next cycle: an error, so that the event is tried again after a while
+                // unless a newer one (the change the refusal hints at) comes first.
+                memory.state().carried_finalizer = patch.finalizer.clone();
+                return Err(error);
+            }
+            Applied::FinalizerRefused { fresh, .. } => (fresh, true),
         };
         let mut state = memory.state();
         if releasing && !refused {
