@@ -265,12 +265,16 @@ pub(crate) fn decide<T>(
 
 /// A delay in seconds from a guest, if it is a usable duration; else Kopf's default.
 pub(crate) fn usable_delay(seconds: f64) -> f64 {
-    if seconds.is_finite() && seconds >= 0.0 && Duration::try_from_secs_f64(seconds).is_ok() {
-        seconds
+    if seconds.is_finite() && seconds >= 0.0 {
+        seconds.min(LONGEST_DELAY)
     } else {
         DEFAULT_RETRY_DELAY
     }
 }
+
+/// The longest delay a handler gets, in seconds (a year): longer ones mean "not soon",
+/// and beyond some thousands of years they would not fit a timestamp at all.
+pub(crate) const LONGEST_DELAY: f64 = 366.0 * 24.0 * 3600.0;
 
 /// What one call of a handler produced.
 #[derive(Debug)]
@@ -562,5 +566,6 @@ mod tests {
         assert_eq!(usable_delay(-1.0), DEFAULT_RETRY_DELAY);
         assert_eq!(usable_delay(f64::NAN), DEFAULT_RETRY_DELAY);
         assert_eq!(usable_delay(f64::INFINITY), DEFAULT_RETRY_DELAY);
+        assert_eq!(usable_delay(1e15), LONGEST_DELAY);
     }
 }

@@ -17,7 +17,7 @@ use super::causes::{ChangingCause, capitalize, title};
 use super::essence::DiffBaseStorage;
 use super::patch::Patch;
 use super::progress::{HandlerState, ProgressStorage, seconds};
-use crate::handlers::execution::Outcome;
+use crate::handlers::execution::{Outcome, usable_delay};
 use crate::pyformat::py_eq;
 
 /// Which of the awakened handlers run in one cycle (Kopf's `kopf.lifecycles`).
@@ -334,10 +334,12 @@ fn apply_outcome(s: &mut HandlerState, outcome: &Outcome, now: DateTime<Utc>) {
     s.stopped = s.stopped.or(outcome.is_final.then_some(now));
     #[expect(
         clippy::cast_possible_truncation,
-        reason = "delays are seconds, far below the i64 µs range"
+        reason = "usable delays are at most a year, far below the i64 µs range"
     )]
-    let delay = |d: f64| chrono::TimeDelta::microseconds((d * 1e6) as i64);
-    s.delayed = outcome.delay.map(|d| now + delay(d));
+    let delay = |d: f64| chrono::TimeDelta::microseconds((usable_delay(d) * 1e6) as i64);
+    s.delayed = outcome
+        .delay
+        .map(|d| now.checked_add_signed(delay(d)).unwrap_or(DateTime::<Utc>::MAX_UTC));
     s.success = outcome.is_final && outcome.error.is_none();
     s.failure = outcome.is_final && outcome.error.is_some();
     s.retries += 1;
