@@ -89,15 +89,7 @@ impl Cli {
                 let text =
                     kapsel_host::rbac(&args.guests, client, &args.service_account, &args.namespace)
                         .await
-                        .map_err(|e| {
-                            // A guest that cannot be loaded is an input error.
-                            let code = if matches!(e, kapsel_host::Error::NoGuests(_)) {
-                                2
-                            } else {
-                                1
-                            };
-                            CliError::new(error_chain(&e), code)
-                        })?;
+                        .map_err(|e| host_error(&e))?;
                 print!("{text}");
                 Ok(())
             }
@@ -204,7 +196,18 @@ async fn run(
             error_chain(&error)
         );
     }
-    result.map_err(|e| CliError::new(error_chain(&e), 1))
+    result.map_err(|e| host_error(&e))
+}
+
+/// A host error as the command reports it: a guest that cannot be loaded is an input
+/// error (exit 2), anything else a failure (exit 1).
+fn host_error(error: &kapsel_host::Error) -> CliError {
+    let code = if matches!(error, kapsel_host::Error::NoGuests(_)) {
+        2
+    } else {
+        1
+    };
+    CliError::new(error_chain(error), code)
 }
 
 /// Applies `run`'s peering flags: `--dev` wins over `--priority`, as in Kopf.
