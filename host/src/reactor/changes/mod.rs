@@ -25,6 +25,8 @@ mod lifecycle;
 mod patch;
 mod progress;
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod scenario;
 
 use std::time::Duration;

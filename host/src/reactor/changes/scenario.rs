@@ -53,16 +53,18 @@ fn handlers() -> Vec<ChangingHandler> {
 }
 
 /// What one cycle produced.
-struct Step {
-    patch: Patch,
-    json_patch: Option<Value>,
-    log: Vec<String>,
-    ran: Vec<String>,
+pub(super) struct Step {
+    pub(super) patch: Patch,
+    /// What the diff-base and progress storages could not read.
+    pub(super) warnings: Vec<String>,
+    pub(super) json_patch: Option<Value>,
+    pub(super) log: Vec<String>,
+    pub(super) ran: Vec<String>,
     wakeup: Wakeup,
 }
 
 /// RFC 7386 merge-patch, as the API server applies it.
-fn merge(target: &mut Value, patch: &Value) {
+pub(super) fn merge(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;
@@ -81,8 +83,22 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-/// One processing cycle of the per-object pipeline, with the guest replaced by `invoke`.
+/// One processing cycle of the per-object pipeline, with the guest replaced by `invoke`;
+/// the body is well-formed (the storages read it without warnings).
 fn step(
+    body: &mut Value,
+    now: DateTime<Utc>,
+    initial: bool,
+    invoke: &mut dyn FnMut(&str, &ChangingCause, &ChangingHandler) -> Attempt,
+) -> Step {
+    let step = step_with(&handlers(), body, now, initial, invoke);
+    assert!(step.warnings.is_empty(), "{:?}", step.warnings);
+    step
+}
+
+/// One processing cycle of `handlers` on whatever the body holds.
+pub(super) fn step_with(
+    handlers: &[ChangingHandler],
     body: &mut Value,
     now: DateTime<Utc>,
     initial: bool,
@@ -90,22 +106,20 @@ fn step(
 ) -> Step {
     let settings = ChangeSettings::default();
     let (progress, diffbase, keys) = (settings.progress(), settings.diffbase(), settings.keys());
-    let handlers = handlers();
     let owned: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
     let extra: Vec<Vec<String>> = handlers.iter().filter_map(|h| h.field.clone()).collect();
     let mut never = |_: &ChangingHandler, _: CallbackSlot<'_>, _: Option<&Value>| false;
 
     let (old, warnings) = diffbase.fetch(body);
-    assert!(warnings.is_empty());
     let new = diffbase.build(body, &extra);
     let cause = detect_cause(false, body, &settings.finalizer, old, new, initial);
-    let selected: Vec<String> = select_handlers(&handlers, &cause, body, &mut never)
+    let selected: Vec<String> = select_handlers(handlers, &cause, body, &mut never)
         .into_iter()
         .map(|i| handlers[i].id.clone())
         .collect();
     let mut patch = Patch::default();
     let (mut log, mut ran, mut delays) = (Vec::new(), Vec::new(), Vec::new());
-    let required = changing_requires_finalizer(&handlers, &cause, body, &mut never);
+    let required = changing_requires_finalizer(handlers, &cause, body, &mut never);
     match finalizer_decision(body, &settings.finalizer, required) {
         FinalizerDecision::Add => {
             patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()))
@@ -162,23 +176,15 @@ fn step(
     for part in [main, status].into_iter().flatten() {
         merge(body, &part);
     }
-    if let Some(Value::Array(ops)) = &json_patch {
-        let meta = body.get_mut("metadata").expect("metadata");
-        for op in ops.iter().skip(1) {
-            match (op["op"].as_str(), op["path"].as_str()) {
-                (Some("add"), Some("/metadata/finalizers")) => {
-                    meta["finalizers"] = op["value"].clone()
-                }
-                (Some("remove"), Some("/metadata/finalizers")) => {
-                    meta.as_object_mut().map(|m| m.shift_remove("finalizers"));
-                }
-                other => panic!("unexpected op {other:?}"),
-            }
-        }
+    if let Some(ops) = &json_patch {
+        // As the API server applies it: the `test` of the resourceVersion included.
+        let ops: json_patch::Patch = serde_json::from_value(ops.clone()).expect("a JSON patch");
+        json_patch::patch(body, &ops).expect("our JSON patch applies to the body it is for");
     }
     let wakeup = after_patch(!patch.is_empty(), &delays);
     Step {
         patch,
+        warnings,
         json_patch,
         log,
         ran,
