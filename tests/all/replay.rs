@@ -197,6 +197,102 @@ async fn guest_calls_are_recorded_and_replayed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A guest that makes owned children (a Pod named by prefix, a Deployment, a Service) and
+/// returns the Pod's uid: its own recording replays clean, although every uid, in the
+/// owner references of its calls and in its result, is another in the replay.
+#[tokio::test]
+async fn owned_children_replay_clean_whatever_their_uids() {
+    let dir = scratch("children");
+    let file = dir.join("children.jsonl");
+    let children = guest("children");
+    record(&children, &file, |client, _| async move {
+        create_kopfexamples_crd(&client).await;
+        create(
+            &client,
+            &kopfexamples(),
+            Some("default"),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "kex"}, "spec": {"field": "x"}}),
+        )
+        .await;
+        wait_for(&client, "default", "kex", |o| {
+            o.is_some_and(|o| o["status"]["child_pod"].is_object() && o["status"]["web"].is_object())
+        })
+        .await;
+        delete(&client, &kopfexamples(), Some("default"), "kex").await;
+        wait_for(&client, "default", "kex", |o| o.is_none()).await;
+    })
+    .await;
+    let recording = std::fs::read_to_string(&file).expect("the recording exists");
+    assert!(recording.contains(r#""ownerReferences""#), "{recording}");
+
+    let report = replayed(&children, &file, true).await;
+    assert!(report.contains("PASS"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A ConfigMap the guest reads but does not watch, changed by somebody else between two
+/// reads: the replay makes the change again before the second read, so the guest reads
+/// what it read when recorded.
+#[tokio::test]
+async fn changes_of_what_guests_read_unwatched_are_replayed() {
+    let dir = scratch("settings");
+    let file = dir.join("settings.jsonl");
+    let calls = guest("kube_calls");
+    record(&calls, &file, |client, _| async move {
+        create_kopfexamples_crd(&client).await;
+        kapsel_tests::create_namespace(&client, "team").await;
+        let configmaps = kapsel_tests::core("ConfigMap", "configmaps");
+        let mut settings = kapsel_tests::configmap("settings", json!({}));
+        settings["data"] = json!({"level": "1"});
+        create(&client, &configmaps, Some("team"), settings).await;
+        create(
+            &client,
+            &kopfexamples(),
+            Some("team"),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "kex"}, "spec": {"size": 1}}),
+        )
+        .await;
+        wait_for(&client, "team", "kex", |o| {
+            o.is_some_and(|o| o["status"]["make_child"].is_object())
+        })
+        .await;
+        for (size, level) in [(2, "1"), (3, "2")] {
+            if level == "2" {
+                patch(
+                    &client,
+                    &configmaps,
+                    Some("team"),
+                    "settings",
+                    json!({"data": {"level": "2"}}),
+                )
+                .await;
+            }
+            patch(
+                &client,
+                &kopfexamples(),
+                Some("team"),
+                "kex",
+                json!({"spec": {"size": size}}),
+            )
+            .await;
+            wait_for(&client, "team", "kex", |o| {
+                o.is_some_and(|o| {
+                    o["status"]["read_settings"]["level"] == level && o["spec"]["size"] == size
+                })
+            })
+            .await;
+        }
+        // Not deleted: its last state, the level it read last, is compared.
+    })
+    .await;
+
+    let report = replayed(&calls, &file, true).await;
+    assert!(report.contains("PASS"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Raw events of a core resource: every event the recording saw, the replay sees too,
 /// once per change somebody made.
 #[tokio::test]

@@ -11,6 +11,8 @@
 //! - `peek_secret` (on create): tries to get a Secret, which it never declared, and
 //!   returns `{"code": <code>, "reason": <reason>}` of the refusal (`{"code": 200,
 //!   "reason": "Allowed"}` if the host wrongly allowed it).
+//! - `read_settings` (on update): reads the ConfigMap `settings` of the object's
+//!   namespace, which nothing watches, and returns its `data`.
 //! - `remove_child` (on delete): deletes `<name>-child`; a missing child is fine.
 //! - `announce` (on startup, about no object): creates the ConfigMap `kube-calls-started`
 //!   without naming a namespace, so it lands in `default`; an existing one is fine.
@@ -87,6 +89,12 @@ fn peek_secret(cause: &Cause) -> Value {
     }
 }
 
+#[kapsel::on::update("kopfexamples")]
+fn read_settings(cause: &Cause) -> kapsel::Result<Value> {
+    let settings = configmaps_here(cause).get("settings")?;
+    Ok(settings.get("data").cloned().unwrap_or(Value::Null))
+}
+
 #[kapsel::on::startup]
 fn announce() -> kapsel::Result<()> {
     let body = json!({
@@ -145,7 +153,13 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            ["make_child", "peek_secret", "announce", "remove_child"]
+            [
+                "make_child",
+                "peek_secret",
+                "read_settings",
+                "announce",
+                "remove_child"
+            ]
         );
     }
 
@@ -203,6 +217,17 @@ mod tests {
         assert_eq!(
             (calls[0].verb.as_str(), calls[0].target.as_str()),
             ("get", "secrets.v1")
+        );
+    }
+
+    #[test]
+    fn read_settings_returns_the_data() {
+        testing::reset();
+        testing::api::insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "ns"}, "data": {"level": "2"}}));
+        assert_eq!(
+            read_settings(&example(json!({}))).unwrap(),
+            json!({"level": "2"})
         );
     }
 

@@ -1,7 +1,7 @@
 //! What the guest did differently from the recording: handler outcomes, Kubernetes
 //! calls, and the last state of every watched object.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -14,7 +14,11 @@ pub(super) fn differences(recorded: &[Entry], replayed: &[Entry]) -> Vec<String>
     let mut found = Vec::new();
     let sequences = [
         ("handler", outcomes(recorded), outcomes(replayed)),
-        ("Kubernetes calls of", calls(recorded), calls(replayed)),
+        (
+            "Kubernetes calls of",
+            calls(recorded, &uid_names(recorded)),
+            calls(replayed, &uid_names(replayed)),
+        ),
     ];
     for (what, before, after) in &sequences {
         for key in keys(before, after) {
@@ -30,7 +34,10 @@ pub(super) fn differences(recorded: &[Entry], replayed: &[Entry]) -> Vec<String>
             }
         }
     }
-    let (states_before, states_after) = (last_states(recorded), last_states(replayed));
+    let (states_before, states_after) = (
+        last_states(recorded, &uid_names(recorded)),
+        last_states(replayed, &uid_names(replayed)),
+    );
     for key in keys(&states_before, &states_after) {
         let name = describe(&key);
         match (states_before.get(&key), states_after.get(&key)) {
@@ -103,7 +110,7 @@ fn outcomes(entries: &[Entry]) -> BTreeMap<(String, String), Vec<String>> {
 }
 
 /// The Kubernetes calls each handler made, per (object, handler), in order.
-fn calls(entries: &[Entry]) -> BTreeMap<(String, String), Vec<String>> {
+fn calls(entries: &[Entry], uids: &UidNames) -> BTreeMap<(String, String), Vec<String>> {
     let mut found: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for entry in entries {
         if let Entry::Call {
@@ -126,7 +133,7 @@ fn calls(entries: &[Entry]) -> BTreeMap<(String, String), Vec<String>> {
                 call.push_str(&format!(" {name}"));
             }
             if let Some(body) = body {
-                call.push_str(&format!(" {}", normalize(body)));
+                call.push_str(&format!(" {}", normalize(body, uids)));
             }
             match error {
                 None => call.push_str(" → ok"),
@@ -142,7 +149,7 @@ fn calls(entries: &[Entry]) -> BTreeMap<(String, String), Vec<String>> {
 }
 
 /// The last recorded state of every watched object: `None` once deleted.
-fn last_states(entries: &[Entry]) -> BTreeMap<Address, Option<Value>> {
+fn last_states(entries: &[Entry], uids: &UidNames) -> BTreeMap<Address, Option<Value>> {
     let mut found = BTreeMap::new();
     for entry in entries {
         if let Entry::Watch {
@@ -152,17 +159,82 @@ fn last_states(entries: &[Entry]) -> BTreeMap<Address, Option<Value>> {
             ..
         } = entry
         {
-            let state = (event_type != "DELETED").then(|| normalize(object));
+            let state = (event_type != "DELETED").then(|| normalize(object, uids));
             found.insert(address_of(resource, object), state);
         }
     }
     found
 }
 
+/// The uids a run's objects had, each with the object it names.
+type UidNames = HashMap<String, String>;
+
+/// Every uid the entries show (of watched objects, and of objects the guests read or
+/// wrote), named by its object: the replay's cluster gives new uids, so an owner
+/// reference or a result holding one compares by the object it names.
+fn uid_names(entries: &[Entry]) -> UidNames {
+    let mut names = UidNames::new();
+    let mut note = |object: &Value| {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        if let (Some(uid), Some(kind), Some(name)) = (
+            text("/metadata/uid"),
+            text("/kind"),
+            text("/metadata/name"),
+        ) {
+            // A generated name differs between runs as much as the uid does.
+            let name = text("/metadata/generateName").map_or_else(
+                || name.to_owned(),
+                |prefix| format!("{prefix}*"),
+            );
+            let name = match text("/metadata/namespace") {
+                Some(ns) => format!("<uid of {kind} {ns}/{name}>"),
+                None => format!("<uid of {kind} {name}>"),
+            };
+            names.insert(uid.to_owned(), name);
+        }
+    };
+    for entry in entries {
+        match entry {
+            Entry::Watch { object, .. } => note(object),
+            Entry::Call {
+                result: Some(result),
+                ..
+            } => {
+                note(result);
+                for item in result
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    note(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// `value` with every string that is a known uid replaced by the object it names.
+fn name_uids(value: &mut Value, uids: &UidNames) {
+    match value {
+        Value::String(text) => {
+            if let Some(name) = uids.get(text.as_str()) {
+                text.clone_from(name);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| name_uids(v, uids)),
+        Value::Object(map) => map.values_mut().for_each(|v| name_uids(v, uids)),
+        _ => {}
+    }
+}
+
 /// An object without what differs on every run: server-set metadata, times in Kopf's
-/// progress records, the touch-dummy annotation.
-fn normalize(object: &Value) -> Value {
+/// progress records, the touch-dummy annotation; uids named by their objects.
+fn normalize(object: &Value, uids: &UidNames) -> Value {
     let mut object = strip_server_fields(object);
+    name_uids(&mut object, uids);
     if let Some(annotations) = object
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
@@ -251,6 +323,22 @@ mod tests {
             ),
         ];
         assert_eq!(differences(&recorded, &same), Vec::<String>::new());
+        // Uids differ between runs; what they name does not.
+        let owned = |uid: &str, other: &str| {
+            let mut object = kex("3", json!({"status": {"made": [uid, other]}}));
+            object["metadata"]["uid"] = json!(uid);
+            watch(2.0, "MODIFIED", object)
+        };
+        assert_eq!(
+            differences(&[header(), owned("u1", "x")], &[header(), owned("u2", "x")]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            differences(&[header(), owned("u1", "u1")], &[header(), owned("u2", "x")]),
+            vec![
+                "kopfexamples.v1.kopf.dev ns/kex: status.made[1]: recorded \"<uid of KopfExample ns/kex>\", replayed \"x\""
+            ]
+        );
         let other = vec![
             header(),
             handler("success"),

@@ -8,7 +8,9 @@
 //!   (annotations, finalizers and status included); so do the objects the guests read
 //!   that no stream watched (a ConfigMap of settings), as they were first read;
 //! - every change somebody else made is made again at its recorded time: creations,
-//!   changes (as the merge patch from the previous recorded version), deletions. What the
+//!   changes (as the merge patch from the previous recorded version), deletions; a
+//!   change to an object the guests read but no stream watched, right after the read
+//!   before the one that saw it. What the
 //!   operator changed itself is not replayed: the versions its own patches and its
 //!   guests' calls produced are recorded, and their echoes are skipped. The guest under
 //!   test makes its own changes;
@@ -19,7 +21,8 @@
 //! call ended, per object and handler, in order; the Kubernetes calls each handler made;
 //! and the last state of every watched object. Times inside Kopf's progress annotations,
 //! server-set fields (uid, resourceVersion, timestamps) and the touch-dummy annotation
-//! are left out of the comparison: they differ on every run.
+//! are left out of the comparison: they differ on every run; a uid anywhere else (an
+//! owner reference, a result) is compared as the object it names.
 //!
 //! Submodules: `plan` (what to replay, from the recording), `seeding` (the cluster before
 //! the operator starts), `compare` (what the guest did differently).
@@ -94,6 +97,12 @@ enum Action {
     Delete(Address),
     /// Remove every finalizer (somebody else released a deleted object).
     Release(Address),
+    /// Merge patches of an object the guests read but no stream watched.
+    PatchUnwatched {
+        object: plan::Identity,
+        main: Option<Value>,
+        status: Option<Value>,
+    },
 }
 
 /// Runs the recording `entries` (read from `path`) against `guest`.

@@ -143,18 +143,23 @@ pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
             Entry::Recording { .. } | Entry::Write { .. } | Entry::Call { .. } => {}
         }
     }
+    let (seeds, changes) = unwatched(entries, &own_versions);
+    steps.extend(changes);
+    // Stable: steps of one time keep the recording's order, and a change of an unwatched
+    // object comes after the steps of the read before it.
+    steps.sort_by(|a, b| a.at.total_cmp(&b.at));
     Ok(Plan {
         started,
         resources,
         given,
-        seeds: seeds(entries),
+        seeds,
         steps,
         end,
     })
 }
 
 /// An object's identity across clusters: apiVersion, kind, namespace, name.
-type Identity = (String, String, Option<String>, String);
+pub(super) type Identity = (String, String, Option<String>, String);
 
 fn identity(object: &Value) -> Identity {
     let field = |pointer: &str| text(object, pointer).unwrap_or_default().to_owned();
@@ -166,10 +171,12 @@ fn identity(object: &Value) -> Identity {
     )
 }
 
-/// The objects the guests read (`get`, `list`) that no stream watched and no guest had
-/// created before reading them: they existed in the recorded cluster, so the replay's
-/// must have them too.
-pub(super) fn seeds(entries: &[Entry]) -> Vec<Value> {
+/// The objects the guests read (`get`, `list`) that no stream watched: the first read
+/// of each that no guest had created is a seed (it existed in the recorded cluster, so
+/// the replay's must have it too); a later read that found a version the operator did
+/// not write is somebody else's change, replayed right after the read before it, so
+/// that the guest under test reads what the recorded guest read, when it read it.
+pub(super) fn unwatched(entries: &[Entry], own_versions: &HashSet<&str>) -> (Vec<Value>, Vec<Step>) {
     let watched: HashSet<Identity> = entries
         .iter()
         .filter_map(|e| match e {
@@ -177,10 +184,13 @@ pub(super) fn seeds(entries: &[Entry]) -> Vec<Value> {
             _ => None,
         })
         .collect();
-    let mut known = HashSet::new();
+    // The last version the operator knew of each object, and when it learnt it.
+    let mut known: HashMap<Identity, (f64, Value)> = HashMap::new();
     let mut seeds = Vec::new();
+    let mut steps = Vec::new();
     for entry in entries {
         let Entry::Call {
+            at,
             verb,
             result: Some(result),
             ..
@@ -189,9 +199,9 @@ pub(super) fn seeds(entries: &[Entry]) -> Vec<Value> {
             continue;
         };
         let read: Vec<&Value> = match verb.as_str() {
-            // Created by a guest: it will be created again by the guest under test.
-            "create" => {
-                known.insert(identity(result));
+            // Written by a guest: the guest under test writes it again.
+            "create" | "patch" => {
+                known.insert(identity(result), (*at, result.clone()));
                 continue;
             }
             "get" => vec![result],
@@ -204,12 +214,37 @@ pub(super) fn seeds(entries: &[Entry]) -> Vec<Value> {
         };
         for object in read {
             let id = identity(object);
-            if !id.3.is_empty() && !watched.contains(&id) && known.insert(id) {
-                seeds.push(object.clone());
+            if id.3.is_empty() || watched.contains(&id) {
+                continue;
             }
+            let version = text(object, "/metadata/resourceVersion").unwrap_or_default();
+            match known.get(&id) {
+                None => seeds.push(object.clone()),
+                Some((before, previous))
+                    if text(previous, "/metadata/resourceVersion") != Some(version)
+                        && !own_versions.contains(version) =>
+                {
+                    if let Some(mut diff) = merge_diff(
+                        &strip_server_fields(previous),
+                        &strip_server_fields(object),
+                    ) {
+                        let status = diff.as_object_mut().and_then(|d| d.remove("status"));
+                        steps.push(Step {
+                            at: *before,
+                            action: Action::PatchUnwatched {
+                                object: id.clone(),
+                                main: Some(diff).filter(|d| !is_empty(d)),
+                                status,
+                            },
+                        });
+                    }
+                }
+                Some(_) => {}
+            }
+            known.insert(id, (*at, object.clone()));
         }
     }
-    seeds
+    (seeds, steps)
 }
 
 /// What somebody else changed between two recorded versions.
@@ -371,6 +406,59 @@ mod tests {
             names,
             ["settings", "other"],
             "not the guest's own, not the watched"
+        );
+    }
+
+    #[test]
+    fn what_others_changed_in_unwatched_objects_is_replayed_after_the_read_before() {
+        let call = |at: f64, verb: &str, version: &str, level: &str| Entry::Call {
+            at,
+            handler: "h".into(),
+            object: Some("ns/kex".into()),
+            verb: verb.into(),
+            target: "configmaps.v1".into(),
+            namespace: Some("ns".into()),
+            name: Some("settings".into()),
+            body: None,
+            result: Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "ns", "resourceVersion": version},
+                "data": {"level": level, "old": "x"}})),
+            error: None,
+        };
+        let mut changed = call(3.0, "get", "7", "2");
+        if let Entry::Call {
+            result: Some(r), ..
+        } = &mut changed
+        {
+            r["data"].as_object_mut().map(|d| d.remove("old"));
+        }
+        let entries = vec![
+            header(),
+            resource(),
+            call(1.0, "get", "5", "1"),
+            call(2.0, "get", "5", "1"),
+            // The guest's own patch: not somebody else's change.
+            call(2.5, "patch", "6", "1"),
+            call(2.6, "get", "6", "1"),
+            changed,
+        ];
+        let plan = plan(&entries).expect("a plan");
+        assert_eq!(plan.seeds.len(), 1);
+        assert_eq!(
+            plan.steps,
+            vec![Step {
+                at: 2.6,
+                action: Action::PatchUnwatched {
+                    object: (
+                        "v1".into(),
+                        "ConfigMap".into(),
+                        Some("ns".into()),
+                        "settings".into()
+                    ),
+                    main: Some(json!({"data": {"level": "2", "old": null}})),
+                    status: None,
+                },
+            }]
         );
     }
 

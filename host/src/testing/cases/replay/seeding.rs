@@ -9,6 +9,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::super::objects::{self, Written};
+use super::plan::Identity;
 use super::{
     Action, Address, address_of, describe, is_empty, namespace_of, strip_server_fields, text,
 };
@@ -162,11 +163,62 @@ impl Resources {
                 let patch = json!({"metadata": {"finalizers": null}});
                 self.patch(client, at, &patch, false).await
             }
+            Action::PatchUnwatched {
+                object,
+                main,
+                status,
+            } => patch_unwatched(client, object, main.as_ref(), status.as_ref()).await,
         }
     }
 }
 
+/// Changes an object that no stream watches (found by its kind, not by a recorded
+/// resource) as somebody else changed it.
+async fn patch_unwatched(
+    client: &Client,
+    (api_version, kind, namespace, name): &Identity,
+    main: Option<&Value>,
+    status: Option<&Value>,
+) -> Result<Vec<Written>, String> {
+    let resource = find_kind(client, api_version, kind).await?;
+    let api = objects::api(client, &resource, namespace.as_deref().unwrap_or("default"));
+    let params = PatchParams::default();
+    let described = format!("{} {}", resource.key(), name);
+    let mut written = Vec::new();
+    if let Some(main) = main {
+        let patched = api
+            .patch(name, &params, &Patch::Merge(main))
+            .await
+            .map_err(|e| format!("patching {described}: {e}"))?;
+        written.extend(objects::version_of(&resource, &patched));
+    }
+    if let Some(status) = status {
+        let patched = merge_status(&api, &resource, name, status)
+            .await
+            .map_err(|e| format!("patching the status of {described}: {e}"))?;
+        written.extend(objects::version_of(&resource, &patched));
+    }
+    Ok(written)
+}
+
 /// Creates an object as recorded (its namespace first, if missing), status included.
+/// Merges `status` into an object's status: through the subresource where the resource
+/// has one (the object's own endpoint would ignore it), else into the object.
+async fn merge_status(
+    api: &Api<DynamicObject>,
+    resource: &Resource,
+    name: &str,
+    status: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    let patch = json!({ "status": status });
+    let params = PatchParams::default();
+    if resource.subresources.iter().any(|s| s == "status") {
+        api.patch_status(name, &params, &Patch::Merge(&patch)).await
+    } else {
+        api.patch(name, &params, &Patch::Merge(&patch)).await
+    }
+}
+
 pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<Written>, String> {
     if let Some(namespace) = namespace_of(body) {
         ensure_namespace(client, namespace).await?;
@@ -180,14 +232,9 @@ pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<W
     if let Some(status) = status.filter(|s| !is_empty(s)) {
         let name = text(body, "/metadata/name").unwrap_or_default();
         let api = objects::api(client, &resource, namespace_of(body).unwrap_or("default"));
-        let patch = json!({ "status": status });
-        let params = PatchParams::default();
-        let patched = if resource.subresources.iter().any(|s| s == "status") {
-            api.patch_status(name, &params, &Patch::Merge(&patch)).await
-        } else {
-            api.patch(name, &params, &Patch::Merge(&patch)).await
-        }
-        .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
+        let patched = merge_status(&api, &resource, name, &status)
+            .await
+            .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
         written.extend(objects::version_of(&resource, &patched));
     }
     Ok(written)
