@@ -136,6 +136,11 @@ impl FaultTable {
         self.table().rules.iter().map(|(n, _, _)| n).sum()
     }
 
+    /// Forgets the failures not served yet.
+    pub(crate) fn clear(&self) {
+        self.table().rules.clear();
+    }
+
     /// Delays every response by `d` (None switches the delay off).
     pub(crate) fn set_delay(&self, d: Option<Duration>) {
         self.table().delay = d;

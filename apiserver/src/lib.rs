@@ -94,6 +94,11 @@ impl Faults {
         self.shared.faults.unserved()
     }
 
+    /// Forgets the injected failures that are still waiting for a matching request.
+    pub fn clear(&self) {
+        self.shared.faults.clear();
+    }
+
     /// Delays every response by `d` (None switches the delay off).
     pub fn delay_responses(&self, d: Option<Duration>) {
         self.shared.faults.set_delay(d);
