@@ -69,8 +69,7 @@ impl Operator {
 
     fn wait_for_exit(&mut self) -> ExitStatus {
         let child = &mut self.child;
-        let status = wait_until("the operator's exit", || child.try_wait().unwrap());
-        status
+        wait_until("the operator's exit", || child.try_wait().unwrap())
     }
 }
 
