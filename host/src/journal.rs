@@ -96,6 +96,15 @@ pub enum Record {
     },
     /// The operator resumed after [`Record::Paused`]: its streams relist.
     Resumed,
+    /// A watch stream listed its objects again because its watch history had expired
+    /// (410 Gone), while the operator ran: the objects gone meanwhile were reported as
+    /// DELETED. Pushed once the listed objects were handed to their workers.
+    Relisted {
+        /// The resource, `plural.version.group`.
+        resource: String,
+        /// The stream's namespace (`None`: cluster-wide).
+        namespace: Option<String>,
+    },
 }
 
 /// How many records a journal keeps when nobody asked for the full history: enough to

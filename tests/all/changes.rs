@@ -126,7 +126,7 @@ async fn creation_adds_the_finalizer_then_runs_create_and_field_handlers() {
 
     // Nothing more happens: no handler runs twice, nothing else is patched.
     let count = versions.len();
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let records = operator.journal().records();
     let o = s.object("obj");
     assert_calls(
@@ -265,7 +265,7 @@ async fn labels_and_annotations_are_essential_but_status_and_kopf_annotations_ar
             b["status"]["extra"] == 1 && annotations(b).contains_key("kopf.zalando.org/foreign")
         })
         .await;
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let o = s.object("obj");
     assert_eq!(calls_for(&operator.journal().records(), "update_fn", &o), 0);
     let latest = s.tracker.latest("obj").expect("seen").body;

@@ -98,8 +98,9 @@ async fn overlapping_selectors_call_a_handler_once_per_event() {
         })
         .await
         .expect("all events arrive");
-    // Give a duplicate call time to show up, if there were one.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Every event has been processed once the operator has settled: a duplicate call
+    // would be in the journal by then.
+    operator.settle([]).await.expect("settled");
     let seen = calls(&journal.records(), "once");
     for expected in [
         ("default/listed".to_owned(), None),
@@ -128,7 +129,6 @@ async fn a_crd_created_later_is_served_without_restart() {
         .expect("pods served");
 
     create_kopfexamples_crd(&client).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     create(
         &client,
         &kopfexamples(),
@@ -202,4 +202,11 @@ async fn namespace_patterns_limit_the_streams() {
 #[tokio::test]
 async fn a_raw_event_handlers_patch_is_applied() {
     case_passes("changes", "events", "patch.yaml").await;
+}
+
+/// `kapsel::events::info`, `warn` and `exception` post Events of type Normal, Warning
+/// and Error about the object, with the guest's reason and message.
+#[tokio::test]
+async fn a_guests_info_warn_and_exception_are_posted_as_events() {
+    case_passes("changes", "events", "posting.yaml").await;
 }

@@ -111,7 +111,8 @@ async fn each_kind_of_filter_selects_its_handlers() {
         assert_eq!(kopf_keys(done), [DIFF_BASE]);
     }
 
-    quiet_period().await;
+    s.settled(&operator, &["all", "few", "sizeless", "none"])
+        .await;
     let versions = s.tracker.versions("none");
     assert_eq!(
         versions.len(),

@@ -97,7 +97,7 @@ async fn objects_without_a_mandatory_delete_handler_get_no_finalizer() {
     // The deletion is immediate; the optional handler has no chance to run (`gone`).
     s.delete("obj").await;
     s.tracker.wait_gone("obj").await;
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     assert_eq!(
         calls_for(
             &operator.journal().records(),
@@ -132,7 +132,7 @@ async fn optional_delete_handlers_do_not_run_without_our_finalizer() {
             !b["metadata"]["deletionTimestamp"].is_null()
         })
         .await;
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     assert_eq!(
         calls_for(
             &operator.journal().records(),
@@ -189,7 +189,7 @@ async fn the_finalizer_goes_when_no_delete_handler_matches_any_more() {
         .await;
     assert_eq!(kopf_keys(&released), [DIFF_BASE]);
     assert_eq!(diff_base(&released), diff_base(&handled));
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let latest = s.tracker.latest("obj").expect("seen").body;
     assert_eq!(
         annotations(&latest),

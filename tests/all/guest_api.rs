@@ -2,10 +2,16 @@
 //! `delete`): a guest manages a child ConfigMap of its object within the permissions it
 //! declared, and a call outside them is refused with 403 Forbidden.
 
-use kapsel_host::Operator;
+use kapsel_cli::Runner;
+use kapsel_host::{Operator, Record};
 use kapsel_tests::*;
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
+
+/// What the host answers a guest that gets a Secret without declaring it: the
+/// declaration to add, ready to paste.
+const SECRETS_REFUSED: &str = "guest 'kube_calls' did not declare permission to get \
+    secrets.core; declare it with kapsel::permit!(\"v1\", \"secrets\", verbs = [\"get\"])";
 
 fn kopfexample_of_size(name: &str, size: i64) -> Value {
     json!({
@@ -44,7 +50,7 @@ async fn handlers_manage_a_child_within_their_permissions() {
     );
     assert_eq!(
         status(&done, "peek_secret"),
-        &json!({"code": 403, "reason": "Forbidden"})
+        &json!({"code": 403, "reason": "Forbidden", "message": SECRETS_REFUSED})
     );
 
     // The startup handler (it ran before any object was handled), about no object,
@@ -90,4 +96,43 @@ async fn handlers_manage_a_child_within_their_permissions() {
     );
     operator.stop().await.expect("stop");
     s.shutdown().await;
+}
+
+/// The operator's log says which handler was refused, and which `permit!` it lacks.
+#[tokio::test]
+async fn a_refused_call_is_logged_with_the_permit_to_add() {
+    let guest_path = guest("kube_calls");
+    let runner = Runner::start(["run", "-A", "--standalone", &guest_path.to_string_lossy()])
+        .await
+        .expect("started");
+    let client = runner.client();
+    create_kopfexamples_crd(&client).await;
+    create(
+        &client,
+        &kopfexamples(),
+        Some("default"),
+        kopfexample_of_size("curious", 1),
+    )
+    .await;
+    runner
+        .journal()
+        .wait_for(PATIENCE, |records| {
+            records.iter().any(|r| {
+                matches!(r, Record::HandlerFinished { handler, .. } if handler == "peek_secret")
+            })
+        })
+        .await
+        .expect("peek_secret ran");
+    let result = runner.stop().await;
+    let warning = format!(
+        "Handler 'peek_secret' of guest 'kube_calls' was refused a Kubernetes call: \
+         {SECRETS_REFUSED}"
+    );
+    assert!(
+        result.output.lines().any(|line| line.contains(&warning)
+            && line.contains("WARN")
+            && line.contains("default/curious")),
+        "no warning about default/curious with {warning:?}:\n{}",
+        result.output
+    );
 }

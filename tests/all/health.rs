@@ -139,8 +139,9 @@ async fn liveness_reports_the_probes_and_fails_when_one_fails() {
     cluster.shutdown().await.unwrap();
 }
 
+/// Metrics on their own address serve no liveness beside them.
 #[tokio::test]
-async fn liveness_is_served_only_when_asked_for() {
+async fn metrics_alone_serve_no_liveness() {
     let cluster = Cluster::start().await.unwrap();
     let port = free_port();
     let operator = cluster.start_operator(
@@ -152,23 +153,40 @@ async fn liveness_is_served_only_when_asked_for() {
     assert!(metrics.contains("# TYPE kapsel_paused gauge"), "{metrics}");
     assert_eq!(http(port, "GET", "/healthz").await.unwrap().0, 404);
     operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
 
-    // Nothing at all without a flag: the port stays free after a handler ran.
+/// A loop of the operator that dies (a watch stream's task panics, as a host bug would
+/// make it) is not reopened: liveness answers 500 naming it from then on, so that the
+/// kubelet restarts the operator.
+#[tokio::test]
+async fn liveness_fails_once_an_operator_loop_died() {
+    let cluster = Cluster::start().await.unwrap();
     let port = free_port();
-    let operator = cluster.start_operator(Operator::new([guest("probes")]));
-    create(
-        &cluster.client(),
-        &core("ConfigMap", "configmaps"),
-        Some("default"),
-        configmap("unserved", json!({})),
-    )
-    .await;
-    operator
-        .journal()
-        .wait_for(PATIENCE, |r| !calls(r, "seen").is_empty())
-        .await
-        .expect("the operator runs");
-    assert!(http(port, "GET", "/healthz").await.is_none());
+    let operator = cluster.start_operator(
+        Operator::new([guest("probes")]).liveness(format!("http://127.0.0.1:{port}/healthz")),
+    );
+    operator.settle([]).await.expect("the streams run");
+    let (code, body) = served(port, "/healthz").await;
+    assert_eq!(code, 200, "{body}");
+
+    operator.kill_streams("configmaps.v1");
+    let deadline = Instant::now() + PATIENCE;
+    let body = loop {
+        let (code, body) = served(port, "/healthz").await;
+        if code == 500 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "still {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"error": "operator loops died: the watch stream for configmaps.v1"})
+    );
+    // For good: the probes are not even asked any more.
+    assert_eq!(served(port, "/healthz").await.0, 500);
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }

@@ -6,6 +6,7 @@ mod activities;
 mod architecture;
 mod cases;
 mod changes;
+mod daemons;
 mod embedding;
 mod events;
 mod faults;

@@ -68,7 +68,7 @@ async fn a_creation_kopf_left_unfinished_is_continued() {
         &json!({"new": "value", "reason": "create"}),
         "the result's null `old` is merged away, as in Kopf"
     );
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let records = operator.journal().records();
     let o = s.object("obj");
     assert_calls(
@@ -142,7 +142,7 @@ async fn an_update_kopf_left_unfinished_is_continued() {
         progressed.iter().all(|r| r["started"] == STARTED),
         "{progressed:?}"
     );
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let records = operator.journal().records();
     let o = s.object("obj");
     assert_calls(

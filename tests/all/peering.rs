@@ -10,59 +10,11 @@ use k8s_openapi::jiff;
 use kapsel_host::testing::{Cluster, RunningOperator};
 use kapsel_host::{Freezer, Journal, Operator, Record};
 use kapsel_tests::*;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 /// Short records, so that expiry shows within a test (keep-alives come every second).
 const LIFETIME: Duration = Duration::from_secs(3);
-
-fn crds() -> ApiResource {
-    ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-    }
-}
-
-fn cluster_peerings() -> ApiResource {
-    ApiResource {
-        group: "kopf.dev".into(),
-        version: "v1".into(),
-        api_version: "kopf.dev/v1".into(),
-        kind: "ClusterKopfPeering".into(),
-        plural: "clusterkopfpeerings".into(),
-    }
-}
-
-fn namespaced_peerings() -> ApiResource {
-    ApiResource {
-        kind: "KopfPeering".into(),
-        plural: "kopfpeerings".into(),
-        ..cluster_peerings()
-    }
-}
-
-/// Applies `deploy/peering-crds.yaml`: the two CRDs, and with `objects` the
-/// `default` peering objects it also holds.
-async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/peering-crds.yaml");
-    let text = std::fs::read_to_string(path).expect("the peering manifests");
-    for doc in text.split("\n---") {
-        let doc: Value = serde_yaml::from_str(doc).expect("YAML");
-        match doc["kind"].as_str() {
-            Some("CustomResourceDefinition") => create(client, &crds(), None, doc).await,
-            Some("ClusterKopfPeering") if objects => {
-                create(client, &cluster_peerings(), None, doc).await
-            }
-            Some("KopfPeering") if objects => {
-                create(client, &namespaced_peerings(), Some("default"), doc).await
-            }
-            _ => continue,
-        };
-    }
-}
 
 /// The status of the `default` peering object: cluster-wide, or in a namespace.
 async fn peers(client: &kube::Client, namespace: Option<&str>) -> Value {
@@ -141,30 +93,37 @@ async fn wait_handled(journal: &Journal, object: &str) {
         .unwrap_or_else(|r| panic!("{object} not handled: {:?}", calls(&r, "log_event")));
 }
 
-/// Creates a pod while `operator` is paused and shows that no handler sees it.
-async fn unhandled_while_paused(client: &kube::Client, operator: &RunningOperator, name: &str) {
+/// Creates a pod while `operator` is paused (it has not resumed once the pod exists).
+/// Whether a handler saw it meanwhile shows after resuming ([`handled_after_resume`]).
+async fn create_while_paused(client: &kube::Client, operator: &RunningOperator, name: &str) {
     create(client, &core("Pod", "pods"), Some("default"), pod(name)).await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
     let records = operator.journal().records();
+    assert_eq!(resumes(&records), 0, "resumed too early");
     assert!(
         !handled(&records, &format!("default/{name}")),
         "a paused operator handled {name}: {:?}",
         calls(&records, "log_event")
     );
-    assert_eq!(resumes(&records), 0, "resumed too early");
 }
 
-/// After resuming, the stream relists: the pod comes as a listed object (event type None).
+/// After resuming, the stream relists: the pod comes as a listed object (event type None),
+/// and only so. Had a stream watched while the operator was paused, the pod would have
+/// come as ADDED: so this also proves that nothing saw it during the pause.
 async fn handled_after_resume(operator: &RunningOperator, name: &str) {
     let journal = operator.journal();
     let object = format!("default/{name}");
     wait_handled(journal, &object).await;
+    operator.settle([]).await.expect("settled");
     let records = journal.records();
     assert_eq!(resumes(&records), 1, "{:?}", pauses(&records));
-    assert!(
-        calls(&records, "log_event").contains(&(object.clone(), None)),
-        "{object} should come with the relisting: {:?}",
-        calls(&records, "log_event")
+    let seen: Vec<_> = calls(&records, "log_event")
+        .into_iter()
+        .filter(|(o, _)| *o == object)
+        .collect();
+    assert_eq!(
+        seen,
+        [(object.clone(), None)],
+        "{object} should come with the relisting only"
     );
 }
 
@@ -202,7 +161,7 @@ async fn a_dev_operator_pauses_the_deployed_one_until_it_leaves() {
         s["dev"]["priority"] == 666 && s["deployed"]["priority"] == 0
     })
     .await;
-    unhandled_while_paused(&client, &deployed, "during").await;
+    create_while_paused(&client, &deployed, "during").await;
     wait_handled(dev.journal(), "default/during").await;
 
     let dev_journal = dev.journal().clone();
@@ -234,10 +193,14 @@ async fn equal_priorities_pause_everyone_until_one_leaves() {
     let second = cluster.start_operator(seed("second").priority(7));
     wait_paused_for(first.journal(), "same priority: second").await;
     wait_paused_for(second.journal(), "same priority: first").await;
-    unhandled_while_paused(&client, &first, "contested").await;
-    assert!(!handled(&second.journal().records(), "default/contested"));
+    create_while_paused(&client, &first, "contested").await;
 
+    let second_journal = second.journal().clone();
     second.stop().await.unwrap();
+    // Paused from its start to its end: it never had a stream to see the pod with.
+    let records = second_journal.records();
+    assert_eq!(resumes(&records), 0);
+    assert!(!handled(&records, "default/contested"));
     handled_after_resume(&first, "contested").await;
     first.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
@@ -273,7 +236,7 @@ async fn freeze_pauses_namespaced_operators_until_resume() {
         Some(3),
         "{record}"
     );
-    unhandled_while_paused(&client, &operator, "frozen").await;
+    create_while_paused(&client, &operator, "frozen").await;
 
     freezer.resume().await.unwrap();
     handled_after_resume(&operator, "frozen").await;
@@ -371,7 +334,7 @@ async fn records_in_kopf_format_are_written_and_obeyed() {
     )
     .await;
     wait_paused_for(operator.journal(), kopf_id).await;
-    unhandled_while_paused(&client, &operator, "while-kopf").await;
+    create_while_paused(&client, &operator, "while-kopf").await;
     // ... and Kopf leaving (its record set to null) resumes it.
     patch(
         &client,
@@ -398,7 +361,7 @@ async fn mandatory_peering_stays_paused_until_the_object_exists() {
         "waiting for the peering object 'default'",
     )
     .await;
-    unhandled_while_paused(&client, &operator, "early").await;
+    create_while_paused(&client, &operator, "early").await;
     tokio::time::sleep(LIFETIME).await;
     assert_eq!(resumes(&operator.journal().records()), 0, "still paused");
 

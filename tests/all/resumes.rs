@@ -1,6 +1,10 @@
 //! Restarts through the real host: an object created while the operator was down, and
 //! a restart without and after a change (resume handlers, KOPF.md §1.6, §4.3).
 
+use std::time::Duration;
+
+use kapsel_host::Record;
+use kapsel_host::testing::ServerConfig;
 use kapsel_tests::*;
 use serde_json::{Value, json};
 
@@ -26,7 +30,7 @@ async fn an_object_created_while_the_operator_was_down_gets_creation_handlers_on
     assert_eq!(finalizers(&done), [FINALIZER]);
     assert_eq!(kopf_keys(&done), [DIFF_BASE]);
     assert_eq!(status(&done, "resume_fn"), &Value::Null);
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let records = operator.journal().records();
     let o = s.object("obj");
     assert_calls(
@@ -44,7 +48,10 @@ async fn an_object_created_while_the_operator_was_down_gets_creation_handlers_on
 
 #[tokio::test]
 async fn a_restart_without_changes_runs_only_resume_handlers_once() {
-    let s = Scene::start("resume").await;
+    // No bookmark within the test: a stream's resourceVersion stays where its last event
+    // left it, so that a write it does not watch leaves it behind.
+    let config = ServerConfig::default().bookmark_interval(Duration::from_secs(3600));
+    let s = Scene::start_with("resume", config).await;
     let first = s.operator();
     s.create(kopfexample(
         "obj",
@@ -75,10 +82,28 @@ async fn a_restart_without_changes_runs_only_resume_handlers_once() {
     assert_eq!(finalizers(&resumed), [FINALIZER]);
 
     // A re-listing (watch history lost) is not a new start: no second resume (§1.6,
-    // "fully handled once").
+    // "fully handled once"). The stream falls behind, its history expires, its
+    // connection drops: it reconnects, gets 410 Gone and relists.
+    second.settle([&resumed]).await.expect("resuming is over");
+    create(
+        &s.client,
+        &core("ConfigMap", "configmaps"),
+        Some(&s.namespace),
+        configmap("unwatched", json!({})),
+    )
+    .await;
     s.cluster.server().faults().expire_history();
     s.cluster.server().faults().drop_watches();
-    quiet_period().await;
+    second
+        .journal()
+        .wait_for(PATIENCE, |r| {
+            r.iter().any(|r| {
+                matches!(r, Record::Relisted { resource, .. } if resource == "kopfexamples.v1.kopf.dev")
+            })
+        })
+        .await
+        .expect("the stream relists");
+    second.settle([]).await.expect("the relisting is handled");
     let records = second.journal().records();
     let o = s.object("obj");
     assert_calls(

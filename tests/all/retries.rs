@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use kapsel_host::testing::{Fault, RequestMatcher};
+use kapsel_host::Record;
+use kapsel_host::testing::{Fault, RequestMatcher, RunningOperator};
 use kapsel_tests::*;
 use serde_json::{Value, json};
 
@@ -11,10 +12,24 @@ fn seconds(record: &Value, field: &str) -> f64 {
     kopf_time(record[field].as_str().unwrap_or_default())
 }
 
+/// Two times in Kopf's format are this many seconds apart (to their microseconds).
+fn assert_apart(later: f64, earlier: f64, by: f64, what: &str) {
+    assert!(
+        (later - earlier - by).abs() < 1e-5,
+        "{what}: {later} - {earlier} is not {by}"
+    );
+}
+
+async fn advance(operator: &RunningOperator, by: Duration) {
+    operator.advance(by).await.expect("the operator settles");
+}
+
+/// On handler time: each retry comes exactly when its delay is over, not a microsecond
+/// earlier.
 #[tokio::test]
 async fn a_temporary_error_is_retried_after_its_delay_until_success() {
     let s = Scene::start("flaky").await;
-    let operator = s.operator();
+    let operator = s.operator_on_handler_time();
     s.create(kopfexample(
         "obj",
         &["flaky"],
@@ -23,14 +38,9 @@ async fn a_temporary_error_is_retried_after_its_delay_until_success() {
         json!({}),
     ))
     .await;
+    let o = s.object("obj");
     let retry = |n: u64| move |b: &Value| record(b, "flaky").is_some_and(|r| r["retries"] == n);
     let first = s.tracker.wait_seen("obj", "first failure", retry(1)).await;
-    let second = s.tracker.wait_seen("obj", "second failure", retry(2)).await;
-    let done = s
-        .tracker
-        .wait_for("obj", "creation handled", |b| handled_with(b, &["flaky"]))
-        .await;
-
     let r1 = record(&first.body, "flaky").expect("record");
     assert_eq!(
         (
@@ -47,27 +57,32 @@ async fn a_temporary_error_is_retried_after_its_delay_until_success() {
         )
     );
     assert!(r1.get("stopped").is_none(), "{r1}");
-    let delay = seconds(&r1, "delayed") - seconds(&r1, "started");
-    assert!(
-        (1.0..1.9).contains(&delay),
-        "delayed 1 s after the failure: {r1}"
+    assert_apart(
+        seconds(&r1, "delayed"),
+        seconds(&r1, "started"),
+        1.0,
+        "delayed",
     );
+
+    // 1 ms before the delay is over: no second attempt.
+    advance(&operator, Duration::from_millis(999)).await;
+    let retried = |records: &[Record]| outcomes(records, "flaky", &o);
+    assert_eq!(retried(&operator.journal().records()).len(), 1);
+    advance(&operator, Duration::from_millis(1)).await;
+    let second = s.tracker.wait_seen("obj", "second failure", retry(2)).await;
     let r2 = record(&second.body, "flaky").expect("record");
     assert_eq!(
         r2["started"], r1["started"],
         "started is the first attempt's"
     );
-    assert!(
-        seconds(&r2, "delayed") - seconds(&r1, "delayed") >= 1.0,
-        "the second attempt came after the first delay: {r1} {r2}"
-    );
-    assert!(
-        second.at - first.at >= Duration::from_millis(950),
-        "the delay is respected: {:?}",
-        second.at - first.at
+    assert_apart(
+        seconds(&r2, "delayed"),
+        seconds(&r1, "delayed"),
+        1.0,
+        "delayed again",
     );
     // Nothing else to patch while waiting: the host sleeps, then touches the object
-    // (§4.7 step 7) no earlier than the retry is due.
+    // (§4.7 step 7) when the retry is due.
     let touched = s
         .tracker
         .versions("obj")
@@ -77,11 +92,15 @@ async fn a_temporary_error_is_retried_after_its_delay_until_success() {
         .unwrap_or_else(|| panic!("no touch-dummy: {}", s.tracker.dump("obj")));
     // (KOPF.md shows the marker as a timestamp; its exact format is not checked here.)
     let touched_at = kopf_time(&format!("{}+00:00", touched.trim_end_matches("+00:00")));
-    assert!(
-        touched_at >= seconds(&r1, "delayed") - 0.01,
-        "{touched} vs {r1}"
-    );
+    assert_apart(touched_at, seconds(&r1, "delayed"), 0.0, "touched");
 
+    advance(&operator, Duration::from_millis(999)).await;
+    assert_eq!(retried(&operator.journal().records()).len(), 2);
+    advance(&operator, Duration::from_millis(1)).await;
+    let done = s
+        .tracker
+        .wait_for("obj", "creation handled", |b| handled_with(b, &["flaky"]))
+        .await;
     assert_eq!(
         kopf_keys(&done),
         [DIFF_BASE],
@@ -89,13 +108,11 @@ async fn a_temporary_error_is_retried_after_its_delay_until_success() {
     );
     let result = status(&done, "flaky");
     assert_eq!(result["retry"], 2);
-    assert!(
-        result["runtime"].as_f64().unwrap_or_default() >= 2.0,
-        "{result}"
-    );
-    let o = s.object("obj");
+    let runtime = result["runtime"].as_f64().unwrap_or_default();
+    assert_apart(runtime, 0.0, 2.0, "runtime");
+    s.settled(&operator, &["obj"]).await;
     assert_eq!(
-        outcomes(&operator.journal().records(), "flaky", &o),
+        retried(&operator.journal().records()),
         [
             ("retry".to_owned(), None),
             ("retry".to_owned(), None),
@@ -152,7 +169,7 @@ async fn a_permanent_error_is_final_and_the_cycle_still_completes() {
         "no result on failure"
     );
     assert_eq!(status(&done, "after_permanent"), &json!({"done": true}));
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let o = s.object("obj");
     let records = operator.journal().records();
     assert_eq!(
@@ -167,11 +184,12 @@ async fn a_permanent_error_is_final_and_the_cycle_still_completes() {
 }
 
 /// `retries = 2` means two attempts; `timeout = 1.5` with 1 s delays means the second
-/// failure is final at once, by the look-ahead (§5.2).
+/// failure is final at once, by the look-ahead (§5.2). On handler time: `limited` fails
+/// at 0 and (for good) at 0.3 s, `slow` at 0 and (for good) at 1 s.
 #[tokio::test]
 async fn retries_and_timeout_limits_end_the_attempts() {
     let s = Scene::start("limits").await;
-    let operator = s.operator();
+    let operator = s.operator_on_handler_time();
     s.create(kopfexample(
         "obj",
         &["limits"],
@@ -180,6 +198,24 @@ async fn retries_and_timeout_limits_end_the_attempts() {
         json!({}),
     ))
     .await;
+    let o = s.object("obj");
+    let ended = |handler: &str| outcomes(&operator.journal().records(), handler, &o);
+    let retry = || ("retry".to_owned(), None);
+    let failure = || ("failure".to_owned(), None);
+    s.tracker
+        .wait_seen("obj", "both failed once", |b| {
+            ["limited", "slow"]
+                .iter()
+                .all(|h| record(b, h).is_some_and(|r| r["retries"] == 1))
+        })
+        .await;
+    s.settled(&operator, &["obj"]).await;
+    assert_eq!(
+        (ended("limited"), ended("slow")),
+        (vec![retry()], vec![retry()])
+    );
+
+    advance(&operator, Duration::from_millis(300)).await;
     let limited = s
         .tracker
         .wait_seen("obj", "limited gave up", |b| {
@@ -198,18 +234,14 @@ async fn retries_and_timeout_limits_end_the_attempts() {
             && message.ends_with("always failing"),
         "{message}"
     );
-    let slow = s
-        .tracker
-        .wait_seen("obj", "slow failed once", |b| {
-            record(b, "slow").is_some_and(|r| r["retries"] == 1)
-        })
-        .await;
-    let r = record(&slow.body, "slow").expect("record");
+    let r = record(&limited.body, "slow").expect("record");
     assert_eq!(
         (r["failure"].clone(), r["message"].clone()),
         (json!(false), json!("too slow"))
     );
+    assert_eq!(ended("slow"), [retry()], "not yet due");
 
+    advance(&operator, Duration::from_millis(700)).await;
     let done = s
         .tracker
         .wait_for("obj", "creation handled", |b| diff_base(b).is_some())
@@ -217,12 +249,9 @@ async fn retries_and_timeout_limits_end_the_attempts() {
     assert_eq!(kopf_keys(&done), [DIFF_BASE]);
     assert_eq!(status(&done, "limited"), &Value::Null);
     assert_eq!(status(&done, "slow"), &Value::Null);
-    quiet_period().await;
-    let o = s.object("obj");
-    let records = operator.journal().records();
-    let retry_then_fail = [("retry".to_owned(), None), ("failure".to_owned(), None)];
-    assert_eq!(outcomes(&records, "limited", &o), retry_then_fail);
-    assert_eq!(outcomes(&records, "slow", &o), retry_then_fail);
+    s.settled(&operator, &["obj"]).await;
+    assert_eq!(ended("limited"), [retry(), failure()]);
+    assert_eq!(ended("slow"), [retry(), failure()]);
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -232,7 +261,7 @@ async fn retries_and_timeout_limits_end_the_attempts() {
 #[tokio::test]
 async fn a_trapping_handler_follows_its_errors_mode() {
     let s = Scene::start("trap").await;
-    let operator = s.operator();
+    let operator = s.operator_on_handler_time();
     s.create(kopfexample(
         "obj",
         &["trap"],
@@ -253,10 +282,11 @@ async fn a_trapping_handler_follows_its_errors_mode() {
         (json!(false), json!(false))
     );
     assert!(r["message"].as_str().is_some_and(|m| !m.is_empty()), "{r}");
-    let backoff = seconds(&r, "delayed") - seconds(&r, "started");
-    assert!(
-        (0.5..1.4).contains(&backoff),
-        "retried after the 0.5 s backoff: {r}"
+    assert_apart(
+        seconds(&r, "delayed"),
+        seconds(&r, "started"),
+        0.5,
+        "backoff",
     );
 
     let permanent = s
@@ -279,6 +309,7 @@ async fn a_trapping_handler_follows_its_errors_mode() {
         (json!(1), json!(false))
     );
 
+    advance(&operator, Duration::from_millis(500)).await;
     let done = s
         .tracker
         .wait_for("obj", "creation handled", |b| handled_with(b, &["trapper"]))
@@ -287,7 +318,7 @@ async fn a_trapping_handler_follows_its_errors_mode() {
     assert_eq!(status(&done, "trapper"), &json!({"recovered_at_retry": 1}));
     assert_eq!(status(&done, "trap_permanent"), &Value::Null);
     assert_eq!(status(&done, "trap_ignored"), &Value::Null);
-    quiet_period().await;
+    s.settled(&operator, &["obj"]).await;
     let o = s.object("obj");
     let records = operator.journal().records();
     let trap = || Some("trap".to_owned());
@@ -328,7 +359,7 @@ async fn until_faults_served(s: &Scene) {
 #[tokio::test]
 async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     let s = Scene::start("conflict").await;
-    let operator = s.operator();
+    let operator = s.operator_on_handler_time();
     s.cluster.server().faults().fail_next(
         1,
         RequestMatcher::any().verb("patch").plural("kopfexamples"),
@@ -344,24 +375,25 @@ async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     ))
     .await;
     until_faults_served(&s).await;
-    let failed_at = std::time::Instant::now();
+    // Throttled on handler time: nothing happens until 1 s has passed.
+    let calls = || {
+        calls_for(
+            &operator.journal().records(),
+            "create_quiet",
+            &s.object("obj"),
+        )
+    };
+    s.settled(&operator, &["obj"]).await;
+    advance(&operator, Duration::from_millis(999)).await;
+    let latest = s.tracker.latest("obj").expect("seen").body;
+    assert_eq!((calls(), diff_base(&latest)), (1, None), "still throttled");
+    advance(&operator, Duration::from_millis(1)).await;
     let done = s
         .tracker
         .wait_for("obj", "creation handled", |b| {
             handled_with(b, &["create_quiet"])
         })
         .await;
-    let handled = s
-        .tracker
-        .versions("obj")
-        .into_iter()
-        .find(|v| diff_base(&v.body).is_some())
-        .expect("handled");
-    assert!(
-        handled.at - failed_at >= Duration::from_millis(900),
-        "throttled for 1 s first: {:?}",
-        handled.at - failed_at
-    );
     assert_eq!(kopf_keys(&done), [DIFF_BASE]);
     assert_eq!(
         diff_base(&done).as_deref(),
@@ -371,11 +403,7 @@ async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     );
     assert_eq!(status(&done, "create_quiet"), &json!({"done": true}));
     assert_eq!(
-        calls_for(
-            &operator.journal().records(),
-            "create_quiet",
-            &s.object("obj")
-        ),
+        calls(),
         2,
         "handled again because the first result was lost"
     );
@@ -422,6 +450,79 @@ async fn a_rejected_finalizer_patch_is_retried_on_the_next_event() {
     );
     let records = operator.journal().records();
     assert_eq!(calls_for(&records, "create_fn", &s.object("obj")), 1);
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// What the sandbox stops — a call past its deadline, or past its memory cap — is an
+/// arbitrary error of a changing handler: retried after its `backoff` until its
+/// `retries` run out, or final at once with `errors = "permanent"` (KOPF.md §5). On
+/// handler time: `overeat` fails at 0 and (for good) at 4 s, `overrun` at 0, 7 and (for
+/// good) 14 s, `overrun_for_good` once at 0.
+#[tokio::test]
+async fn overruns_of_changing_handlers_follow_their_backoff_and_errors_mode() {
+    let s = Scene::start("overruns").await;
+    let operator = s.operator_on_handler_time();
+    s.create(kopfexample(
+        "obj",
+        &["overruns"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    let o = s.object("obj");
+    let ended = |handler: &str| outcomes(&operator.journal().records(), handler, &o);
+    let retry = |fault: &str| ("retry".to_owned(), Some(fault.to_owned()));
+    let failure = |fault: &str| ("failure".to_owned(), Some(fault.to_owned()));
+    let first = s
+        .tracker
+        .wait_seen("obj", "every handler's first attempt", |b| {
+            ["overrun", "overeat", "overrun_for_good"]
+                .iter()
+                .all(|h| record(b, h).is_some_and(|r| r["retries"] == 1))
+        })
+        .await;
+    s.settled(&operator, &["obj"]).await;
+    assert_eq!(ended("overrun"), [retry("timeout")]);
+    assert_eq!(ended("overeat"), [retry("memory")]);
+    assert_eq!(ended("overrun_for_good"), [failure("timeout")]);
+    let delay = |handler: &str| {
+        let r = record(&first.body, handler).expect("record");
+        seconds(&r, "delayed") - seconds(&r, "started")
+    };
+    assert_apart(delay("overrun"), 0.0, 7.0, "overrun's backoff");
+    assert_apart(delay("overeat"), 0.0, 4.0, "overeat's backoff");
+    let r = record(&first.body, "overrun_for_good").expect("record");
+    assert!(
+        r["failure"] == true && r.get("delayed").is_none(),
+        "final at once: {r}"
+    );
+
+    // t = 3.999: nothing is due yet; t = 4: overeat's last attempt.
+    advance(&operator, Duration::from_millis(3999)).await;
+    assert_eq!(ended("overeat").len(), 1);
+    advance(&operator, Duration::from_millis(1)).await;
+    assert_eq!(ended("overeat"), [retry("memory"), failure("memory")]);
+    assert_eq!(ended("overrun").len(), 1);
+    // t = 7: overrun's second attempt; t = 14: its third and last.
+    advance(&operator, Duration::from_secs(3)).await;
+    assert_eq!(ended("overrun"), [retry("timeout"), retry("timeout")]);
+    advance(&operator, Duration::from_millis(6999)).await;
+    assert_eq!(ended("overrun").len(), 2);
+    advance(&operator, Duration::from_millis(1)).await;
+    assert_eq!(
+        ended("overrun"),
+        [retry("timeout"), retry("timeout"), failure("timeout")]
+    );
+    let done = s
+        .tracker
+        .wait_for("obj", "the cycle completes", |b| diff_base(b).is_some())
+        .await;
+    assert_eq!(kopf_keys(&done), [DIFF_BASE]);
+    s.settled(&operator, &["obj"]).await;
+    assert_eq!(ended("overrun_for_good"), [failure("timeout")]);
+    assert!(!operator.is_finished(), "the host goes on");
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

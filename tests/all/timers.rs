@@ -91,6 +91,12 @@ async fn a_daemon_that_returns_is_done_for_good() {
     passes_in("daemons", "one-shot.yaml").await;
 }
 
+/// A daemon that fails for good is not started again, by a change or by time passing.
+#[tokio::test]
+async fn a_daemon_that_failed_for_good_is_not_restarted() {
+    passes_in("daemons", "failed-for-good.yaml").await;
+}
+
 /// A temporary error restarts the daemon after its delay; filters that stop matching
 /// stop it.
 #[tokio::test]
@@ -98,8 +104,10 @@ async fn a_failed_daemon_restarts_and_stops_when_filters_stop_matching() {
     passes_in("daemons", "restarting.yaml").await;
 }
 
-/// On the real clock: a daemon's sleeps do not count against its call budget (300 ms
-/// for three sleeps of 0.5 s).
+/// On the real clock: a daemon's sleeps do not count against its call budget (1 s for
+/// sleeps of 0.6, 0.6 and 2 s: together, and the last alone, longer than the budget and
+/// the host's 0.5 s grace). The budget leaves the call's own work a second, however
+/// loaded the machine.
 #[tokio::test]
 async fn a_daemons_sleeps_do_not_count_against_its_budget() {
     let s = kapsel_tests::Scene::start("daemon-budget").await;

@@ -129,14 +129,7 @@ pub fn core(kind: &str, plural: &str) -> ApiResource {
 /// # Panics
 /// When the API server refuses it.
 pub async fn create_kopfexamples_crd(client: &kube::Client) {
-    let crds = ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-    };
-    create(client, &crds, None, manifest("kopfexamples-crd.yaml")).await;
+    create(client, &crds(), None, manifest("kopfexamples-crd.yaml")).await;
 }
 
 /// Creates an object from JSON.
@@ -197,6 +190,60 @@ fn api(
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
         None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// CustomResourceDefinitions (`apiextensions.k8s.io/v1`).
+pub fn crds() -> ApiResource {
+    ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+/// Kopf's `ClusterKopfPeering` (`kopf.dev/v1`).
+pub fn cluster_peerings() -> ApiResource {
+    ApiResource {
+        group: "kopf.dev".into(),
+        version: "v1".into(),
+        api_version: "kopf.dev/v1".into(),
+        kind: "ClusterKopfPeering".into(),
+        plural: "clusterkopfpeerings".into(),
+    }
+}
+
+/// Kopf's `KopfPeering` (`kopf.dev/v1`).
+pub fn namespaced_peerings() -> ApiResource {
+    ApiResource {
+        kind: "KopfPeering".into(),
+        plural: "kopfpeerings".into(),
+        ..cluster_peerings()
+    }
+}
+
+/// Applies `deploy/peering-crds.yaml`: the two CRDs, and with `objects` the
+/// `default` peering objects it also holds.
+///
+/// # Panics
+/// When the manifests cannot be read or the API server refuses them.
+pub async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
+    let path = workspace().join("deploy").join("peering-crds.yaml");
+    let text = std::fs::read_to_string(path).expect("the peering manifests");
+    for doc in text.split("\n---") {
+        let doc: Value = serde_yaml::from_str(doc).expect("YAML");
+        match doc["kind"].as_str() {
+            Some("CustomResourceDefinition") => create(client, &crds(), None, doc).await,
+            Some("ClusterKopfPeering") if objects => {
+                create(client, &cluster_peerings(), None, doc).await
+            }
+            Some("KopfPeering") if objects => {
+                create(client, &namespaced_peerings(), Some("default"), doc).await
+            }
+            _ => continue,
+        };
     }
 }
 
@@ -327,11 +374,6 @@ pub fn kopfexample(
     })
 }
 
-/// Lets a short time pass, to show that something does NOT happen in it.
-pub async fn quiet_period() {
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-}
-
 /// A fresh cluster with the kopfexamples CRD, one namespace, and a [`Tracker`] on it:
 /// the stage of a change-handling test.
 pub struct Scene {
@@ -351,7 +393,15 @@ impl Scene {
     /// # Panics
     /// When the cluster cannot start.
     pub async fn start(namespace: &str) -> Scene {
-        let cluster = kapsel_host::testing::Cluster::start()
+        Scene::start_with(namespace, kapsel_host::testing::ServerConfig::default()).await
+    }
+
+    /// Starts a cluster served as `config` says, with the CRD and the namespace.
+    ///
+    /// # Panics
+    /// When the cluster cannot start.
+    pub async fn start_with(namespace: &str, config: kapsel_host::testing::ServerConfig) -> Scene {
+        let cluster = kapsel_host::testing::Cluster::start_with(config)
             .await
             .expect("cluster");
         let client = cluster.client();
@@ -370,6 +420,13 @@ impl Scene {
     pub fn operator(&self) -> kapsel_host::testing::RunningOperator {
         self.cluster
             .start_operator(kapsel_host::Operator::new([guest("changes")]))
+    }
+
+    /// Starts an operator with the `changes` guest on handler time: retry delays and
+    /// backoffs pass only when the test advances it.
+    pub fn operator_on_handler_time(&self) -> kapsel_host::testing::RunningOperator {
+        self.cluster
+            .start_operator_on_handler_time(kapsel_host::Operator::new([guest("changes")]))
     }
 
     /// `namespace/name`, as the journal names objects.
@@ -430,6 +487,29 @@ impl Scene {
             .map(|e| serde_json::to_value(e).expect("json"))
             .filter(|e| e["involvedObject"]["name"] == name)
             .collect()
+    }
+
+    /// Waits until `operator` has processed the latest version the tracker saw of each
+    /// of these objects and has nothing left to do: what has not happened by then does
+    /// not happen until the next event (or until handler time brings a retry or a timer).
+    /// The proof that something does NOT happen, without a wall-clock window.
+    ///
+    /// # Panics
+    /// When the operator does not settle (see [`RunningOperator::settle`]).
+    ///
+    /// [`RunningOperator::settle`]: kapsel_host::testing::RunningOperator::settle
+    pub async fn settled(&self, operator: &kapsel_host::testing::RunningOperator, names: &[&str]) {
+        let latest: Vec<Value> = names
+            .iter()
+            .filter_map(|name| self.tracker.latest(name).map(|seen| seen.body))
+            .collect();
+        if let Err(error) = operator.settle(&latest).await {
+            let dumps: Vec<String> = names
+                .iter()
+                .map(|n| format!("{n}:\n{}", self.tracker.dump(n)))
+                .collect();
+            panic!("{error}; versions seen:\n{}", dumps.join("\n"));
+        }
     }
 
     /// Stops the cluster.

@@ -238,6 +238,7 @@ impl Reactor {
             exit_grace: settings.exit_grace,
             metrics: shared.metrics.clone(),
             recorder: shared.recorder.clone(),
+            journal: shared.journal.clone(),
             watched: shared.watched.clone(),
         });
         let mut reactor = Reactor {

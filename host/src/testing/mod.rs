@@ -12,17 +12,18 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 mod cases;
+mod running;
 
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
 
 pub use cases::{TestError, TestRequest};
-pub use kapsel_apiserver::{ApiServer, Fault, Faults, RequestMatcher};
+pub use kapsel_apiserver::{ApiServer, Config as ServerConfig, Fault, Faults, RequestMatcher};
+pub use running::{RunningOperator, SettleError};
 
-use crate::{Error, Journal, Operator};
+use crate::Operator;
+use crate::clock::ManualClock;
 
 /// Why an in-memory cluster (or a client of one) is not there.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +88,16 @@ impl Cluster {
     /// # Errors
     /// The server cannot bind a port.
     pub async fn start() -> Result<Cluster, ClusterError> {
-        let server = ApiServer::start(kapsel_apiserver::Config::default()).await?;
+        Cluster::start_with(ServerConfig::default()).await
+    }
+
+    /// Starts an empty cluster served as `config` says (e.g. with a longer bookmark
+    /// interval, so that a watcher's resourceVersion stays behind).
+    ///
+    /// # Errors
+    /// The server cannot bind a port, or cannot load its state file.
+    pub async fn start_with(config: ServerConfig) -> Result<Cluster, ClusterError> {
+        let server = ApiServer::start(config).await?;
         let client = client_for(&server.url())?;
         Ok(Cluster { server, client })
     }
@@ -104,16 +114,17 @@ impl Cluster {
 
     /// Starts an operator on this cluster in the background.
     pub fn start_operator(&self, operator: Operator) -> RunningOperator {
-        let operator = operator.client(self.client.clone());
-        let journal = operator.journal();
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        let task = tokio::spawn(operator.run(async move { stopped.cancelled().await }));
-        RunningOperator {
-            journal,
-            stop,
-            task,
-        }
+        RunningOperator::start(operator.client(self.client.clone()), None)
+    }
+
+    /// Starts an operator on this cluster in the background, on handler time that moves
+    /// only when the test says ([`RunningOperator::advance`]): retry delays, backoffs,
+    /// timers, daemon sleeps and handler timeouts take no wall time, as in `kapsel test`.
+    pub fn start_operator_on_handler_time(&self, operator: Operator) -> RunningOperator {
+        RunningOperator::start(
+            operator.client(self.client.clone()),
+            Some(Arc::new(ManualClock::new())),
+        )
     }
 
     /// Stops the server.
@@ -122,41 +133,6 @@ impl Cluster {
     /// The server did not stop cleanly (e.g. its state file could not be saved).
     pub async fn shutdown(self) -> Result<(), kapsel_apiserver::Error> {
         self.server.shutdown().await
-    }
-}
-
-/// An operator running in the background.
-#[derive(Debug)]
-pub struct RunningOperator {
-    journal: Journal,
-    stop: CancellationToken,
-    task: JoinHandle<Result<(), Error>>,
-}
-
-impl RunningOperator {
-    /// What the operator did so far.
-    pub fn journal(&self) -> &Journal {
-        &self.journal
-    }
-
-    /// Whether the operator has exited on its own (e.g. an error at start).
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// Stops the operator gracefully and returns how it ended.
-    ///
-    /// # Errors
-    /// The operator's own error; or, if it did not stop within 30 s, that.
-    pub async fn stop(self) -> Result<(), Error> {
-        self.stop.cancel();
-        match tokio::time::timeout(Duration::from_secs(30), self.task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(join)) => Err(Error::Operator(Box::new(join))),
-            Err(_) => Err(Error::Operator(
-                "the operator did not stop within 30 s".into(),
-            )),
-        }
     }
 }
 

@@ -184,18 +184,31 @@ fn parse_object(text: &str, what: &str) -> Result<Value, KubeError> {
     }
 }
 
+/// A refusal that names the declaration the guest lacks, in the SDK's own words.
 fn forbidden(guest: &str, verb: &str, resource: &Resource) -> KubeError {
-    let group = if resource.group.is_empty() {
-        "core"
+    let (group, permit) = if resource.group.is_empty() {
+        (
+            "core",
+            format!(
+                "kapsel::permit!(\"{}\", \"{}\", verbs = [\"{verb}\"])",
+                resource.version, resource.plural
+            ),
+        )
     } else {
-        resource.group.as_str()
+        (
+            resource.group.as_str(),
+            format!(
+                "kapsel::permit!(\"{}\", \"{}\", \"{}\", verbs = [\"{verb}\"])",
+                resource.group, resource.version, resource.plural
+            ),
+        )
     };
     KubeError {
         code: 403,
         reason: "Forbidden".to_owned(),
         message: format!(
             "guest '{guest}' did not declare permission to {verb} {}.{group}; \
-             declare it with kapsel::permit!(...)",
+             declare it with {permit}",
             resource.plural
         ),
     }
@@ -371,12 +384,26 @@ pub(super) mod tests {
         )
         .expect_err("forbidden");
         assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+        // The declaration to add, ready to paste.
+        assert_eq!(
+            refused.message,
+            "guest 'g' did not declare permission to get secrets.core; declare it with \
+             kapsel::permit!(\"v1\", \"secrets\", verbs = [\"get\"])"
+        );
+        let grouped = prepare(
+            "g",
+            &perms,
+            &known,
+            Some("ns"),
+            get(sel(None, None, any("kopfexamples")), None, "x"),
+        )
+        .expect_err("forbidden");
         assert!(
-            refused.message.contains("guest 'g'")
-                && refused.message.contains("get secrets.core")
-                && refused.message.contains("kapsel::permit!"),
+            grouped.message.ends_with(
+                "declare it with kapsel::permit!(\"kopf.dev\", \"v1\", \"kopfexamples\", verbs = [\"get\"])"
+            ),
             "{}",
-            refused.message
+            grouped.message
         );
 
         let unknown = prepare(

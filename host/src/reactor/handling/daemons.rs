@@ -110,6 +110,7 @@ impl Daemons {
                 changed: changed.clone(),
                 stop: stop.clone(),
                 progress: progress.clone(),
+                settings: self.settings.clone(),
             };
             let task = stream.tasks.spawn(ticker.run());
             tasks.insert(

@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::handlers::execution::{self, Verdict};
 use crate::handlers::{DaemonSleeps, Handler, ObjectKey, Schedule, SharedProgress, after};
 use crate::object_log::object_log;
-use crate::reactor::changes::{self, Patch};
+use crate::reactor::changes::{self, ChangeSettings, Patch};
 use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
 use crate::reactor::patching::{Applied, Patcher, Target};
 use crate::runtime::HandlerKind;
@@ -47,6 +47,8 @@ pub(super) struct Ticker {
     pub(super) changed: watch::Receiver<DateTime<Utc>>,
     pub(super) stop: CancellationToken,
     pub(super) progress: SharedProgress,
+    /// The operator's annotation keys (for the touch that follows a daemon's exit).
+    pub(super) settings: Arc<ChangeSettings>,
 }
 
 /// How a tick ended.
@@ -269,6 +271,13 @@ impl Ticker {
             // Before the patch goes out: its echo must find the daemon exited, so that
             // the cycle it starts removes the finalizer the daemon no longer needs.
             self.memory.tasks.mark_exited(handler.identity());
+            if patch.is_empty() {
+                // Nothing else to patch (a final failure has no result): a touch, so
+                // that an echo still comes and runs that cycle.
+                let now = changes::touch_value(self.clock.now());
+                let settings = &self.settings;
+                patch.touch(&body, &settings.keys(), &settings.touch_key, Some(&now));
+            }
         }
         self.send(patch, &body).await.unwrap_or(tick)
     }

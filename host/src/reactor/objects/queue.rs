@@ -203,15 +203,21 @@ mod tests {
     async fn one_object_in_order_many_objects_in_parallel() {
         let seen: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
         let log = seen.clone();
+        // "a" waits until "b" is done: only objects processed in parallel get there.
+        let b_done = Arc::new(tokio::sync::Semaphore::new(0));
         let mut router = Router::new(move |e: ObjectEvent| {
-            let log = log.clone();
+            let (log, b_done) = (log.clone(), b_done.clone());
             async move {
-                // Slow down object "a" so "b" overtakes it if they run in parallel.
-                if e.key == "a" {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
                 let n = e.body["n"].as_u64().unwrap_or_default();
+                if e.key == "a" && n == 0 {
+                    let waited =
+                        tokio::time::timeout(Duration::from_secs(10), b_done.acquire()).await;
+                    assert!(waited.is_ok(), "b was not processed while a waited");
+                }
                 log.lock().unwrap().push((e.key.clone(), n));
+                if e.key == "b" && n == 4 {
+                    b_done.add_permits(1);
+                }
             }
         });
         for n in 0..5 {
@@ -228,7 +234,11 @@ mod tests {
         };
         assert_eq!(of("a"), vec![0, 1, 2, 3, 4]);
         assert_eq!(of("b"), vec![0, 1, 2, 3, 4]);
-        assert_eq!(seen[0].0, "b", "objects are processed in parallel");
+        assert_eq!(
+            seen[..5],
+            (0..5).map(|n| ("b".to_owned(), n)).collect::<Vec<_>>(),
+            "objects are processed in parallel"
+        );
     }
 
     fn queued(metrics: &crate::metrics::Metrics) -> Option<String> {

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{Resource, Scope};
 use crate::handlers::{Registry, ResourceHandlers};
+use crate::journal::{Journal, Record};
 use crate::metrics::Metrics;
 use crate::reactor::handling::{Handling, StreamContext};
 use crate::reactor::objects::{EventType, Router};
@@ -44,6 +45,8 @@ pub(crate) struct StreamParts {
     pub(crate) metrics: Metrics,
     /// Where `--record` writes the events the streams receive.
     pub(crate) recorder: Recorder,
+    /// Where streams note their relistings.
+    pub(crate) journal: Journal,
     /// What the operator watches now, for `kapsel test`.
     pub(crate) watched: Watched,
 }
@@ -182,7 +185,7 @@ async fn run_stream(
         Watch {
             client: parts.client.clone(),
             resource: context.resource.clone(),
-            namespace,
+            namespace: namespace.clone(),
             settings: parts.settings.clone(),
             metrics: parts.metrics.clone(),
             recorder: parts.recorder.clone(),
@@ -206,9 +209,21 @@ async fn run_stream(
         };
         match signal {
             None => break,
-            Some(StreamSignal::Listed) => {
+            Some(StreamSignal::Listed { relisted }) => {
                 if indexed {
                     readiness.stream_listed(&context.id);
+                }
+                if relisted {
+                    // Noted after the listed objects were routed: once the operator has
+                    // settled after this record, the relisting has been handled.
+                    tracing::info!(
+                        "Relisted the watch stream for {}: its watch history had expired.",
+                        context.id
+                    );
+                    parts.journal.push(Record::Relisted {
+                        resource: context.resource.key(),
+                        namespace: namespace.clone(),
+                    });
                 }
             }
             Some(StreamSignal::Object(event)) => {

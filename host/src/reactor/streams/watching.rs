@@ -22,8 +22,11 @@ use crate::recording::Recorder;
 #[derive(Debug)]
 pub(crate) enum StreamSignal {
     Object(ObjectEvent),
-    /// The initial listing (or a relisting) is complete.
-    Listed,
+    /// A listing is complete: the first one (`relisted: false`), or one after the watch
+    /// history expired (410 Gone), with the objects gone meanwhile reported as DELETED.
+    Listed {
+        relisted: bool,
+    },
 }
 
 /// Settings of the watch streams (KOPF.md §6.2).
@@ -100,15 +103,20 @@ pub(crate) async fn run(
 
     let mut known: HashMap<ObjectKey, Arc<Value>> = HashMap::new();
     let mut relisted: Option<HashMap<ObjectKey, Arc<Value>>> = None;
+    let mut listings: u64 = 0;
     let stream_name = match &namespace {
         Some(ns) => format!("{} in {ns}", resource.key()),
         None => resource.key(),
     };
     // A stream that dies of a host bug is never reopened: liveness must fail.
     let _alive = metrics.loop_watch(format!("the watch stream for {stream_name}"));
+    let resource_key = resource.key();
+    let sabotaged = metrics.sabotaged(&resource_key);
+    tokio::pin!(sabotaged);
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
+            () = &mut sabotaged => panic!("the watch stream for {stream_name} was made to die by a test"),
             next = events.next() => next,
         };
         let Some(next) = next else { return };
@@ -159,7 +167,10 @@ pub(crate) async fn run(
                         }
                     }
                 }
-                StreamSignal::Listed
+                listings += 1;
+                StreamSignal::Listed {
+                    relisted: listings > 1,
+                }
             }
             Event::Apply(obj) => {
                 let body = body_of(obj, &resource);

@@ -10,13 +10,12 @@ use kube::Client;
 use kube::api::{Patch, PatchParams};
 
 use super::expecting::expect;
-use super::format::{Case, Expected, Source, Step};
+use super::format::{Case, Expectation, Expected, Source, Step};
 use super::objects::{Written, api_for, apply, version_of};
 use crate::Operator;
-use crate::clock::{Clock, ManualClock};
+use crate::clock::ManualClock;
 use crate::health::Liveness;
 use crate::journal::Record;
-use crate::reactor::{Memories, Watched};
 use crate::recording::Recorder;
 use crate::running::activities_context;
 use crate::runtime::{Guest, Runtime};
@@ -161,10 +160,6 @@ pub(super) struct World {
     pub(super) running: RunningOperator,
     /// What the liveness endpoint would answer for the operator (for `healthy`).
     liveness: Liveness,
-    memories: Memories,
-    watched: Watched,
-    /// Whether the operator has started its watch streams.
-    started: tokio::sync::watch::Receiver<bool>,
     /// The case's writes since time last advanced.
     pub(super) written: Vec<Written>,
 }
@@ -181,13 +176,10 @@ impl World {
     ) -> World {
         let mut operator = Operator::new([guest.path().to_path_buf()])
             .all_namespaces()
-            .standalone();
-        operator.shared.clock = clock.clone();
+            .standalone()
+            .client(cluster.client());
         operator.shared.recorder = recorder;
         operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
-        let memories = operator.shared.memories.clone();
-        let watched = operator.shared.watched.clone();
-        let started = operator.shared.started.subscribe();
         let client = cluster.client();
         let liveness = Liveness::new(
             std::slice::from_ref(guest),
@@ -196,12 +188,9 @@ impl World {
         );
         World {
             client,
-            clock,
+            clock: clock.clone(),
             liveness,
-            running: cluster.start_operator(operator),
-            memories,
-            watched,
-            started,
+            running: RunningOperator::start(operator, Some(clock)),
             written: Vec::new(),
         }
     }
@@ -244,6 +233,22 @@ impl World {
             }
             Step::Expect(expectation) => {
                 expect(client, &self.running, &self.liveness, expectation).await?;
+                if expectation.what.denies_more() {
+                    // "Not (again)" is a fact only once nothing is left that could still
+                    // call the handler before the next write or advance.
+                    if !self.settle_within(expectation.within).await {
+                        return Err(format!(
+                            "the operator did not settle within {} s, so that it cannot be \
+                             told whether this holds",
+                            expectation.within.as_secs_f64()
+                        ));
+                    }
+                    let once = Expectation {
+                        within: Duration::ZERO,
+                        ..expectation.clone()
+                    };
+                    expect(&self.client, &self.running, &self.liveness, &once).await?;
+                }
                 Vec::new()
             }
         };
@@ -255,26 +260,24 @@ impl World {
     /// but sleep on handler time, so that advancing the clock means what the case says:
     /// "after everything that could happen by now has happened". Bounded: an operator
     /// that never settles (a spinning handler) does not hang the case.
-    pub(super) async fn settle(&mut self) {
-        const QUIET_POLLS: usize = 3;
-        let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
-        // Before its streams exist, an operator has nothing to do yet, but not because
-        // it is done.
-        let _ = tokio::time::timeout_at(deadline, self.started.wait_for(|s| *s)).await;
-        let mut quiet = 0;
-        while tokio::time::Instant::now() < deadline && quiet < QUIET_POLLS {
-            // Writes of resources the operator does not watch never reach it.
-            let seen = self.written.iter().all(|(resource, uid, version)| {
-                !self.watched.contains(resource) || self.memories.has_seen(uid, version)
-            });
-            quiet = if seen && self.memories.settled(self.clock.now()) {
-                quiet + 1
-            } else {
-                0
-            };
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    pub(super) async fn settle(&mut self) -> bool {
+        self.settle_within(SETTLE_LIMIT).await
+    }
+
+    /// [`World::settle`], waiting up to `limit`.
+    async fn settle_within(&mut self, limit: Duration) -> bool {
+        let running = &self.running;
+        let written = &self.written;
+        // Writes of resources the operator does not watch never reach it.
+        let settled = running
+            .settle_within(limit, || {
+                written.iter().all(|(resource, uid, version)| {
+                    !running.watches(resource) || running.has_seen(uid, version)
+                })
+            })
+            .await;
         self.written.clear();
+        settled
     }
 }
 

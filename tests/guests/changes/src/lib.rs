@@ -16,10 +16,15 @@
 //!   temporarily;
 //! - `trap`: `trapper` panics on its first attempt (backoff 0.5 s), `trap_permanent`
 //!   always panics with `errors = "permanent"`, `trap_ignored` with `"ignored"`;
+//! - `overruns`: `overrun` spins past its 100 ms call deadline on every attempt
+//!   (`backoff = 7`, `retries = 3`), `overeat` allocates past its 16 MiB cap (`backoff =
+//!   4`, `retries = 2`), `overrun_for_good` spins with `errors = "permanent"`;
 //! - `long`: a handler with a 73-character id, failing once (0.3 s);
 //! - `filters`: one handler per kind of filter (labels, annotations, field value,
 //!   old/new transitions, `when`);
-//! - `events`: `event_marker`, a raw event handler whose patch marks the object.
+//! - `events`: `event_marker`, a raw event handler whose patch marks the object;
+//! - `posting`: `post_events` posts a Kubernetes Event of each kind about its object
+//!   (`kapsel::events::info`, `warn`, `exception`).
 //!
 //! Results land in `status.<handler id>`, so tests read what each handler saw there.
 //!
@@ -143,6 +148,54 @@ fn trap_permanent() -> Value {
 #[kapsel::on::create("kopfexamples", errors = "ignored", labels("kapsel.test/trap" = present))]
 fn trap_ignored() -> Value {
     panic!("trapped and ignored");
+}
+
+// ---- overruns: what the sandbox stops is an arbitrary error --------------------------
+
+/// Never returns: stopped at its 100 ms deadline, then retried after 7 s, 3 attempts.
+#[kapsel::on::create(
+    "kopfexamples",
+    deadline_ms = 100,
+    backoff = 7,
+    retries = 3,
+    labels("kapsel.test/overruns" = present)
+)]
+fn overrun() -> Value {
+    spin()
+}
+
+/// Allocates without bound: stopped at its 16 MiB cap, then retried after 4 s, 2 attempts.
+#[kapsel::on::create(
+    "kopfexamples",
+    memory_mib = 16,
+    backoff = 4,
+    retries = 2,
+    labels("kapsel.test/overruns" = present)
+)]
+fn overeat() -> Value {
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    loop {
+        chunks.push(vec![1; 1 << 20]);
+        std::hint::black_box(&chunks);
+    }
+}
+
+/// Never returns, and an arbitrary error is final for it.
+#[kapsel::on::create(
+    "kopfexamples",
+    deadline_ms = 100,
+    errors = "permanent",
+    labels("kapsel.test/overruns" = present)
+)]
+fn overrun_for_good() -> Value {
+    spin()
+}
+
+fn spin() -> ! {
+    let mut counter: u64 = 0;
+    loop {
+        counter = std::hint::black_box(counter.wrapping_add(1));
+    }
 }
 
 /// A 73-character id: its annotation keys are cut and hashed (KOPF.md §4.3). Fails
@@ -299,4 +352,14 @@ fn event_marker(cause: &mut Cause) {
         let seen = cause.event_type().map_or("LISTED", |t| t.as_str());
         cause.patch.set("status.event_mark", seen);
     }
+}
+
+/// Posts one Event of each kind about its object: Normal `Noticed`, Warning
+/// `Suspicious`, Error `Broken` (Kopf's `kopf.info`, `kopf.warn`, `kopf.exception`).
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/posting" = present))]
+fn post_events(cause: &Cause) {
+    let name = cause.name().unwrap_or_default();
+    kapsel::events::info(cause.body(), "Noticed", &format!("noticed {name}"));
+    kapsel::events::warn(cause.body(), "Suspicious", &format!("{name} looks odd"));
+    kapsel::events::exception(cause.body(), "Broken", &format!("{name} is broken"));
 }

@@ -9,8 +9,8 @@
 //!   returns `{"child": <name>-child, "size": <data.size read back>, "listed": <count>}`
 //!   (in `status.make_child`).
 //! - `peek_secret` (on create): tries to get a Secret, which it never declared, and
-//!   returns `{"code": <code>, "reason": <reason>}` of the refusal (`{"code": 200,
-//!   "reason": "Allowed"}` if the host wrongly allowed it).
+//!   returns `{"code": <code>, "reason": <reason>, "message": <message>}` of the refusal
+//!   (`{"code": 200, "reason": "Allowed"}` if the host wrongly allowed it).
 //! - `read_settings` (on update): reads the ConfigMap `settings` of the object's
 //!   namespace, which nothing watches, and returns its `data`.
 //! - `remove_child` (on delete): deletes `<name>-child`; a missing child is fine.
@@ -85,7 +85,7 @@ fn peek_secret(cause: &Cause) -> Value {
     let namespace = cause.namespace().unwrap_or("default");
     match Api::namespaced("v1", "secrets", namespace).get("anything") {
         Ok(_) => json!({"code": 200, "reason": "Allowed"}),
-        Err(error) => json!({"code": error.code, "reason": error.reason}),
+        Err(error) => json!({"code": error.code, "reason": error.reason, "message": error.message}),
     }
 }
 

@@ -7,6 +7,10 @@
 //! - `kapsel.test/behaviour=crash`: `crash` panics with `crash requested for <name>`;
 //! - every ConfigMap event: `ok` logs `ok <name>`.
 //!
+//! Every handler but `spin` declares a deadline of its own (30 s), so that a test's
+//! short deadline for the operator (its default for handlers that declare none) stops
+//! the spinning handler, and never the others, however loaded the machine.
+//!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-misbehaving`
 //! (the component is `target/wasm32-wasip2/release/misbehaving.wasm`).
 
@@ -15,7 +19,7 @@ use std::hint::black_box;
 use kapsel::Cause;
 
 /// Logs `ok <name>` for every ConfigMap event.
-#[kapsel::on::event("v1", "configmaps")]
+#[kapsel::on::event("v1", "configmaps", deadline_ms = 30000)]
 fn ok(cause: &Cause) {
     kapsel::info!("ok {}", cause.name().unwrap_or_default());
 }
@@ -31,7 +35,12 @@ fn spin(cause: &Cause) {
 }
 
 /// Allocates (and touches) 1 MiB after 1 MiB until the host's cap stops it.
-#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/behaviour" = "hog"))]
+#[kapsel::on::event(
+    "v1",
+    "configmaps",
+    deadline_ms = 30000,
+    labels("kapsel.test/behaviour" = "hog")
+)]
 fn hog(cause: &Cause) {
     kapsel::info!("hogging for {}", cause.name().unwrap_or_default());
     let mut chunks: Vec<Vec<u8>> = Vec::new();
@@ -43,7 +52,12 @@ fn hog(cause: &Cause) {
 
 /// Fails with a one-minute `TemporaryError` on its first attempt, then succeeds and
 /// records its attempts in an annotation: `kapsel test` advances time instead of waiting.
-#[kapsel::on::create("v1", "configmaps", labels("kapsel.test/behaviour" = "slow-retry"))]
+#[kapsel::on::create(
+    "v1",
+    "configmaps",
+    deadline_ms = 30000,
+    labels("kapsel.test/behaviour" = "slow-retry")
+)]
 fn slow_retry(cause: &mut Cause) -> kapsel::Result<()> {
     if cause.retry() == 0 {
         return Err(kapsel::TemporaryError::new("come back in a minute")
@@ -59,7 +73,12 @@ fn slow_retry(cause: &mut Cause) -> kapsel::Result<()> {
 }
 
 /// Panics; the message reaches the guest's stderr (which the host logs).
-#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/behaviour" = "crash"))]
+#[kapsel::on::event(
+    "v1",
+    "configmaps",
+    deadline_ms = 30000,
+    labels("kapsel.test/behaviour" = "crash")
+)]
 fn crash(cause: &Cause) {
     panic!("crash requested for {}", cause.name().unwrap_or_default());
 }

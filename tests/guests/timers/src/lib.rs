@@ -24,13 +24,14 @@
 //! Daemons (KOPF.md §1.9):
 //! - `heartbeat` (`kapsel.test/daemon`): logs `beat <n> of <name>` every 10 s until it
 //!   must stop, then logs `heartbeat of <name> stopped after <n>` and returns;
-//! - `sleeper` (`kapsel.test/sleeper`): a 300 ms call budget, three sleeps of 0.5 s,
+//! - `sleeper` (`kapsel.test/sleeper`): a 1 s call budget, sleeps of 0.6, 0.6 and 2 s,
 //!   then returns `{"slept": 3}` (sleeps, even one longer than the budget, do not count);
 //! - `one_shot` (`kapsel.test/one-shot`): returns `{"done": true}` at once, and so has
 //!   exited for good for the object;
 //! - `restarting` (`kapsel.test/restarting`): its first attempt fails with a temporary
 //!   error (retry in 5 s); the retry logs `restarting <name> on retry <n>`, then sleeps
-//!   until it must stop.
+//!   until it must stop;
+//! - `doomed_daemon` (`kapsel.test/doomed-daemon`): fails for good at once.
 //!
 //! Calls are counted in the object's memo (`{"<handler id>": n}`), which the host keeps
 //! per object between calls.
@@ -138,16 +139,16 @@ fn heartbeat(cause: &Cause) {
     kapsel::info!("heartbeat of {name} stopped after {beats}");
 }
 
-/// A daemon with a 300 ms budget that sleeps 0.5 s, 0.5 s and 1.5 s: its sleeps must not
+/// A daemon with a 1 s budget that sleeps 0.6 s, 0.6 s and 2 s: its sleeps must not
 /// count, not even one longer than the budget and the host's grace together.
 #[kapsel::on::daemon(
     "kopfexamples",
-    deadline_ms = 300,
+    deadline_ms = 1000,
     labels("kapsel.test/sleeper" = present)
 )]
 fn sleeper(cause: &Cause) -> Value {
     let mut slept = 0;
-    for nap in [0.5, 0.5, 1.5] {
+    for nap in [0.6, 0.6, 2.0] {
         if !cause.sleep_unless_stopped(nap) {
             break;
         }
@@ -172,6 +173,12 @@ fn restarting(cause: &Cause) -> kapsel::Result<()> {
     kapsel::info!("restarting {name} on retry {}", cause.retry());
     while cause.sleep_unless_stopped(60.0) {}
     Ok(())
+}
+
+/// A daemon that fails for good: it is not started again for its object.
+#[kapsel::on::daemon("kopfexamples", labels("kapsel.test/doomed-daemon" = present))]
+fn doomed_daemon() -> kapsel::Result<()> {
+    Err(PermanentError::new("doomed").into())
 }
 
 #[cfg(test)]
@@ -265,7 +272,16 @@ mod tests {
             .filter(|r| r["kind"] == "daemon")
             .map(|r| &r["id"])
             .collect();
-        assert_eq!(daemons, ["heartbeat", "sleeper", "one_shot", "restarting"]);
+        assert_eq!(
+            daemons,
+            [
+                "heartbeat",
+                "sleeper",
+                "one_shot",
+                "restarting",
+                "doomed_daemon"
+            ]
+        );
         for (id, label, interval, initial_delay, idle) in expected {
             let r = find(id);
             assert_eq!(r["kind"], "timer", "{id}");

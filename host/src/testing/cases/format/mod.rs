@@ -38,9 +38,6 @@ use raw::RawCase;
 /// How long an expectation waits by default.
 pub(crate) const DEFAULT_WITHIN: Duration = Duration::from_secs(5);
 
-/// How long `not-called` watches by default: it can only pass at the end of its time.
-pub(crate) const NOT_CALLED_WITHIN: Duration = Duration::from_millis(500);
-
 /// One parsed case file.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Case {
@@ -160,12 +157,13 @@ pub(crate) enum Expected {
         /// A substring of the message.
         message: Option<String>,
     },
-    /// The handler was called: at least once, or exactly `times`.
+    /// The handler was called: at least once, or exactly `times` (once the operator has
+    /// settled).
     Called {
         handler: String,
         times: Option<usize>,
     },
-    /// The handler was not called, over all of `within` (default 0.5 s).
+    /// The handler was not called, once the operator has settled.
     NotCalled(String),
     /// A guest log line, or the operator's line about a handler (`Handler 'x' failed
     /// temporarily: ...`), containing `text` appeared (about `handler`, if given).
@@ -173,7 +171,8 @@ pub(crate) enum Expected {
         text: String,
         handler: Option<String>,
     },
-    /// Attempts of the handler ended so: at least once, or exactly `times`.
+    /// Attempts of the handler ended so: at least once, or exactly `times` (once the
+    /// operator has settled).
     Outcome {
         handler: String,
         outcome: HandlerOutcome,
@@ -225,6 +224,18 @@ impl fmt::Display for HandlerOutcome {
 }
 
 impl Expected {
+    /// Whether the expectation says something did not happen (more often): `not-called`,
+    /// and `times` of `called` and `outcome`. Such a thing can still happen while the
+    /// operator works, so these hold only once it has settled.
+    pub(crate) fn denies_more(&self) -> bool {
+        matches!(
+            self,
+            Expected::NotCalled(_)
+                | Expected::Called { times: Some(_), .. }
+                | Expected::Outcome { times: Some(_), .. }
+        )
+    }
+
     /// The handler the expectation names, if any.
     pub(crate) fn handler(&self) -> Option<&str> {
         match self {

@@ -7,9 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
-    DEFAULT_WITHIN, Expectation, Expected, HandlerOutcome, NOT_CALLED_WITHIN, Source, Step, Target,
-};
+use super::{DEFAULT_WITHIN, Expectation, Expected, HandlerOutcome, Source, Step, Target};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -314,14 +312,9 @@ impl<'de> Deserialize<'de> for RawExpect {
         } else {
             Expected::Healthy(fields.healthy.unwrap_or(true))
         };
-        let default = if matches!(what, Expected::NotCalled(_)) {
-            NOT_CALLED_WITHIN
-        } else {
-            DEFAULT_WITHIN
-        };
         Ok(RawExpect(Expectation {
             what,
-            within: fields.within.map_or(default, |s| s.0),
+            within: fields.within.map_or(DEFAULT_WITHIN, |s| s.0),
         }))
     }
 }
