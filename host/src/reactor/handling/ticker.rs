@@ -268,7 +268,7 @@ impl Ticker {
         {
             // Before the patch goes out: its echo must find the daemon exited, so that
             // the cycle it starts removes the finalizer the daemon no longer needs.
-            self.memory.tasks.mark_exited(handler.identity());
+            self.memory.tasks.mark_exited(handler);
         }
         self.send(patch, &body).await.unwrap_or(tick)
     }

@@ -19,7 +19,7 @@ use crate::journal::Record;
 use crate::reactor::{Memories, Watched};
 use crate::recording::Recorder;
 use crate::running::activities_context;
-use crate::runtime::{Guest, Runtime};
+use crate::runtime::{Guest, Runtime, ServedGuests};
 use crate::testing::{Cluster, RunningOperator};
 
 /// How a case ended.
@@ -190,7 +190,7 @@ impl World {
         let started = operator.shared.started.subscribe();
         let client = cluster.client();
         let liveness = Liveness::new(
-            std::slice::from_ref(guest),
+            ServedGuests::new(vec![guest.clone()]),
             activities_context(&client, &operator.shared),
             operator.shared.metrics.clone(),
         );
