@@ -326,3 +326,49 @@ async fn a_broken_guest_is_refused_while_the_old_version_serves_and_guests_come_
     operator.stop().await.expect("a clean stop");
     scene.shutdown().await;
 }
+
+#[tokio::test]
+async fn removed_guests_release_their_finalizers_and_run_their_cleanup() {
+    let scene = Scene::start("removal").await;
+    let mut volume = ConfigMapVolume::new("removal");
+    let probes = bytes_of("probes");
+    volume.publish(&[
+        ("activities.wasm", &bytes_of("activities")),
+        ("app.wasm", &bytes_of("reload_before")),
+        ("probes.wasm", &probes),
+    ]);
+    let operator = scene
+        .cluster
+        .start_operator(Operator::new([volume.dir()]).reload_interval(RESCAN));
+    let journal = operator.journal().clone();
+    scene
+        .create(json!({"metadata": {"name": "held"}, "spec": {}}))
+        .await;
+    scene
+        .tracker
+        .wait_for(
+            "held",
+            "handled, with the finalizer of its delete handler",
+            |b| !status(b, "stamp").is_null() && !finalizers(b).is_empty(),
+        )
+        .await;
+
+    // No guest serves kopfexamples any more: the stream replays its objects with no
+    // handlers, which releases the finalizer, and only then closes. The removed guests'
+    // cleanup handlers run.
+    volume.publish(&[("probes.wasm", &probes)]);
+    wait_record(&journal, "app removed", |r| reloaded(r, "app", "removed")).await;
+    wait_record(&journal, "the kopfexamples stream stops", |r| {
+        stream(r, false, "kopfexamples.")
+    })
+    .await;
+    let held = scene.tracker.latest("held").expect("seen").body;
+    assert!(finalizers(&held).is_empty(), "released: {held:#}");
+    wait_log(&journal, "activities", "tidied up").await;
+    scene.delete("held").await;
+    scene.tracker.wait_gone("held").await;
+    let logs = guest_logs(&journal.records(), "app");
+    assert!(!logs.iter().any(|l| l.starts_with("goodbye")), "{logs:?}");
+    operator.stop().await.expect("a clean stop");
+    scene.shutdown().await;
+}
