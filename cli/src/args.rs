@@ -229,6 +229,14 @@ pub(crate) struct RunArgs {
     /// calls into this file (JSON Lines), for `kapsel test GUEST --replay FILE`.
     #[arg(long, value_name = "FILE")]
     pub(crate) record: Option<PathBuf>,
+    /// Keep compiled guests in this folder (created if missing), so that a restart does
+    /// not compile them again (in Kubernetes: an emptyDir).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// How often the guests' files and folders are rescanned, in milliseconds: guests
+    /// added, replaced or removed are swapped in without a restart (0: never).
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    pub(crate) reload_interval_ms: u64,
 }
 
 /// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.

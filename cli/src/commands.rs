@@ -146,7 +146,8 @@ where
 fn operator_for(args: RunArgs) -> Operator {
     let mut operator = Operator::new(args.guests)
         .call_deadline(Duration::from_millis(args.call_deadline_ms))
-        .call_memory_mib(args.call_memory_mib);
+        .call_memory_mib(args.call_memory_mib)
+        .reload_interval(Duration::from_millis(args.reload_interval_ms));
     operator = peering(operator, &args.peering);
     if let Some(url) = args.liveness {
         operator = operator.liveness(url);
@@ -156,6 +157,9 @@ fn operator_for(args: RunArgs) -> Operator {
     }
     if let Some(path) = args.record {
         operator = operator.record(path);
+    }
+    if let Some(dir) = args.cache_dir {
+        operator = operator.cache_dir(dir);
     }
     if args.namespaces.is_empty() {
         operator.all_namespaces()

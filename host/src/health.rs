@@ -16,9 +16,9 @@ use axum::routing::get;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::activities::{self, Activity, Finished};
+use crate::activities::{self, Finished};
 use crate::metrics::{self, Metrics};
-use crate::runtime::{Guest, HandlerKind};
+use crate::runtime::{HandlerKind, ServedGuests};
 
 /// How long probe results are reused (Kopf's hard-coded 10 s): a burst of requests
 /// costs one round of probe calls.
@@ -31,6 +31,11 @@ const PROBE_BUDGET: Duration = Duration::from_secs(10);
 
 /// Where metrics are served beside the liveness endpoint, or when their URL has no path.
 const METRICS_PATH: &str = "/metrics";
+
+/// The key of the liveness answer that lists the guest files whose new version a reload
+/// refused (file → why), while the versions before them keep serving. Not a valid Rust
+/// function name, so no handler id the SDK derives can clash with it.
+const REFUSED_GUESTS: &str = "refused-guests";
 
 /// An `http://host:port/path` URL to serve on. As in Kopf, only `http` is accepted, the
 /// host defaults to `localhost` and the port to 80.
@@ -134,7 +139,7 @@ pub(crate) struct Served {
 /// A URL that cannot be served, or an address that cannot be bound.
 pub(crate) async fn serve(
     endpoints: &Endpoints,
-    guests: &[Guest],
+    guests: &ServedGuests,
     activities: &activities::Context,
     metrics: &Metrics,
 ) -> Result<Option<Served>, ServeError> {
@@ -155,7 +160,7 @@ pub(crate) async fn serve(
     if liveness.is_none() && metrics_at.is_none() {
         return Ok(None);
     }
-    let state = Liveness::new(guests, activities.clone(), metrics.clone());
+    let state = Liveness::new(guests.clone(), activities.clone(), metrics.clone());
     let mut routers: BTreeMap<(String, u16), Router<Liveness>> = BTreeMap::new();
     if let Some(endpoint) = &liveness {
         let router = routers.entry(endpoint.address()).or_default();
@@ -217,7 +222,11 @@ pub(crate) struct Liveness {
 }
 
 impl Liveness {
-    pub(crate) fn new(guests: &[Guest], context: activities::Context, metrics: Metrics) -> Self {
+    pub(crate) fn new(
+        guests: ServedGuests,
+        context: activities::Context,
+        metrics: Metrics,
+    ) -> Self {
         Liveness {
             probes: Arc::new(Probes::new(guests, context)),
             metrics,
@@ -225,13 +234,24 @@ impl Liveness {
     }
 
     /// The probes' results (cached for a while, as Kopf's); an error when one of the
-    /// operator's loops died or a probe failed.
+    /// operator's loops died or a probe failed. Guest files whose new version a reload
+    /// refused are listed under [`REFUSED_GUESTS`], without failing: the versions before
+    /// them still serve.
     pub(crate) async fn check(&self) -> Result<Map<String, Value>, String> {
         let dead = self.metrics.dead_loops();
         if !dead.is_empty() {
             return Err(format!("operator loops died: {}", dead.join(", ")));
         }
-        self.probes.report().await
+        let mut results = self.probes.report().await?;
+        let refused = self.probes.guests.refused();
+        if !refused.is_empty() {
+            let refused = refused
+                .into_iter()
+                .map(|(path, error)| (path.display().to_string(), Value::String(error)))
+                .collect();
+            results.insert(REFUSED_GUESTS.to_owned(), Value::Object(refused));
+        }
+        Ok(results)
     }
 }
 
@@ -256,9 +276,9 @@ async fn metrics_response(State(health): State<Liveness>) -> Response {
         .into_response()
 }
 
-/// The probe handlers of every guest, and their last results.
+/// The probe handlers of every guest served, and their last results.
 struct Probes {
-    probes: Vec<Activity>,
+    guests: ServedGuests,
     context: activities::Context,
     /// When the last successful round ended, and its results. Holding the lock through a
     /// round makes concurrent requests share it.
@@ -266,9 +286,9 @@ struct Probes {
 }
 
 impl Probes {
-    fn new(guests: &[Guest], context: activities::Context) -> Probes {
+    fn new(guests: ServedGuests, context: activities::Context) -> Probes {
         Probes {
-            probes: activities::of_kind(guests, HandlerKind::Probe),
+            guests,
             context,
             cache: tokio::sync::Mutex::default(),
         }
@@ -285,7 +305,9 @@ impl Probes {
         {
             return Ok(results.clone());
         }
-        let round = activities::run_all(&self.probes, &self.context, Some(PROBE_BUDGET));
+        // The guests of now: a reload may have changed them since the last round.
+        let probes = activities::of_kind(&self.guests.guests(), HandlerKind::Probe);
+        let round = activities::run_all(&probes, &self.context, Some(PROBE_BUDGET));
         // Each call is bounded by its deadline and retries by the budget; this bounds
         // the wait for a call permit too.
         let finished = tokio::time::timeout(PROBE_BUDGET + Duration::from_secs(1), round)
@@ -293,7 +315,7 @@ impl Probes {
             .map_err(|_| format!("the probes took longer than {PROBE_BUDGET:?}"))?;
         let mut results = Map::new();
         let mut errors = Vec::new();
-        for (probe, finished) in self.probes.iter().zip(finished) {
+        for (probe, finished) in probes.iter().zip(finished) {
             match finished {
                 Finished::Done(Some(value)) => {
                     results.insert(probe.key.clone(), value);

@@ -89,6 +89,54 @@ pub enum Record {
         /// Why.
         error: String,
     },
+    /// A guest was loaded when the operator started.
+    GuestLoaded {
+        /// The guest's name.
+        guest: String,
+        /// The file.
+        path: String,
+        /// Whether its machine code came from the compiled-guest cache (`--cache-dir`)
+        /// rather than from compiling it.
+        cached: bool,
+        /// How long compiling it, or reading it from the cache, took.
+        seconds: f64,
+    },
+    /// A guest changed while the operator ran (hot reload of its file): from this record
+    /// on, the next event of every object is handled by the guests as they are now.
+    GuestReloaded {
+        /// The guest's name.
+        guest: String,
+        /// The file.
+        path: String,
+        /// `added`, `replaced` or `removed`.
+        change: String,
+    },
+    /// A new version of a guest found while the operator ran was not served (it could not
+    /// be loaded, or its startup handlers failed); the version before it, if any, keeps
+    /// serving.
+    GuestRefused {
+        /// The guest's name (the file's stem).
+        guest: String,
+        /// The file.
+        path: String,
+        /// Why.
+        error: String,
+    },
+    /// A watch stream started.
+    StreamStarted {
+        /// The resource, `plural.version.group`.
+        resource: String,
+        /// The namespace (none: cluster-wide).
+        namespace: Option<String>,
+    },
+    /// A watch stream closed: the operator stopped or paused, its resource or namespace
+    /// went, or a reload left it without handlers.
+    StreamStopped {
+        /// The resource, `plural.version.group`.
+        resource: String,
+        /// The namespace (none: cluster-wide).
+        namespace: Option<String>,
+    },
     /// The operator paused: its watch streams stopped (peering, KOPF.md §8).
     Paused {
         /// Who or what it pauses for.

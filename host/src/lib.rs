@@ -28,6 +28,7 @@ mod pyformat;
 mod rbac;
 mod reactor;
 mod recording;
+mod reloading;
 mod running;
 mod runtime;
 #[cfg(feature = "testing")]

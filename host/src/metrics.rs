@@ -12,8 +12,10 @@
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
 //! | `kapsel_paused` (1 while peering pauses the operator) | gauge | |
+//! | `kapsel_guest_reloads_total` (guests changed while running) | counter | guest, result (`added`, `replaced`, `removed`, `refused`) |
 //!
-//! Handler figures and the paused state come from the journal ([`Record::HandlerFinished`],
+//! Handler figures, reloads and the paused state come from the journal
+//! ([`Record::HandlerFinished`], [`Record::GuestReloaded`], [`Record::GuestRefused`],
 //! [`Record::Paused`], [`Record::Resumed`]); the streams and queues report directly
 //! through a [`Metrics`] handle.
 
@@ -64,6 +66,8 @@ struct State {
     queues: BTreeMap<String, Arc<AtomicI64>>,
     /// Operator loops that ended in a panic; liveness fails while any is listed.
     dead_loops: BTreeSet<String>,
+    /// Guest reloads by (guest, result).
+    reloads: BTreeMap<(String, String), u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,6 +130,20 @@ impl Metrics {
                 stats.failures += u64::from(outcome != "success");
                 stats.retries += u64::from(outcome == "retry");
                 stats.duration.observe(*seconds);
+            }
+            Record::GuestReloaded { guest, change, .. } => {
+                *self
+                    .state()
+                    .reloads
+                    .entry((guest.clone(), change.clone()))
+                    .or_default() += 1;
+            }
+            Record::GuestRefused { guest, .. } => {
+                *self
+                    .state()
+                    .reloads
+                    .entry((guest.clone(), "refused".to_owned()))
+                    .or_default() += 1;
             }
             Record::Paused { .. } => self.set_paused(true),
             Record::Resumed => self.set_paused(false),
@@ -277,6 +295,18 @@ impl Metrics {
                 "kapsel_queue_objects",
                 &[("resource", resource.clone())],
                 gauge.load(Ordering::Relaxed).max(0),
+            );
+        }
+        out.family(
+            "kapsel_guest_reloads_total",
+            "Guests changed while the operator ran, by result: added, replaced, removed, or refused (the version before keeps serving).",
+            "counter",
+        );
+        for ((guest, result), count) in &state.reloads {
+            out.sample(
+                "kapsel_guest_reloads_total",
+                &[("guest", guest.clone()), ("result", result.clone())],
+                *count,
             );
         }
         out.family(
@@ -511,6 +541,7 @@ mod tests {
             "kapsel_sandbox_faults_total counter",
             "kapsel_watch_stream_restarts_total counter",
             "kapsel_queue_objects gauge",
+            "kapsel_guest_reloads_total counter",
             "kapsel_paused gauge",
         ] {
             let line = format!("# TYPE {family}");
@@ -538,6 +569,32 @@ mod tests {
         assert!(text.contains("kapsel_paused 1\n"));
         metrics.observe(&Record::Resumed);
         assert!(metrics.render().contains("kapsel_paused 0\n"));
+    }
+
+    #[test]
+    fn reloads_are_counted_by_guest_and_result() {
+        let metrics = Metrics::default();
+        let reloaded = |change: &str| Record::GuestReloaded {
+            guest: "app".into(),
+            path: "/guests/app.wasm".into(),
+            change: change.into(),
+        };
+        metrics.observe(&reloaded("replaced"));
+        metrics.observe(&reloaded("replaced"));
+        metrics.observe(&reloaded("added"));
+        metrics.observe(&Record::GuestRefused {
+            guest: "app".into(),
+            path: "/guests/app.wasm".into(),
+            error: "not WebAssembly".into(),
+        });
+        let text = metrics.render();
+        for line in [
+            "kapsel_guest_reloads_total{guest=\"app\",result=\"added\"} 1\n",
+            "kapsel_guest_reloads_total{guest=\"app\",result=\"refused\"} 1\n",
+            "kapsel_guest_reloads_total{guest=\"app\",result=\"replaced\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -1,21 +1,26 @@
 //! [`Operator`]: an operator as an application runs it — its settings, built with chained
 //! setters, and [`Operator::run`], which assembles it all (Kopf's `running.py`): the
-//! guests loaded, the startup handlers, the endpoints, the reactor, and the cleanup
-//! handlers when it stops.
+//! guests loaded, the startup handlers, the endpoints, the reactor and the reload loop
+//! beside it (`reloading`), and the cleanup handlers when it stops.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{KubeAccess, Scope};
+use crate::cluster::{KubeAccess, Poster, Scope};
 use crate::journal::{Journal, Record};
-use crate::runtime::{self, HandlerKind};
-use crate::{Error, activities, health, peering, reactor, recording};
+use crate::reloading::{Reloader, Reporting};
+use crate::runtime::{self, HandlerKind, Library, ServedGuests};
+use crate::{Error, activities, health, peering, reactor, recording, reloading};
 
 /// How long cleanup handlers may take, retries included, when the operator stops.
 const CLEANUP_BUDGET: Duration = Duration::from_secs(10);
+
+/// How often the guests' paths are rescanned for hot reload, by default.
+const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// An operator: guests (WebAssembly handlers) served on a cluster.
 ///
@@ -37,6 +42,10 @@ pub struct Operator {
     /// Where to record what the operator receives and does (`--record`).
     record_to: Option<PathBuf>,
     endpoints: health::Endpoints,
+    /// How often the guests' paths are rescanned (none: no hot reload).
+    reload_interval: Option<Duration>,
+    /// The pod the operator runs in (namespace, name), for Events about it.
+    pod: Option<(String, String)>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -72,6 +81,8 @@ impl Operator {
             preloaded: None,
             record_to: None,
             endpoints: health::Endpoints::default(),
+            reload_interval: Some(RELOAD_INTERVAL),
+            pod: reloading::pod_from_environment(),
         }
     }
 
@@ -162,6 +173,39 @@ impl Operator {
         self
     }
 
+    /// Keep compiled guests in this folder (`--cache-dir`; created if missing), so that a
+    /// restart, or a reload that finds a guest unchanged, does not compile it again.
+    /// Entries are keyed by the guest's content hash and the WebAssembly engine's
+    /// compatibility (wasmtime version, CPU features, settings); a damaged or foreign
+    /// entry is ignored with a warning and the guest compiled again. The folder must be
+    /// writable by the operator alone (in Kubernetes, an `emptyDir`). Default: none,
+    /// guests are compiled at every start.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Operator {
+        self.runtime.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Rescan the guests' paths this often for hot reload (`--reload-interval-ms`; default
+    /// 5 s; zero turns it off). A guest file added, replaced or removed — a mounted
+    /// ConfigMap the kubelet updates, a file renamed into place — is loaded, checked and
+    /// swapped in without a restart, once two scans in a row found it the same; a new
+    /// version that fails to load is refused while the version before it keeps serving.
+    /// The README's "Updating handlers without a restart" says what happens to
+    /// finalizers, timers and daemons of handlers that disappear.
+    pub fn reload_interval(mut self, interval: Duration) -> Operator {
+        self.reload_interval = Some(interval).filter(|i| !i.is_zero());
+        self
+    }
+
+    /// The pod this operator runs in, whose Warning Events tell about guests a reload
+    /// refused. Default: the pod named by the environment variable `POD_ID` in the
+    /// namespace `POD_NAMESPACE` (or that of the pod's service account); without one,
+    /// the Events are about the operator's peering object, if it peers.
+    pub fn pod(mut self, namespace: impl Into<String>, name: impl Into<String>) -> Operator {
+        self.pod = Some((namespace.into(), name.into()));
+        self
+    }
+
     /// Serve liveness at this URL (`--liveness`, e.g. `http://0.0.0.0:8080/healthz`):
     /// GET answers 200 with the probe handlers' results as a JSON object (cached 10 s),
     /// or 500 when a probe fails or one of the operator's loops died. The metrics are
@@ -211,15 +255,16 @@ impl Operator {
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
-        let (_runtime, guests, errors) = match self.preloaded {
-            Some((runtime, guests)) => (runtime, guests, Vec::new()),
+        let (runtime, library, errors) = match self.preloaded {
+            Some((runtime, guests)) => (runtime, Library::of(guests), Vec::new()),
             None => {
                 let runtime =
                     runtime::Runtime::new(self.runtime).map_err(|e| Error::Runtime(Box::new(e)))?;
-                let (guests, errors) = runtime.load_all(&self.guests).await;
-                (runtime, guests, errors)
+                let (library, errors) = Library::load(&runtime, &self.guests).await;
+                (runtime, library, errors)
             }
         };
+        let guests = library.guests();
         let shared = self.shared;
         for error in &errors {
             tracing::error!("{error}");
@@ -235,11 +280,19 @@ impl Operator {
         }
         for guest in &guests {
             tracing::info!(
-                "Loaded guest '{}' from {} ({} handler registrations).",
+                "Loaded guest '{}' from {} ({} handler registrations), {}.",
                 guest.name(),
                 guest.path().display(),
-                guest.describe().handlers.len()
+                guest.describe().handlers.len(),
+                guest.compilation()
             );
+            let (cached, took) = guest.compilation().parts();
+            shared.journal.push(Record::GuestLoaded {
+                guest: guest.name().to_owned(),
+                path: guest.path().display().to_string(),
+                cached,
+                seconds: took.as_secs_f64(),
+            });
         }
         let mut shared = shared;
         if let Some(path) = &self.record_to {
@@ -252,8 +305,9 @@ impl Operator {
         }
         shared.recorder.observe(&shared.journal);
         let activities = activities_context(&client, &shared);
+        let served = ServedGuests::new(guests.clone());
         // Stopped when dropped, on every way out of this function.
-        let _endpoints = health::serve(&self.endpoints, &guests, &activities, &shared.metrics)
+        let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
             .await
             .map_err(|e| Error::Endpoint(Box::new(e)))?;
         tokio::pin!(shutdown);
@@ -279,20 +333,49 @@ impl Operator {
             }
         }
 
+        // The reload loop runs beside the reactor, and stops before it (kept in a guard
+        // so that every way out of this function stops it).
+        let (swaps, swapped) = mpsc::channel(1);
+        let reloads = CancellationToken::new();
+        let _stop_reloading = reloads.clone().drop_guard();
+        let events = CancellationToken::new();
+        let _stop_events = events.clone().drop_guard();
+        if let Some(interval) = self.reload_interval.filter(|_| library.has_paths()) {
+            let involved =
+                reloading::reported_object(self.pod, &self.settings.peering, &self.settings.scope);
+            let events =
+                involved.map(|involved| (Poster::start(client.clone(), events).0, involved));
+            let reloader = Reloader {
+                runtime,
+                library,
+                interval,
+                swaps,
+                reporting: Reporting {
+                    journal: shared.journal.clone(),
+                    served: served.clone(),
+                    activities: activities.clone(),
+                    events,
+                },
+            };
+            tokio::spawn(reloader.run(reloads.clone()));
+        }
         let stop = CancellationToken::new();
         let trigger = stop.clone();
-        let operator = reactor::run(client, &guests, self.settings, shared, stop);
+        let operator = reactor::run(client, &guests, swapped, self.settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
             result = &mut operator => result,
             () = &mut shutdown => {
+                reloads.cancel();
                 trigger.cancel();
                 operator.await
             }
         };
+        reloads.cancel();
 
-        // Cleanup handlers last, bounded: a stopping operator must stop.
-        let cleanup = activities::of_kind(&guests, HandlerKind::Cleanup);
+        // Cleanup handlers last, bounded: a stopping operator must stop. Those of the
+        // guests served at the end (a reload may have changed them).
+        let cleanup = activities::of_kind(&served.guests(), HandlerKind::Cleanup);
         if !cleanup.is_empty() {
             let finished = activities::run_all(&cleanup, &activities, Some(CLEANUP_BUDGET));
             if tokio::time::timeout(CLEANUP_BUDGET, finished)

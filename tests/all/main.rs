@@ -4,6 +4,7 @@
 
 mod activities;
 mod architecture;
+mod caching;
 mod cases;
 mod changes;
 mod daemons;
@@ -19,6 +20,7 @@ mod loading;
 mod migration;
 mod peering;
 mod rbac;
+mod reloading;
 mod replay;
 mod resumes;
 mod retries;

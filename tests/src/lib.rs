@@ -3,9 +3,11 @@
 
 mod kopf;
 mod tracker;
+mod volume;
 
 pub use kopf::*;
 pub use tracker::{Seen, Tracker};
+pub use volume::ConfigMapVolume;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -11,7 +11,7 @@ mod scope;
 mod selectors;
 
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
-pub(crate) use events::{Poster, from_guest};
+pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
 pub(crate) use guest_calls::{KnownResources, KubeAccess};
 pub(crate) use requests::{RequestError, retried};
 pub(crate) use scope::{Scope, served_namespaces};

@@ -95,6 +95,12 @@ impl Indexes {
             .or_default();
     }
 
+    /// Keeps only the indexes `keep` accepts (by guest and index id): those of handlers a
+    /// reload took away are dropped.
+    pub(crate) fn retain(&self, keep: impl Fn(&str, &str) -> bool) {
+        self.lock().retain(|(guest, index), _| keep(guest, index));
+    }
+
     /// Whether an object is currently excluded because of an earlier error.
     pub(crate) fn is_excluded(&self, guest: &str, index: &str, object: &str) -> bool {
         let mut all = self.lock();

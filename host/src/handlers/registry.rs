@@ -26,6 +26,17 @@ impl ResourceHandlers {
             && self.changing.is_empty()
             && self.spawning.is_empty()
     }
+
+    /// Whether both are the same handlers of the same guest loads, in the same order.
+    pub(crate) fn same_as(&self, other: &ResourceHandlers) -> bool {
+        let same = |a: &[Arc<Handler>], b: &[Arc<Handler>]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same_as(b))
+        };
+        same(&self.index, &other.index)
+            && same(&self.event, &other.event)
+            && same(&self.changing, &other.changing)
+            && same(&self.spawning, &other.spawning)
+    }
 }
 
 /// Every handler of every loaded guest.

@@ -143,4 +143,10 @@ impl Handler {
     pub(crate) fn identity(&self) -> (String, String) {
         (self.guest.name().to_owned(), self.spec.id.clone())
     }
+
+    /// Whether both are the same handler of the same load of its guest: a reload that
+    /// replaced the guest makes its handlers others, even where their ids stay.
+    pub(crate) fn same_as(&self, other: &Handler) -> bool {
+        self.spec.id == other.spec.id && self.guest.same_load(&other.guest)
+    }
 }

@@ -10,8 +10,9 @@
 //!   handlers (deciding with Kopf's pure core, `changes`), timers and daemons;
 //! - `patching` sends what the handlers decided.
 //!
-//! This module is the run loop: the first discovery, the streams, peering's pauses, and
-//! the changes of CRDs and namespaces while the operator runs.
+//! This module is the run loop: the first discovery, the streams, peering's pauses, the
+//! changes of CRDs and namespaces while the operator runs, and the guests a reload swaps
+//! in ([`Swap`]).
 
 mod changes;
 mod handling;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
@@ -124,6 +125,59 @@ pub(crate) enum Error {
     Namespaces(#[source] kube::Error),
 }
 
+/// Guests to serve from now on (a reload), and who waits until the streams serve them.
+pub(crate) struct Swap {
+    pub(crate) guests: Vec<Guest>,
+    /// Told once the next event of every stream is handled by the new guests.
+    pub(crate) done: oneshot::Sender<()>,
+}
+
+/// The next message of a channel there may be none of (then never).
+async fn recv<T>(channel: Option<&mut mpsc::Receiver<T>>) -> Option<T> {
+    match channel {
+        Some(channel) => channel.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Every handler of the guests (resource kinds are served by the streams, the activities
+/// beside them), their indexes declared.
+fn registry_of(guests: &[Guest], indexes: &Indexes) -> Registry {
+    for (guest, index) in indexes_of(guests) {
+        indexes.declare(&guest, &index);
+    }
+    Registry::new(
+        guests
+            .iter()
+            .flat_map(|guest| {
+                guest
+                    .describe()
+                    .handlers
+                    .iter()
+                    .map(|registration| Handler {
+                        guest: guest.clone(),
+                        spec: HandlerSpec::of(registration),
+                    })
+            })
+            .collect(),
+    )
+}
+
+/// The (guest, index id) of every index handler of the guests.
+fn indexes_of(guests: &[Guest]) -> BTreeSet<(String, String)> {
+    guests
+        .iter()
+        .flat_map(|guest| {
+            guest
+                .describe()
+                .handlers
+                .iter()
+                .filter(|r| r.kind == HandlerKind::Index)
+                .map(|r| (guest.name().to_owned(), r.id.clone()))
+        })
+        .collect()
+}
+
 /// The run loop's state.
 struct Reactor {
     client: Client,
@@ -142,6 +196,8 @@ struct Reactor {
     /// What the observers noticed, and what stops them.
     triggers: mpsc::UnboundedReceiver<Trigger>,
     observers: CancellationToken,
+    /// Guests swapped in by reloads (none once nobody reloads any more).
+    swaps: Option<mpsc::Receiver<Swap>>,
 }
 
 /// What woke the run loop up.
@@ -150,12 +206,16 @@ enum Wake {
     /// Peering's pause signal changed (`false`: it is gone for good).
     Pause(bool),
     Trigger(Option<Trigger>),
+    /// New guests (`None`: nobody reloads any more).
+    Swap(Option<Swap>),
 }
 
-/// Runs the operator until `shutdown` is cancelled.
+/// Runs the operator until `shutdown` is cancelled, serving `guests`, then the guests of
+/// each [`Swap`].
 pub(crate) async fn run(
     client: Client,
     guests: &[Guest],
+    swaps: mpsc::Receiver<Swap>,
     settings: Settings,
     shared: Shared,
     shutdown: CancellationToken,
@@ -166,6 +226,7 @@ pub(crate) async fn run(
     // An early return (a failed discovery) stops the poster too.
     let _stop_posting = posting.clone().drop_guard();
     let mut reactor = Reactor::start(client, guests, &settings, shared, poster).await?;
+    reactor.swaps = Some(swaps);
     reactor.follow(&shutdown).await;
     reactor.stop_streams().await;
     posting.cancel();
@@ -184,21 +245,7 @@ impl Reactor {
         shared: Shared,
         poster: Poster,
     ) -> Result<Reactor, Error> {
-        // Every kind is registered: resource kinds are served by the streams, the
-        // activities beside them.
-        let mut handlers = Vec::new();
-        for guest in guests {
-            for registration in &guest.describe().handlers {
-                if registration.kind == HandlerKind::Index {
-                    shared.indexes.declare(guest.name(), &registration.id);
-                }
-                handlers.push(Handler {
-                    guest: guest.clone(),
-                    spec: HandlerSpec::of(registration),
-                });
-            }
-        }
-        let registry = Registry::new(handlers);
+        let registry = registry_of(guests, &shared.indexes);
         let handling = Handling::new(client.clone(), poster, settings, &shared);
 
         let discovered = cluster::scan(&client).await?;
@@ -238,8 +285,8 @@ impl Reactor {
             exit_grace: settings.exit_grace,
             metrics: shared.metrics.clone(),
             recorder: shared.recorder.clone(),
-            journal: shared.journal.clone(),
             watched: shared.watched.clone(),
+            journal: shared.journal.clone(),
         });
         let mut reactor = Reactor {
             client,
@@ -254,6 +301,7 @@ impl Reactor {
             paused,
             triggers,
             observers,
+            swaps: None,
         };
         match &reactor.paused {
             Some(reason) => {
@@ -287,10 +335,12 @@ impl Reactor {
     async fn follow(&mut self, shutdown: &CancellationToken) {
         let mut pause_open = true;
         loop {
+            let swaps = self.swaps.as_mut();
             let wake = tokio::select! {
                 () = shutdown.cancelled() => Wake::Shutdown,
                 changed = self.pause.changed(), if pause_open => Wake::Pause(changed.is_ok()),
                 trigger = self.triggers.recv() => Wake::Trigger(trigger),
+                swap = recv(swaps) => Wake::Swap(swap),
             };
             match wake {
                 Wake::Shutdown | Wake::Trigger(None) => return,
@@ -299,8 +349,25 @@ impl Reactor {
                     self.repause().await;
                 }
                 Wake::Trigger(Some(trigger)) => self.on_trigger(trigger).await,
+                Wake::Swap(Some(swap)) => self.on_swap(swap),
+                Wake::Swap(None) => self.swaps = None,
             }
         }
+    }
+
+    /// Serves new guests: the streams take their handlers for their next events, those no
+    /// handler serves any more retire, new ones start (once resumed, if paused); the
+    /// indexes of handlers gone are dropped.
+    fn on_swap(&mut self, swap: Swap) {
+        self.registry = registry_of(&swap.guests, &self.shared.indexes);
+        let declared = indexes_of(&swap.guests);
+        self.shared
+            .indexes
+            .retain(|guest, index| declared.contains(&(guest.to_owned(), index.to_owned())));
+        if self.paused.is_none() {
+            self.reconcile();
+        }
+        let _ = swap.done.send(());
     }
 
     /// Pauses or resumes the streams as peering says.

@@ -1,5 +1,6 @@
 //! The one wasmtime `Engine` of a host, its `Linker`, and the epoch ticker that bounds calls.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -10,6 +11,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::GuestWorld;
+use super::cache::ComponentCache;
 use super::state::HostState;
 
 /// How often the epoch advances. Deadlines are checked at this granularity, and a guest that
@@ -37,6 +39,9 @@ pub(crate) struct RuntimeConfig {
     /// Guest instances alive at once (calls plus `describe` at load); further calls wait.
     /// Bounds the pooling allocator, so the host's memory is bounded too.
     pub(crate) max_concurrent_calls: u32,
+    /// Where compiled guests are kept between starts (`--cache-dir`); none: compiled at
+    /// every start.
+    pub(crate) cache_dir: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -46,6 +51,7 @@ impl Default for RuntimeConfig {
             default_memory_mib: 64,
             max_memory_mib: 512,
             max_concurrent_calls: 64,
+            cache_dir: None,
         }
     }
 }
@@ -94,6 +100,8 @@ pub(super) struct RuntimeInner {
     pub(super) config: RuntimeConfig,
     /// One permit per live instance, so a burst of calls waits instead of exhausting the pool.
     pub(super) permits: Arc<Semaphore>,
+    /// Compiled guests on disk, when asked for and usable.
+    pub(super) cache: Option<ComponentCache>,
     /// Kept for its `Drop`: stops the ticker thread.
     _ticker: EpochTicker,
 }
@@ -127,12 +135,24 @@ impl Runtime {
         let linker = new_linker(&engine).map_err(RuntimeError::Link)?;
         let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
         let permits = Arc::new(Semaphore::new(config.max_concurrent_calls as usize));
+        // The cache only saves time: a folder that cannot be used is worth a warning.
+        let cache = config.cache_dir.as_ref().and_then(|dir| {
+            ComponentCache::open(dir, &engine)
+                .inspect_err(|error| {
+                    tracing::warn!(
+                        "Cannot use {} as the compiled-guest cache ({error}); guests are compiled at every start.",
+                        dir.display()
+                    );
+                })
+                .ok()
+        });
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 engine,
                 linker,
                 config,
                 permits,
+                cache,
                 _ticker: ticker,
             }),
         })

@@ -1,10 +1,14 @@
-//! [`Guest`]: a guest loaded and checked, ready to be called (see `loader` and `invoke`).
+//! [`Guest`]: a guest loaded and checked, ready to be called (see `loader` and `invoke`);
+//! [`ServedGuests`]: the guests an operator serves now.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use super::bindings::{DescribeOutput, GuestWorldPre};
+use super::cache::Digest;
 use super::engine::Runtime;
 use super::state::HostState;
 
@@ -22,6 +26,12 @@ pub(super) struct GuestInner {
     /// The file stem, used in logs and as the guest's identity.
     pub(super) name: Arc<str>,
     pub(super) path: PathBuf,
+    /// The hash of the file's bytes: which version of the guest this is.
+    pub(super) digest: Digest,
+    /// Unique per load in this process: a reload makes another, even of the same file.
+    pub(super) load: u64,
+    /// How its machine code was made, for the line that announces it.
+    pub(super) compilation: Compilation,
     /// Compiled and linked; instantiating it is the only per-call work.
     pub(super) pre: GuestWorldPre<HostState>,
     /// What `describe()` answered at load (already checked).
@@ -30,11 +40,39 @@ pub(super) struct GuestInner {
     pub(super) runtime: Runtime,
 }
 
+/// How a guest's machine code was made: compiled now, or read from the compiled-guest
+/// cache; and how long that took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compilation {
+    Compiled(Duration),
+    Cached(Duration),
+}
+
+impl Compilation {
+    /// Whether it came from the cache, and how long it took.
+    pub(crate) fn parts(self) -> (bool, Duration) {
+        match self {
+            Compilation::Compiled(took) => (false, took),
+            Compilation::Cached(took) => (true, took),
+        }
+    }
+}
+
+impl fmt::Display for Compilation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compilation::Compiled(took) => write!(f, "compiled in {} ms", took.as_millis()),
+            Compilation::Cached(took) => write!(f, "from the cache in {} ms", took.as_millis()),
+        }
+    }
+}
+
 impl fmt::Debug for Guest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guest")
             .field("name", &self.inner.name)
             .field("path", &self.inner.path)
+            .field("digest", &self.inner.digest)
             .field("handlers", &self.inner.describe.handlers.len())
             .finish_non_exhaustive()
     }
@@ -49,6 +87,28 @@ impl Guest {
     /// The file the guest was loaded from.
     pub(crate) fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The hash of the file it was loaded from: which version of the guest this is.
+    pub(crate) fn digest(&self) -> Digest {
+        self.inner.digest
+    }
+
+    /// How its machine code was made.
+    pub(crate) fn compilation(&self) -> Compilation {
+        self.inner.compilation
+    }
+
+    /// Which load of a guest this is (unique in the process; a reload makes another, even
+    /// of the same file): handlers, timers and daemons of a replaced guest are told apart
+    /// by it.
+    pub(crate) fn load(&self) -> u64 {
+        self.inner.load
+    }
+
+    /// Whether both are the same load of a guest.
+    pub(crate) fn same_load(&self, other: &Guest) -> bool {
+        self.load() == other.load()
     }
 
     /// What the guest declared at load.
@@ -66,5 +126,45 @@ impl Guest {
 
     pub(super) fn pre(&self) -> &GuestWorldPre<HostState> {
         &self.inner.pre
+    }
+}
+
+/// The guests an operator serves now, and the files whose new version it refused (with
+/// why), shared with what reports on them: the liveness endpoint (the probes, the
+/// refusals) and the cleanup handlers at exit. Reloads replace both. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServedGuests(Arc<RwLock<Served>>);
+
+#[derive(Debug, Default)]
+struct Served {
+    guests: Vec<Guest>,
+    refused: BTreeMap<PathBuf, String>,
+}
+
+impl ServedGuests {
+    pub(crate) fn new(guests: Vec<Guest>) -> ServedGuests {
+        ServedGuests(Arc::new(RwLock::new(Served {
+            guests,
+            refused: BTreeMap::new(),
+        })))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Served> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The guests served now.
+    pub(crate) fn guests(&self) -> Vec<Guest> {
+        self.read().guests.clone()
+    }
+
+    /// The files whose current version is refused, and why.
+    pub(crate) fn refused(&self) -> BTreeMap<PathBuf, String> {
+        self.read().refused.clone()
+    }
+
+    /// What a reload made current.
+    pub(crate) fn replace(&self, guests: Vec<Guest>, refused: BTreeMap<PathBuf, String>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Served { guests, refused };
     }
 }

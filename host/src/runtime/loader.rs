@@ -5,13 +5,15 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
 use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
+use super::cache::{Digest, Lookup};
 use super::describe::validate;
 use super::engine::Runtime;
-use super::guest::{Guest, GuestInner};
+use super::guest::{Compilation, Guest, GuestInner};
 use super::invoke::{Budget, CallError, Export, Returned, call_export};
 use super::services::{CallContext, NoServices};
 use super::state::HostState;
@@ -22,6 +24,9 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
 /// The WIT package version this host implements.
 const PACKAGE_VERSION: &str = "0.1.0";
+
+/// Counts the guests loaded in this process (see [`Guest::load`]).
+static LOADS: AtomicU64 = AtomicU64::new(0);
 
 /// Why a guest was not loaded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -145,18 +150,26 @@ impl Runtime {
     /// A [`LoadError`] naming the file: unreadable, not WebAssembly, a core module, a
     /// component of another world, or a `describe()` that failed or declared nonsense.
     pub(crate) async fn load(&self, path: &Path) -> Result<Guest, LoadError> {
-        let started = std::time::Instant::now();
         let bytes = read_file(path).await?;
+        self.load_bytes(path, bytes).await
+    }
+
+    /// Loads one guest from the bytes read from `path`.
+    ///
+    /// # Errors
+    /// As [`Runtime::load`].
+    pub(crate) async fn load_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<Guest, LoadError> {
+        let started = std::time::Instant::now();
         check_header(path, &bytes)?;
-        let engine = self.inner.engine.clone();
-        // Compiling takes tens to hundreds of milliseconds of CPU: keep it off the executor.
-        let compiled = tokio::task::spawn_blocking(move || Component::from_binary(&engine, &bytes))
-            .await
-            .map_err(|error| host_error(path, &error))?;
-        let component = compiled.map_err(|error| LoadError::Invalid {
-            path: path.to_owned(),
-            reason: format!("{error:#}"),
-        })?;
+        let digest = Digest::of(&bytes);
+        let runtime = self.clone();
+        let file = path.to_owned();
+        // Compiling takes tens to hundreds of milliseconds of CPU, reading the cache some
+        // file I/O: keep both off the executor.
+        let (component, compilation) =
+            tokio::task::spawn_blocking(move || runtime.compile(&file, &bytes, &digest))
+                .await
+                .map_err(|error| host_error(path, &error))??;
         let pre = self.link(path, &component)?;
         let name: Arc<str> = guest_name(path).into();
         let budget = Budget {
@@ -192,6 +205,9 @@ impl Runtime {
             inner: Arc::new(GuestInner {
                 name,
                 path: path.to_owned(),
+                digest,
+                load: LOADS.fetch_add(1, Ordering::Relaxed),
+                compilation,
                 pre,
                 describe,
                 runtime: self.clone(),
@@ -199,31 +215,48 @@ impl Runtime {
         })
     }
 
-    /// Loads every guest named by `paths`: `.wasm` files, or directories whose `.wasm`
-    /// files are loaded (a mounted ConfigMap: dotfiles and Kubernetes' `..data` links are
-    /// skipped). A bad guest does not stop the others.
-    ///
-    /// Returns the guests that loaded and an error for each one that did not.
-    pub(crate) async fn load_all(&self, paths: &[PathBuf]) -> (Vec<Guest>, Vec<LoadError>) {
-        let mut guests: Vec<Guest> = Vec::new();
-        let mut errors = Vec::new();
-        for file in expand(paths, &mut errors) {
-            match self.load(&file).await {
-                Ok(guest) => {
-                    if let Some(other) = guests.iter().find(|g| g.name() == guest.name()) {
-                        errors.push(LoadError::DuplicateName {
-                            path: file,
-                            name: guest.name().to_owned(),
-                            other: other.path().to_owned(),
-                        });
-                    } else {
-                        guests.push(guest);
-                    }
-                }
-                Err(error) => errors.push(error),
+    /// The component of these bytes: from the compiled-guest cache when it holds a sound
+    /// entry, else compiled (and then stored there). Blocks.
+    fn compile(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        digest: &Digest,
+    ) -> Result<(Component, Compilation), LoadError> {
+        let started = std::time::Instant::now();
+        let engine = &self.inner.engine;
+        let cache = self.inner.cache.as_ref();
+        match cache.map(|cache| cache.fetch(engine, digest)) {
+            Some(Lookup::Hit(component)) => {
+                return Ok((component, Compilation::Cached(started.elapsed())));
+            }
+            Some(Lookup::Unusable { file, reason }) => tracing::warn!(
+                "The cached compilation of {} ({}) cannot be used, {reason}; compiling it again.",
+                path.display(),
+                file.display()
+            ),
+            Some(Lookup::Miss) | None => {}
+        }
+        let component =
+            Component::from_binary(engine, bytes).map_err(|error| LoadError::Invalid {
+                path: path.to_owned(),
+                reason: format!("{error:#}"),
+            })?;
+        let compiled = Compilation::Compiled(started.elapsed());
+        if let Some(cache) = cache {
+            match cache.store(&component, digest) {
+                Ok(file) => tracing::debug!(
+                    "Cached the compilation of {} in {}.",
+                    path.display(),
+                    file.display()
+                ),
+                Err(error) => tracing::warn!(
+                    "Cannot cache the compilation of {}: {error}",
+                    path.display()
+                ),
             }
         }
-        (guests, errors)
+        Ok((component, compiled))
     }
 
     /// Links the component against WASI and the `host` interface, and checks that it has
@@ -327,7 +360,7 @@ fn host_error(path: &Path, error: &dyn fmt::Display) -> LoadError {
 }
 
 /// The guest's name: the file stem (`seed.wasm` → `seed`).
-fn guest_name(path: &Path) -> String {
+pub(super) fn guest_name(path: &Path) -> String {
     path.file_stem().map_or_else(
         || path.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
@@ -336,7 +369,7 @@ fn guest_name(path: &Path) -> String {
 
 /// The files to load for `paths`: files as given, directories as their `.wasm` files in name
 /// order. Unreadable paths and directories without guests become errors.
-fn expand(paths: &[PathBuf], errors: &mut Vec<LoadError>) -> Vec<PathBuf> {
+pub(super) fn expand(paths: &[PathBuf], errors: &mut Vec<LoadError>) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for path in paths {
         let unreadable = |e: std::io::Error| LoadError::Unreadable {

@@ -2,17 +2,21 @@
 //! call, every call bounded in time and memory, and the `host` interface guests call.
 //!
 //! Submodules, one job each: `engine` (the `Engine`, `Linker`, epoch ticker, [`Runtime`]),
-//! `bindings` (the one `bindgen!`), `loader` (files → [`Guest`]s), `guest` ([`Guest`]),
+//! `bindings` (the one `bindgen!`), `loader` (a file → a [`Guest`]), `library` (the
+//! guests of the operator's paths, rescanned for hot reload), `cache` (compiled guests
+//! kept on disk between starts), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
 //! (per-call store data), `services` ([`HostServices`], what a call may use),
 //! `host_api` (the `host` imports), `pipe` (captured stdout/stderr).
 
 mod bindings;
+mod cache;
 mod describe;
 mod engine;
 mod guest;
 mod host_api;
 mod invoke;
+mod library;
 mod loader;
 mod pipe;
 mod services;
@@ -26,8 +30,9 @@ pub(crate) use bindings::{
 };
 pub(crate) use describe::describe_json;
 pub(crate) use engine::{Runtime, RuntimeConfig};
-pub(crate) use guest::Guest;
+pub(crate) use guest::{Guest, ServedGuests};
 pub(crate) use invoke::CallError;
+pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
     BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeRequest, not_available,
 };

@@ -509,3 +509,59 @@ async fn bench_load_and_call_overhead() {
         "load (compile + link + describe): {load:?}; invoke `ok` (fresh instance): {per_call:?} per call"
     );
 }
+
+/// One rescan, made current; what it found.
+async fn scan(library: &mut Library) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let rescan = library.rescan(runtime()).await;
+    let names = |guests: Vec<&Guest>| guests.iter().map(|g| g.name().to_owned()).collect();
+    let found = (
+        names(rescan.candidates.iter().map(|c| &c.guest).collect()),
+        names(rescan.removed.iter().collect()),
+        rescan.refused.iter().map(|r| r.error.clone()).collect(),
+    );
+    library.apply(rescan);
+    found
+}
+
+#[tokio::test]
+async fn rescans_take_files_that_hold_still_refuse_once_and_keep_an_emptied_folder() {
+    let dir = Scratch::new("library");
+    let good = std::fs::read(guest_wasm("raw_behaviours")).expect("the guest");
+    dir.file("a.wasm", &good);
+    let (mut library, errors) = Library::load(runtime(), std::slice::from_ref(&dir.0)).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let none = (Vec::new(), Vec::new(), Vec::new());
+    assert_eq!(scan(&mut library).await, none, "nothing changed");
+
+    // A new file is taken at the second scan that sees it unchanged.
+    dir.file("b.wasm", &good);
+    assert_eq!(scan(&mut library).await, none, "not settled yet");
+    assert_eq!(scan(&mut library).await.0, ["b"]);
+    let guests: Vec<String> = library
+        .guests()
+        .iter()
+        .map(|g| g.name().to_owned())
+        .collect();
+    assert_eq!(guests, ["a", "b"]);
+
+    // A broken version is refused once; the version before it keeps serving.
+    dir.file("a.wasm", b"\0asm\x0d\0\x01\0 broken");
+    assert_eq!(scan(&mut library).await, none, "not settled yet");
+    let (_, _, refused) = scan(&mut library).await;
+    assert!(
+        refused.len() == 1 && refused[0].contains("a.wasm"),
+        "{refused:?}"
+    );
+    assert_eq!(scan(&mut library).await, none, "reported once");
+    assert_eq!(library.guests().len(), 2);
+    assert!(library.refusals().keys().any(|f| f.ends_with("a.wasm")));
+
+    // A removed file removes its guest, unless no guest would be left.
+    std::fs::remove_file(dir.0.join("b.wasm")).expect("removed");
+    assert_eq!(scan(&mut library).await.1, ["b"]);
+    std::fs::remove_file(dir.0.join("a.wasm")).expect("removed");
+    let (_, removed, refused) = scan(&mut library).await;
+    assert!(removed.is_empty(), "{removed:?}");
+    assert!(refused[0].contains("no other guest is left"), "{refused:?}");
+    assert_eq!(library.guests().len(), 1, "the last guest keeps serving");
+}

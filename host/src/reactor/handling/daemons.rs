@@ -42,12 +42,8 @@ impl Daemons {
         memory: &ObjectMemory,
     ) -> Vec<Arc<Handler>> {
         let mut matching = Vec::new();
-        if ctx.stream.handlers.spawning.is_empty() {
-            return matching;
-        }
-        let exited = memory.tasks.exited();
-        for handler in &ctx.stream.handlers.spawning {
-            if exited.contains(&handler.identity()) {
+        for handler in &ctx.handlers.resource.spawning {
+            if memory.tasks.has_exited(handler) {
                 continue;
             }
             if handler.spec.filters.matches_body(&ctx.event.body)
@@ -60,8 +56,8 @@ impl Daemons {
     }
 
     /// Starts the timers and daemons that match and are not running, and stops the
-    /// others. They start only once the object carries the finalizer, and never while it
-    /// is being deleted.
+    /// others — also those of handlers a reload took away or replaced. They start only
+    /// once the object carries the finalizer, and never while it is being deleted.
     pub(super) async fn sync(
         &self,
         stream: &Arc<StreamContext>,
@@ -69,10 +65,10 @@ impl Daemons {
         memory: &Arc<ObjectMemory>,
         matching: &[Arc<Handler>],
     ) {
-        if stream.handlers.spawning.is_empty() {
+        let tasks = &memory.tasks;
+        if ctx.handlers.resource.spawning.is_empty() && tasks.is_empty() {
             return;
         }
-        let tasks = &memory.tasks;
         let changed = tasks.observe(&ctx.event.body, &self.settings.prefix, self.clock.now());
         let body = &ctx.event.body;
         if changes::is_deletion_ongoing(body) {
@@ -80,7 +76,7 @@ impl Daemons {
             return;
         }
         tasks
-            .stop_where(|id| matching.iter().any(|h| &h.identity() == id))
+            .stop_where(|running| matching.iter().any(|h| h.same_as(running)))
             .await;
         if !changes::is_deletion_blocked(body, &self.settings.finalizer) {
             // The finalizer comes first; the event that shows it starts the tasks.
@@ -113,15 +109,13 @@ impl Daemons {
                 settings: self.settings.clone(),
             };
             let task = stream.tasks.spawn(ticker.run());
-            tasks.insert(
-                identity,
-                RunningTask {
-                    stop,
-                    body,
-                    progress,
-                    task,
-                },
-            );
+            tasks.insert(RunningTask {
+                handler: handler.clone(),
+                stop,
+                body,
+                progress,
+                task,
+            });
         }
     }
 }

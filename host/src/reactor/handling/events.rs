@@ -28,7 +28,7 @@ impl Events {
         patch: &mut Patch,
     ) {
         let mut called: HashSet<(String, String)> = HashSet::new();
-        for handler in &ctx.stream.handlers.event {
+        for handler in &ctx.handlers.resource.event {
             if !handler.spec.filters.matches_body(&ctx.event.body)
                 || called.contains(&handler.identity())
                 || !self.calls.passes_when(handler, ctx, None).await

@@ -29,7 +29,7 @@ impl Indexing {
         let indexes = self.calls.indexes();
         let key = &ctx.event.key;
         let mut done: HashSet<(String, String)> = HashSet::new();
-        for handler in &ctx.stream.handlers.index {
+        for handler in &ctx.handlers.resource.index {
             let (guest, id) = handler.identity();
             if ctx.event.event_type == EventType::Deleted
                 || !done.insert((guest.clone(), id.clone()))
@@ -75,7 +75,7 @@ impl Indexing {
         if ctx.event.event_type == EventType::Deleted {
             indexes.forget(key);
         }
-        if !ctx.stream.handlers.index.is_empty() {
+        if !ctx.handlers.resource.index.is_empty() {
             self.readiness.indexed(&ctx.stream.id, key);
         }
     }

@@ -13,6 +13,7 @@ mod ticker;
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -34,14 +35,29 @@ use indexing::Indexing;
 
 pub(crate) use indexing::Readiness;
 
+/// The handlers that serve a stream's objects: replaced as a whole when guests are
+/// reloaded, and read once per event, so that one event is handled by one set.
+#[derive(Debug, Default)]
+pub(crate) struct StreamHandlers {
+    pub(crate) resource: ResourceHandlers,
+    pub(crate) changing: ChangingHandlers,
+}
+
+impl StreamHandlers {
+    pub(crate) fn new(resource: ResourceHandlers) -> StreamHandlers {
+        let changing = ChangingHandlers::new(&resource.changing);
+        StreamHandlers { resource, changing }
+    }
+}
+
 /// What a stream's events need to know about the stream.
 #[derive(Debug)]
 pub(crate) struct StreamContext {
     /// Unique per stream, for the readiness gate.
     pub(crate) id: String,
     pub(crate) resource: Arc<Resource>,
-    pub(crate) handlers: ResourceHandlers,
-    pub(crate) changing: ChangingHandlers,
+    /// The handlers serving it now; the stream follows their changes (see `streams`).
+    handlers: watch::Sender<Arc<StreamHandlers>>,
     /// Cancelled when the stream stops: its objects' timers and daemons stop with it.
     pub(crate) stopping: CancellationToken,
     /// The timer and daemon tasks of the stream's objects, awaited when it stops.
@@ -55,21 +71,37 @@ impl StreamContext {
         handlers: ResourceHandlers,
         stopping: CancellationToken,
     ) -> Self {
-        let changing = ChangingHandlers::new(&handlers.changing);
         StreamContext {
             id,
             resource,
-            handlers,
-            changing,
+            handlers: watch::Sender::new(Arc::new(StreamHandlers::new(handlers))),
             stopping,
             tasks: TaskTracker::new(),
         }
+    }
+
+    /// The handlers serving the stream now.
+    pub(crate) fn handlers(&self) -> Arc<StreamHandlers> {
+        self.handlers.borrow().clone()
+    }
+
+    /// Serves the stream's next events with these handlers (guests were reloaded).
+    pub(crate) fn replace_handlers(&self, handlers: ResourceHandlers) {
+        self.handlers
+            .send_replace(Arc::new(StreamHandlers::new(handlers)));
+    }
+
+    /// Tells when the handlers are replaced.
+    pub(crate) fn handler_changes(&self) -> watch::Receiver<Arc<StreamHandlers>> {
+        self.handlers.subscribe()
     }
 }
 
 /// One event of one object, as every stage sees it.
 pub(crate) struct EventContext<'a> {
     pub(crate) stream: &'a StreamContext,
+    /// The stream's handlers when the event's handling began.
+    pub(crate) handlers: Arc<StreamHandlers>,
     pub(crate) event: &'a ObjectEvent,
     /// `namespace/name` (or `name`), as log lines name the object.
     pub(crate) object: &'a str,
@@ -83,6 +115,7 @@ impl<'a> EventContext<'a> {
     pub(crate) fn new(stream: &'a StreamContext, event: &'a ObjectEvent, object: &'a str) -> Self {
         EventContext {
             stream,
+            handlers: stream.handlers(),
             event,
             object,
             resource_key: stream.resource.key(),
@@ -178,7 +211,7 @@ impl Handling {
         self.indexing.run(&ctx).await;
 
         let mut patch = Patch::default();
-        if !stream.handlers.event.is_empty() {
+        if !ctx.handlers.resource.event.is_empty() {
             let readiness = &self.indexing.readiness;
             if !readiness.is_open() {
                 object_log!(debug, object, "Waiting for the indexes to be complete.");
@@ -190,7 +223,7 @@ impl Handling {
         if event.event_type == EventType::Deleted {
             memory.tasks.stop_all().await;
             // Nothing to patch: the object is gone (KOPF.md §6.4).
-            if !stream.changing.is_empty() {
+            if !ctx.handlers.changing.is_empty() {
                 object_log!(
                     debug,
                     object,
@@ -224,9 +257,15 @@ impl Handling {
         patch: Patch,
     ) {
         let object = ctx.object;
+        let handlers = &ctx.handlers;
+        // Without changing handlers, timers or daemons there is no cycle to run, unless
+        // the object carries the finalizer of handlers a reload took away: the cycle
+        // releases it (Kopf does when it next handles the object).
+        let cycle = !handlers.changing.is_empty()
+            || !handlers.resource.spawning.is_empty()
+            || changes::is_deletion_blocked(&ctx.event.body, &self.changing.settings.finalizer);
         loop {
-            let handlers = &ctx.stream.handlers;
-            let result = if ctx.stream.changing.is_empty() && handlers.spawning.is_empty() {
+            let result = if !cycle {
                 self.changing
                     .send(ctx, memory, patch.clone())
                     .await

@@ -270,7 +270,7 @@ impl Ticker {
         {
             // Before the patch goes out: its echo must find the daemon exited, so that
             // the cycle it starts removes the finalizer the daemon no longer needs.
-            self.memory.tasks.mark_exited(handler.identity());
+            self.memory.tasks.mark_exited(handler);
             if patch.is_empty() {
                 // Nothing else to patch (a final failure has no result): a touch, so
                 // that an echo still comes and runs that cycle.

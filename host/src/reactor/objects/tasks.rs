@@ -1,7 +1,12 @@
 //! The timer and daemon tasks of one object (part of its memory): which run, which
 //! daemons exited for good, and when the object last changed for `idle`.
+//!
+//! Tasks are told apart by handler *and* guest load ([`Handler::same_as`]): when a reload
+//! replaces a guest, its running tasks are the old version's, stopped and started anew
+//! with the new one; and a daemon that exited for good in the old version runs again in
+//! the new one, as after a restart.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
@@ -9,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::handlers::SharedProgress;
+use crate::handlers::{Handler, SharedProgress};
 
 /// The timers and daemons of one object; part of the object's memory.
 #[derive(Debug, Default)]
@@ -19,9 +24,9 @@ pub(crate) struct ObjectTasks(Mutex<State>);
 struct State {
     /// By handler identity (guest, id).
     running: HashMap<Identity, RunningTask>,
-    /// Daemons that have exited for good for this object (success or final failure):
-    /// not started again, and no longer needing the finalizer.
-    exited: HashSet<Identity>,
+    /// Daemons that have exited for good for this object (success or final failure), with
+    /// the guest load they ran in: not started again, and no longer needing the finalizer.
+    exited: HashMap<Identity, u64>,
     /// What resets `idle` when it changes: spec, labels, annotations, status.
     fingerprint: Option<Value>,
     /// When the fingerprint last changed (handler time); the tasks wait on it.
@@ -31,6 +36,8 @@ struct State {
 /// One running task, as the object's memory keeps it.
 #[derive(Debug)]
 pub(crate) struct RunningTask {
+    /// The handler it runs (of one load of its guest).
+    pub(crate) handler: Arc<Handler>,
     /// Cancelled to stop the task (its sleeps end at once).
     pub(crate) stop: CancellationToken,
     /// The object as last seen: calls get the freshest body (Kopf's live kwargs).
@@ -113,15 +120,20 @@ impl ObjectTasks {
         changed.subscribe()
     }
 
-    /// Stops the tasks `keep` rejects and waits until they have ended.
-    pub(crate) async fn stop_where(&self, keep: impl Fn(&Identity) -> bool) {
+    /// Whether no task runs (or stops) for the object.
+    pub(crate) fn is_empty(&self) -> bool {
+        lock(&self.0).running.is_empty()
+    }
+
+    /// Stops the tasks whose handler `keep` rejects and waits until they have ended.
+    pub(crate) async fn stop_where(&self, keep: impl Fn(&Handler) -> bool) {
         let stopping: Vec<RunningTask> = {
             let mut state = lock(&self.0);
             let ids: Vec<Identity> = state
                 .running
-                .keys()
-                .filter(|id| !keep(id))
-                .cloned()
+                .iter()
+                .filter(|(_, task)| !keep(&task.handler))
+                .map(|(id, _)| id.clone())
                 .collect();
             ids.iter()
                 .filter_map(|id| state.running.remove(id))
@@ -134,19 +146,24 @@ impl ObjectTasks {
         }
     }
 
-    /// The daemons that have exited for good.
-    pub(crate) fn exited(&self) -> HashSet<Identity> {
-        lock(&self.0).exited.clone()
+    /// Whether this daemon (of this guest load) has exited for good.
+    pub(crate) fn has_exited(&self, handler: &Handler) -> bool {
+        lock(&self.0)
+            .exited
+            .get(&handler.identity())
+            .is_some_and(|load| *load == handler.guest.load())
     }
 
     /// Notes that this daemon exited for good: it is not started again for the object.
-    pub(crate) fn mark_exited(&self, identity: Identity) {
-        lock(&self.0).exited.insert(identity);
+    pub(crate) fn mark_exited(&self, handler: &Handler) {
+        lock(&self.0)
+            .exited
+            .insert(handler.identity(), handler.guest.load());
     }
 
     /// Keeps a task that was just started.
-    pub(crate) fn insert(&self, identity: Identity, task: RunningTask) {
-        lock(&self.0).running.insert(identity, task);
+    pub(crate) fn insert(&self, task: RunningTask) {
+        lock(&self.0).running.insert(task.handler.identity(), task);
     }
 
     /// Stops every timer and daemon of the object and waits until they have ended.

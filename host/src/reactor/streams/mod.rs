@@ -1,6 +1,15 @@
 //! [`Streams`]: which watch streams run — one per served resource and namespace — and each
 //! stream's loop: its watcher (`watching`), the per-object router that feeds the
 //! handling, and the readiness bookkeeping of indexed streams.
+//!
+//! When guests are reloaded, a stream whose handlers changed keeps running: it takes the
+//! new handlers for its next events, and replays the objects it knows as a listing (as a
+//! restarted operator would see them), so that what depends on the handler set follows
+//! at once: timers and daemons of removed or replaced handlers stop and new ones start,
+//! new indexes fill, and finalizers no longer needed are released. A stream no handler
+//! serves any more *retires*: it replays its objects with no handlers at all (releasing
+//! the finalizer and stopping the daemons of each), then closes. Events already being
+//! handled finish with the handlers they began with.
 
 mod watching;
 
@@ -27,9 +36,16 @@ pub(crate) use watching::StreamSettings;
 /// A stream's identity: the resource's key and the namespace (None: cluster-wide).
 type StreamKey = (String, Option<String>);
 
+/// How long a retiring stream's objects may take to be handled without handlers (their
+/// in-flight calls finishing first, bounded by their own deadlines), before it closes.
+const RETIRE_GRACE: Duration = Duration::from_secs(60);
+
 /// A running watch stream and what stops it.
 struct Running {
+    context: Arc<StreamContext>,
     cancel: CancellationToken,
+    /// Cancelled to retire the stream (see the module's documentation).
+    retire: CancellationToken,
     task: JoinHandle<()>,
 }
 
@@ -45,16 +61,18 @@ pub(crate) struct StreamParts {
     pub(crate) metrics: Metrics,
     /// Where `--record` writes the events the streams receive.
     pub(crate) recorder: Recorder,
-    /// Where streams note their relistings.
-    pub(crate) journal: Journal,
     /// What the operator watches now, for `kapsel test`.
     pub(crate) watched: Watched,
+    /// Where streams note their starting, closing and relisting.
+    pub(crate) journal: Journal,
 }
 
 /// The watch streams that run.
 pub(crate) struct Streams {
     parts: StreamParts,
     running: HashMap<StreamKey, Running>,
+    /// Streams stopping or retiring; a stream started for the same key waits for them.
+    ending: HashMap<StreamKey, Running>,
 }
 
 impl Streams {
@@ -62,6 +80,7 @@ impl Streams {
         Streams {
             parts,
             running: HashMap::new(),
+            ending: HashMap::new(),
         }
     }
 
@@ -94,16 +113,42 @@ impl Streams {
                 }
             }
         }
-        self.running.retain(|key, stream| {
-            let keep = desired.contains_key(key);
-            if !keep {
-                tracing::info!("Stopping the watch stream for {}.", describe(key));
+        self.ending.retain(|_, stream| !stream.task.is_finished());
+        let unwanted: Vec<StreamKey> = self
+            .running
+            .keys()
+            .filter(|key| !desired.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in unwanted {
+            let Some(stream) = self.running.remove(&key) else {
+                continue;
+            };
+            let (resource, namespace) = &key;
+            let served = discovered.iter().any(|r| &r.key() == resource)
+                && namespace.as_ref().is_none_or(|ns| namespaces.contains(ns));
+            if served {
+                // Its resource is still there: its handlers were reloaded away.
+                tracing::info!(
+                    "Retiring the watch stream for {}: no handler serves it any more.",
+                    describe(&key)
+                );
+                stream.retire.cancel();
+            } else {
+                tracing::info!("Stopping the watch stream for {}.", describe(&key));
                 stream.cancel.cancel();
             }
-            keep
-        });
+            self.ending.insert(key, stream);
+        }
         for (key, (resource, handlers)) in desired {
-            if self.running.contains_key(&key) {
+            if let Some(stream) = self.running.get(&key) {
+                if !stream.context.handlers().resource.same_as(&handlers) {
+                    tracing::info!(
+                        "The handlers of {} changed: replaying its objects.",
+                        describe(&key)
+                    );
+                    stream.context.replace_handlers(handlers.as_ref().clone());
+                }
                 continue;
             }
             tracing::info!("Starting the watch stream for {}.", describe(&key));
@@ -114,16 +159,35 @@ impl Streams {
                 handlers.as_ref().clone(),
                 cancel.clone(),
             ));
-            if !context.handlers.index.is_empty() {
+            if !handlers.index.is_empty() {
                 self.parts.handling.readiness().expect_stream(&context.id);
             }
+            // A stream of this key still ending is stopped for good, and the new one
+            // starts once it has ended: one object is never handled by two streams.
+            let previous = self.ending.remove(&key).map(|ending| {
+                ending.cancel.cancel();
+                ending.task
+            });
+            let retire = CancellationToken::new();
+            self.parts.journal.push(Record::StreamStarted {
+                resource: key.0.clone(),
+                namespace: key.1.clone(),
+            });
             let task = tokio::spawn(run_stream(
                 self.parts.clone(),
-                context,
-                key.1.clone(),
-                cancel.clone(),
+                context.clone(),
+                (key.clone(), cancel.clone(), retire.clone()),
+                previous,
             ));
-            self.running.insert(key, Running { cancel, task });
+            self.running.insert(
+                key,
+                Running {
+                    context,
+                    cancel,
+                    retire,
+                    task,
+                },
+            );
         }
         self.parts.watched.replace(
             self.running
@@ -138,6 +202,7 @@ impl Streams {
         let tasks: Vec<JoinHandle<()>> = self
             .running
             .drain()
+            .chain(self.ending.drain())
             .map(|(_, r)| {
                 r.cancel.cancel();
                 r.task
@@ -173,27 +238,33 @@ fn describe((resource, namespace): &StreamKey) -> String {
     }
 }
 
-/// One stream: the watcher, the per-object router, and the readiness bookkeeping.
+/// One stream: the watcher, the per-object router, the readiness bookkeeping, and the
+/// replays its handler changes ask for. `previous` is a stream of the same key still
+/// ending: this one starts once it has ended.
 async fn run_stream(
     parts: StreamParts,
     context: Arc<StreamContext>,
-    namespace: Option<String>,
-    cancel: CancellationToken,
+    (key, cancel, retire): (StreamKey, CancellationToken, CancellationToken),
+    previous: Option<JoinHandle<()>>,
 ) {
+    if let Some(previous) = previous {
+        let _ = previous.await;
+    }
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let (replay, replays) = mpsc::unbounded_channel();
     let watch = tokio::spawn(watching::run(
         Watch {
             client: parts.client.clone(),
             resource: context.resource.clone(),
-            namespace: namespace.clone(),
+            namespace: key.1.clone(),
             settings: parts.settings.clone(),
             metrics: parts.metrics.clone(),
             recorder: parts.recorder.clone(),
         },
         tx,
+        replays,
         cancel.child_token(),
     ));
-    let indexed = !context.handlers.index.is_empty();
     let readiness = parts.handling.readiness().clone();
     let memories = parts.handling.memories().clone();
     let (handling, ctx) = (parts.handling.clone(), context.clone());
@@ -202,11 +273,27 @@ async fn run_stream(
         async move { handling.process(&ctx, event).await }
     })
     .counted(parts.metrics.queue(&context.resource.key()));
+    let mut changes = context.handler_changes();
+    // The last replay asked for, and whether the stream closes once it is handled.
+    let (mut requested, mut retiring) = (0_u64, false);
     loop {
         let signal = tokio::select! {
             () = cancel.cancelled() => break,
+            () = retire.cancelled(), if !retiring => {
+                retiring = true;
+                context.replace_handlers(ResourceHandlers::default());
+                continue;
+            }
+            changed = changes.changed() => {
+                if changed.is_ok() {
+                    requested += 1;
+                    let _ = replay.send(requested);
+                }
+                continue;
+            }
             signal = rx.recv() => signal,
         };
+        let indexed = !context.handlers().resource.index.is_empty();
         match signal {
             None => break,
             Some(StreamSignal::Listed { relisted }) => {
@@ -222,8 +309,13 @@ async fn run_stream(
                     );
                     parts.journal.push(Record::Relisted {
                         resource: context.resource.key(),
-                        namespace: namespace.clone(),
+                        namespace: key.1.clone(),
                     });
+                }
+            }
+            Some(StreamSignal::Replayed(seq)) => {
+                if retiring && seq == requested {
+                    break;
                 }
             }
             Some(StreamSignal::Object(event)) => {
@@ -237,10 +329,17 @@ async fn run_stream(
         }
     }
     watch.abort();
-    router.shutdown(parts.exit_grace).await;
+    // A retiring stream lets its objects be handled (without handlers) to the end.
+    let grace = if retiring {
+        RETIRE_GRACE
+    } else {
+        parts.exit_grace
+    };
+    router.shutdown(grace).await;
     // The timers and daemons stopped with the stream (`stopping` is its token); a call in
     // flight gets the same grace as the handlers above.
     context.tasks.close();
+    context.stopping.cancel();
     if tokio::time::timeout(parts.exit_grace, context.tasks.wait())
         .await
         .is_err()
@@ -251,7 +350,9 @@ async fn run_stream(
             parts.exit_grace
         );
     }
-    if indexed {
-        readiness.stream_gone(&context.id);
-    }
+    readiness.stream_gone(&context.id);
+    parts.journal.push(Record::StreamStopped {
+        resource: key.0,
+        namespace: key.1,
+    });
 }

@@ -27,6 +27,8 @@ pub(crate) enum StreamSignal {
     Listed {
         relisted: bool,
     },
+    /// The replay asked for with this number has been sent (its objects precede this).
+    Replayed(u64),
 }
 
 /// Settings of the watch streams (KOPF.md §6.2).
@@ -66,7 +68,9 @@ pub(crate) struct Watch {
 /// plus this margin; the server timeout is set so the sum is our inactivity timeout.
 const KUBE_IDLE_MARGIN: Duration = Duration::from_secs(5);
 
-/// Runs one stream until cancelled, sending its signals to `out`.
+/// Runs one stream until cancelled, sending its signals to `out`. Each number received on
+/// `replays` sends every object known now again, as a listing, then `Replayed` with it
+/// (the objects as last seen, in the order of the stream: no request to the API server).
 ///
 /// kube-runtime's watcher reports "apply" for both additions and
 /// modifications; the type Kopf reports is recovered from whether the object
@@ -76,6 +80,7 @@ const KUBE_IDLE_MARGIN: Duration = Duration::from_secs(5);
 pub(crate) async fn run(
     watch: Watch,
     out: tokio::sync::mpsc::UnboundedSender<StreamSignal>,
+    mut replays: tokio::sync::mpsc::UnboundedReceiver<u64>,
     cancel: CancellationToken,
 ) {
     let Watch {
@@ -113,10 +118,31 @@ pub(crate) async fn run(
     let resource_key = resource.key();
     let sabotaged = metrics.sabotaged(&resource_key);
     tokio::pin!(sabotaged);
+    let mut replaying = true;
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
             () = &mut sabotaged => panic!("the watch stream for {stream_name} was made to die by a test"),
+            replay = replays.recv(), if replaying => {
+                let Some(seq) = replay else {
+                    replaying = false;
+                    continue;
+                };
+                // Not recorded: these come from memory, not from the cluster.
+                let known = known.iter().map(|(key, body)| {
+                    StreamSignal::Object(ObjectEvent {
+                        event_type: EventType::Listed,
+                        key: key.clone(),
+                        body: body.clone(),
+                    })
+                });
+                for signal in known.chain([StreamSignal::Replayed(seq)]) {
+                    if out.send(signal).is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
             next = events.next() => next,
         };
         let Some(next) = next else { return };

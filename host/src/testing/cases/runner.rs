@@ -18,7 +18,7 @@ use crate::health::Liveness;
 use crate::journal::Record;
 use crate::recording::Recorder;
 use crate::running::activities_context;
-use crate::runtime::{Guest, Runtime};
+use crate::runtime::{Guest, Runtime, ServedGuests};
 use crate::testing::{Cluster, RunningOperator};
 
 /// How a case ended.
@@ -182,7 +182,7 @@ impl World {
         operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
         let client = cluster.client();
         let liveness = Liveness::new(
-            std::slice::from_ref(guest),
+            ServedGuests::new(vec![guest.clone()]),
             activities_context(&client, &operator.shared),
             operator.shared.metrics.clone(),
         );

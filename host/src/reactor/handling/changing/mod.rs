@@ -54,7 +54,7 @@ impl Changing {
     ) -> Result<(), RequestError> {
         let settings = &*self.settings;
         let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
-        let changing = &ctx.stream.changing;
+        let changing = &ctx.handlers.changing;
         let (diffbase, keys) = (settings.diffbase(), settings.keys());
 
         if memory.state().released && changes::is_deletion_ongoing(body) {
@@ -221,7 +221,7 @@ impl Changing {
         ctx: &EventContext<'_>,
         cause: &ChangingCause,
     ) -> ChangingHandlers {
-        let changing = &ctx.stream.changing;
+        let changing = &ctx.handlers.changing;
         let body: &Value = &ctx.event.body;
         if !changing.views.iter().any(|v| v.has_when) {
             return changing.clone();

@@ -1,0 +1,371 @@
+//! Hot reload: the guests an operator serves follow their files while it runs (a mounted
+//! ConfigMap the kubelet updates, a file replaced by hand), without a restart.
+//!
+//! Every interval the operator's paths are rescanned (`runtime::Library`, which also says
+//! why a rescan and not file-system notifications). A new version is compiled, checked
+//! and `describe`d, and its startup handlers run, before anything changes; then the
+//! reactor swaps the guests in ([`reactor::Swap`]): each stream takes the new handlers for
+//! its next event, streams no handler needs any more retire, new ones start. Calls in
+//! flight finish on the version they began with. A version that fails any of this is
+//! refused, and the version before it keeps serving; the refusal is logged, journaled
+//! (and so counted in `kapsel_guest_reloads_total{result="refused"}`), listed in the
+//! liveness answer (`refused-guests`, without failing it), and posted as a Warning Event
+//! about the operator's pod, or else its peering object. A removed guest's cleanup
+//! handlers run once it no longer serves.
+//!
+//! What handlers that disappear leave behind is decided as Kopf decides it for an
+//! operator restarted with fewer handlers — which it sees as a relisting of every object;
+//! a reload replays the objects of every stream whose handlers changed as a listing:
+//!
+//! - **finalizers**: the replay runs each object's changing cycle with the new handlers,
+//!   which removes the operator's finalizer from objects that no longer need it (no
+//!   delete handler, timer or daemon left for them). Unlike Kopf, this holds also for a
+//!   resource no handler serves any more: its stream replays its objects with no handlers
+//!   before it closes, so that no object is left undeletable. An object being deleted
+//!   whose delete handler disappeared is released: the new guests have nothing to run
+//!   for it.
+//! - **timers and daemons** of removed or replaced handlers are stopped (a daemon's
+//!   sleeps end at once and it returns); the new versions start where they match, a
+//!   daemon that had exited for good included (as after a restart).
+//! - **indexes** of removed index handlers are dropped; those of new ones fill by the
+//!   replay. Progress records of removed changing handlers stay in the objects' annotations
+//!   until their cycle is over, as in Kopf.
+//! - **on.event handlers** see the replayed objects as a listing (event type none), as
+//!   after a restart; no create or resume handler runs for objects already handled.
+//! - **startup handlers** of a new version run before it serves; **cleanup handlers** of a
+//!   removed guest run after; those of a replaced guest's old version do not run (the
+//!   guest goes on serving, in its new version).
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::activities::{self, Finished};
+use crate::cluster::{ObjectRef, PostedEvent, Poster, Scope};
+use crate::journal::{Journal, Record};
+use crate::peering;
+use crate::reactor::Swap;
+use crate::runtime::{Guest, HandlerKind, Library, Refusal, Rescan, Runtime, ServedGuests};
+
+/// How long a new version's startup handlers may take, retries included, before it is
+/// refused: a reload must not hang on one guest.
+const STARTUP_BUDGET: Duration = Duration::from_secs(60);
+
+/// How long a removed guest's cleanup handlers may take, retries included.
+const CLEANUP_BUDGET: Duration = Duration::from_secs(10);
+
+/// The reason of the Warning Events about refused guests.
+const REFUSED_REASON: &str = "GuestRefused";
+
+/// Where the reload loop reports, besides the journal.
+pub(crate) struct Reporting {
+    pub(crate) journal: Journal,
+    /// The guests served and refused, for the liveness endpoint and the cleanup at exit.
+    pub(crate) served: ServedGuests,
+    /// What the startup and cleanup handlers run with.
+    pub(crate) activities: activities::Context,
+    /// Posts the Warning Events, about this object (none: not posted).
+    pub(crate) events: Option<(Poster, ObjectRef)>,
+}
+
+/// The reload loop of one operator.
+pub(crate) struct Reloader {
+    pub(crate) runtime: Runtime,
+    pub(crate) library: Library,
+    /// How often the paths are rescanned.
+    pub(crate) interval: Duration,
+    /// Where new guests go to be served.
+    pub(crate) swaps: mpsc::Sender<Swap>,
+    pub(crate) reporting: Reporting,
+}
+
+/// What one reload changed, for the reports.
+struct Changes {
+    added: Vec<Guest>,
+    /// Old and new versions.
+    replaced: Vec<(Guest, Guest)>,
+    removed: Vec<Guest>,
+    refused: Vec<Refusal>,
+}
+
+impl Changes {
+    fn of(rescan: &Rescan) -> Changes {
+        let mut changes = Changes {
+            added: Vec::new(),
+            replaced: Vec::new(),
+            removed: rescan.removed.clone(),
+            refused: rescan.refused.clone(),
+        };
+        for candidate in &rescan.candidates {
+            match &candidate.replaces {
+                Some(old) => changes
+                    .replaced
+                    .push((old.clone(), candidate.guest.clone())),
+                None => changes.added.push(candidate.guest.clone()),
+            }
+        }
+        changes
+    }
+
+    /// Whether the guests served change.
+    fn swaps_guests(&self) -> bool {
+        !(self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty())
+    }
+}
+
+impl Reloader {
+    /// Rescans every interval until `stop`, swapping in what changed.
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.interval) => {}
+            }
+            let mut rescan = self.library.rescan(&self.runtime).await;
+            if !rescan.is_empty() {
+                let candidates: Vec<Guest> =
+                    rescan.candidates.iter().map(|c| c.guest.clone()).collect();
+                for guest in candidates {
+                    let started = tokio::select! {
+                        () = stop.cancelled() => return,
+                        started = self.start(&guest) => started,
+                    };
+                    if let Err(error) = started {
+                        rescan.refuse(&guest, error);
+                    }
+                }
+            }
+            let changes = Changes::of(&rescan);
+            self.library.apply(rescan);
+            if changes.swaps_guests() {
+                let (done, served) = oneshot::channel();
+                let swap = Swap {
+                    guests: self.library.guests(),
+                    done,
+                };
+                // The reactor has stopped when it takes no more swaps: so does this loop.
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    sent = self.swaps.send(swap) => if sent.is_err() { return },
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    served = served => if served.is_err() { return },
+                }
+            }
+            self.reporting
+                .served
+                .replace(self.library.guests(), self.library.refusals());
+            if !changes.refused.is_empty() || changes.swaps_guests() {
+                self.report(&changes);
+                self.clean_up(&changes.removed).await;
+            }
+        }
+    }
+
+    /// Runs a new version's startup handlers; why they failed, if they did.
+    async fn start(&self, guest: &Guest) -> Result<(), String> {
+        let startup = activities::of_kind(std::slice::from_ref(guest), HandlerKind::Startup);
+        if startup.is_empty() {
+            return Ok(());
+        }
+        let context = &self.reporting.activities;
+        let finished = activities::run_all(&startup, context, Some(STARTUP_BUDGET));
+        let finished = tokio::time::timeout(STARTUP_BUDGET, finished)
+            .await
+            .map_err(|_| format!("its startup handlers took longer than {STARTUP_BUDGET:?}"))?;
+        let failed: Vec<String> = startup
+            .iter()
+            .zip(finished)
+            .filter_map(|(activity, finished)| match finished {
+                Finished::Failed(error) => {
+                    Some(format!("startup handler '{}' {error}", activity.key))
+                }
+                Finished::Done(_) => None,
+            })
+            .collect();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    /// Logs, journals and posts what a reload did.
+    fn report(&self, changes: &Changes) {
+        let journal = &self.reporting.journal;
+        let reloaded = |guest: &Guest, change: &str| {
+            journal.push(Record::GuestReloaded {
+                guest: guest.name().to_owned(),
+                path: guest.path().display().to_string(),
+                change: change.to_owned(),
+            });
+        };
+        for guest in &changes.added {
+            tracing::info!(
+                "Reload: added guest '{}' from {} ({} handler registrations), {}.",
+                guest.name(),
+                guest.path().display(),
+                guest.describe().handlers.len(),
+                guest.compilation()
+            );
+            reloaded(guest, "added");
+        }
+        for (old, new) in &changes.replaced {
+            tracing::info!(
+                "Reload: replaced guest '{}' (version {}) with version {} from {} ({} handler registrations), {}.",
+                new.name(),
+                old.digest().short(),
+                new.digest().short(),
+                new.path().display(),
+                new.describe().handlers.len(),
+                new.compilation()
+            );
+            reloaded(new, "replaced");
+        }
+        for guest in &changes.removed {
+            tracing::info!(
+                "Reload: removed guest '{}': {} is gone.",
+                guest.name(),
+                guest.path().display()
+            );
+            reloaded(guest, "removed");
+        }
+        let served = self.library.guests();
+        for refusal in &changes.refused {
+            let serving = served.iter().any(|g| g.name() == refusal.guest);
+            let message = format!(
+                "Refused the new version of guest '{}' from {}: {}; {}.",
+                refusal.guest,
+                refusal.path.display(),
+                refusal.error,
+                if serving {
+                    "the version before it keeps serving"
+                } else {
+                    "it is not served"
+                }
+            );
+            tracing::error!("{message}");
+            journal.push(Record::GuestRefused {
+                guest: refusal.guest.clone(),
+                path: refusal.path.display().to_string(),
+                error: refusal.error.clone(),
+            });
+            if let Some((poster, involved)) = &self.reporting.events {
+                poster.post(PostedEvent {
+                    involved: involved.clone(),
+                    event_type: "Warning".to_owned(),
+                    reason: REFUSED_REASON.to_owned(),
+                    message,
+                });
+            }
+        }
+    }
+
+    /// Runs the cleanup handlers of guests that no longer serve (bounded).
+    async fn clean_up(&self, removed: &[Guest]) {
+        let cleanup = activities::of_kind(removed, HandlerKind::Cleanup);
+        if cleanup.is_empty() {
+            return;
+        }
+        let finished =
+            activities::run_all(&cleanup, &self.reporting.activities, Some(CLEANUP_BUDGET));
+        if tokio::time::timeout(CLEANUP_BUDGET, finished)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "Cleanup handlers of removed guests did not finish within {CLEANUP_BUDGET:?}."
+            );
+        }
+    }
+}
+
+/// What Warning Events about refused guests are about: the operator's pod when it is
+/// known (`pod`: its namespace and name), else the peering object the operator uses
+/// (the cluster-wide one, or that of its only namespace), else nothing (they are logged
+/// only).
+pub(crate) fn reported_object(
+    pod: Option<(String, String)>,
+    peering: &peering::Settings,
+    scope: &Scope,
+) -> Option<ObjectRef> {
+    if let Some((namespace, name)) = pod {
+        return Some(ObjectRef {
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            name,
+            namespace: Some(namespace),
+            uid: None,
+        });
+    }
+    if peering.mode == peering::Mode::Standalone {
+        return None;
+    }
+    let (kind, namespace) = match scope {
+        Scope::Cluster => ("ClusterKopfPeering", None),
+        Scope::Namespaces(_) => match scope.plain_names().as_deref() {
+            Some([only]) => ("KopfPeering", Some(only.clone())),
+            _ => return None,
+        },
+    };
+    Some(ObjectRef {
+        api_version: "kopf.dev/v1".to_owned(),
+        kind: kind.to_owned(),
+        name: peering.name.clone(),
+        namespace,
+        uid: None,
+    })
+}
+
+/// The pod the operator runs in, from the environment: its name in `POD_ID` (Kopf's
+/// identity variable, which deployments set to the pod's name), its namespace in
+/// `POD_NAMESPACE`, or else the namespace of the pod's service account.
+pub(crate) fn pod_from_environment() -> Option<(String, String)> {
+    const ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    let name = std::env::var("POD_ID").ok().filter(|n| !n.is_empty())?;
+    let namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string(ACCOUNT_NAMESPACE).ok())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())?;
+    Some((namespace, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_about_the_pod_else_the_peering_object() {
+        let auto = peering::Settings::default();
+        let pod = Some(("ops".to_owned(), "kapsel-7d9".to_owned()));
+        let object = reported_object(pod, &auto, &Scope::Cluster).expect("the pod");
+        assert_eq!(
+            (
+                object.kind.as_str(),
+                object.name.as_str(),
+                object.namespace.as_deref()
+            ),
+            ("Pod", "kapsel-7d9", Some("ops"))
+        );
+        let object = reported_object(None, &auto, &Scope::Cluster).expect("the peering");
+        assert_eq!(
+            (object.kind.as_str(), object.name.as_str(), object.namespace),
+            ("ClusterKopfPeering", "default", None)
+        );
+        let one = Scope::from_patterns(&["team-a"]);
+        let object = reported_object(None, &auto, &one).expect("the namespace's peering");
+        assert_eq!(
+            (object.kind.as_str(), object.namespace.as_deref()),
+            ("KopfPeering", Some("team-a"))
+        );
+        assert!(reported_object(None, &auto, &Scope::from_patterns(&["team-*"])).is_none());
+        let standalone = peering::Settings {
+            mode: peering::Mode::Standalone,
+            ..auto
+        };
+        assert!(reported_object(None, &standalone, &Scope::Cluster).is_none());
+    }
+}
