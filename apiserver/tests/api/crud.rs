@@ -269,6 +269,21 @@ async fn a_configmap_holds_at_most_one_mib() {
         "binaryData": {"b": encode(mib - 3)}});
     let r = post(&server, p, at_limit).await;
     assert_eq!(r.code, 201, "{}", r.body);
+    // Base64 in lines (as kustomize writes it) is the same bytes, served in one line.
+    let wrapped = encode(100)
+        .as_bytes()
+        .chunks(76)
+        .map(|l| String::from_utf8_lossy(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let r = post(
+        &server,
+        p,
+        json!({"metadata": {"name": "lines"}, "binaryData": {"b": wrapped}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(r.json()["binaryData"]["b"], encode(100));
     // One byte more, in binaryData or in data.
     for (name, body) in [
         ("binary", json!({"binaryData": {"b": encode(mib)}})),
