@@ -44,11 +44,12 @@ fn namespaced_peerings() -> ApiResource {
     }
 }
 
-/// Applies `deploy/peering-crds.yaml`: the two CRDs, and with `objects` the
-/// `default` peering objects it also holds.
+/// Applies `deploy/operator/peering-crds.yaml` (the two CRDs) and, with `objects`,
+/// `deploy/operator/peering-default.yaml` (the `default` peering objects).
 async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/peering-crds.yaml");
-    let text = std::fs::read_to_string(path).expect("the peering manifests");
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/operator/");
+    let read = |file: &str| std::fs::read_to_string(format!("{deploy}{file}")).expect(file);
+    let text = read("peering-crds.yaml") + "\n---\n" + &read("peering-default.yaml");
     for doc in text.split("\n---") {
         let doc: Value = serde_yaml::from_str(doc).expect("YAML");
         match doc["kind"].as_str() {

@@ -48,8 +48,31 @@ pub fn guest(name: &str) -> PathBuf {
     }
 }
 
+/// The path of an example guest (`minimal`, `typed`, ...) built as `make
+/// deploy-manifests` builds it for `deploy/`: with the small `deploy` profile, so that it
+/// fits in a ConfigMap. Built here, once.
+///
+/// # Panics
+/// When the guests cannot be built.
+pub fn deploy_guest(name: &str) -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        build_guests_with(&[("GUEST_PROFILE", "deploy"), ("GUEST_FOLDERS", "examples")])
+    });
+    match dir {
+        Ok(dir) => dir.join(format!("{name}.wasm")),
+        Err(error) => panic!("the example guests could not be built: {error}"),
+    }
+}
+
 fn build_guests() -> Result<PathBuf, String> {
+    build_guests_with(&[])
+}
+
+/// `scripts/build-guests` with these environment variables; the folder of the guests.
+fn build_guests_with(env: &[(&str, &str)]) -> Result<PathBuf, String> {
     let output = Command::new(workspace().join("scripts").join("build-guests"))
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("cannot run scripts/build-guests: {e}"))?;
     if !output.status.success() {
