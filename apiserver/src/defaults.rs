@@ -127,6 +127,28 @@ fn container(c: &mut Map<String, Value>) {
     }
 }
 
+/// Bytes fields (a ConfigMap's `binaryData`, a Secret's `data`) as kube-apiserver serves
+/// them: it decodes them on the way in (Go's base64 skips line breaks, which kustomize's
+/// `configMapGenerator` writes every 76 characters) and encodes them again on the way
+/// out, in one line. A value that is not base64 is left as sent.
+fn canonical_base64(obj: &mut Value, field: &str) {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let Some(values) = obj.get_mut(field).and_then(Value::as_object_mut) else {
+        return;
+    };
+    for value in values.values_mut() {
+        let Some(text) = value.as_str() else { continue };
+        if !text.contains(['\r', '\n']) {
+            continue;
+        }
+        let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+        if let Ok(bytes) = engine.decode(&joined) {
+            *value = Value::String(engine.encode(bytes));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,27 +169,5 @@ mod tests {
             s,
             json!({"data": {"a": "Yg==", "p": "cQ=="}, "type": "Opaque"})
         );
-    }
-}
-
-/// Bytes fields (a ConfigMap's `binaryData`, a Secret's `data`) as kube-apiserver serves
-/// them: it decodes them on the way in (Go's base64 skips line breaks, which kustomize's
-/// `configMapGenerator` writes every 76 characters) and encodes them again on the way
-/// out, in one line. A value that is not base64 is left as sent.
-fn canonical_base64(obj: &mut Value, field: &str) {
-    use base64::Engine as _;
-    let engine = base64::engine::general_purpose::STANDARD;
-    let Some(values) = obj.get_mut(field).and_then(Value::as_object_mut) else {
-        return;
-    };
-    for value in values.values_mut() {
-        let Some(text) = value.as_str() else { continue };
-        if !text.contains(['\r', '\n']) {
-            continue;
-        }
-        let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
-        if let Ok(bytes) = engine.decode(&joined) {
-            *value = Value::String(engine.encode(bytes));
-        }
     }
 }
