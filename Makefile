@@ -7,7 +7,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy unit cases demo clean
+.PHONY: all setup guests build test fmt clippy unit cases demo deploy-manifests image clean
 
 all: build guests
 
@@ -48,6 +48,18 @@ test: fmt clippy unit cases
 
 demo: setup guests build
 	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh
+
+# What deploy/ generates: the example guests (the small `deploy` profile) in each
+# kustomization's guests/, and its rbac.yaml from `kapsel rbac`. A test fails when a
+# committed rbac.yaml is stale.
+deploy-manifests: setup build
+	KAPSEL=$(TARGET_DIR)/debug/kapsel scripts/deploy-manifests
+
+# The image: the kapsel binary alone (Dockerfile). Needs Docker (or IMAGE_TOOL=podman).
+IMAGE ?= kapsel:dev
+IMAGE_TOOL ?= docker
+image:
+	$(IMAGE_TOOL) build -t $(IMAGE) .
 
 clean:
 	$(CARGO) clean

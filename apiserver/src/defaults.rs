@@ -19,6 +19,7 @@ pub(crate) fn apply(group: &str, plural: &str, obj: &mut Value) {
             }
         }
         ("apps", "deployments") => deployment(obj),
+        ("", "configmaps") => canonical_base64(obj, "binaryData"),
         ("", "services") => {
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 set_default(spec, "type", json!("ClusterIP"));
@@ -33,7 +34,10 @@ pub(crate) fn apply(group: &str, plural: &str, obj: &mut Value) {
                 }
             }
         }
-        ("", "secrets") => secret(obj),
+        ("", "secrets") => {
+            secret(obj);
+            canonical_base64(obj, "data");
+        }
         _ => {}
     }
 }
@@ -119,6 +123,28 @@ fn container(c: &mut Map<String, Value>) {
     if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             set_default(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+/// Bytes fields (a ConfigMap's `binaryData`, a Secret's `data`) as kube-apiserver serves
+/// them: it decodes them on the way in (Go's base64 skips line breaks, which kustomize's
+/// `configMapGenerator` writes every 76 characters) and encodes them again on the way
+/// out, in one line. A value that is not base64 is left as sent.
+fn canonical_base64(obj: &mut Value, field: &str) {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let Some(values) = obj.get_mut(field).and_then(Value::as_object_mut) else {
+        return;
+    };
+    for value in values.values_mut() {
+        let Some(text) = value.as_str() else { continue };
+        if !text.contains(['\r', '\n']) {
+            continue;
+        }
+        let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+        if let Ok(bytes) = engine.decode(&joined) {
+            *value = Value::String(engine.encode(bytes));
         }
     }
 }

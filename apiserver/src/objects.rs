@@ -155,6 +155,39 @@ fn pod_problems(obj: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// The most a ConfigMap holds, as kube-apiserver validates it (`MaxSecretSize`).
+const CONFIGMAP_LIMIT: usize = 1024 * 1024;
+
+/// kube-apiserver's size check of a ConfigMap: its keys and values, `data` and
+/// `binaryData` together (the latter counted decoded, as stored), at most 1 MiB. Guests
+/// are deployed in ConfigMaps: one too large must be refused here as on a cluster.
+fn configmap_size_problem(obj: &Value) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let entries = |field: &str| {
+        obj.get(field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| (key.len(), value.as_str().unwrap_or_default()))
+    };
+    let text: usize = entries("data").map(|(key, value)| key + value.len()).sum();
+    let binary: usize = entries("binaryData")
+        .map(|(key, value)| {
+            // A value that is not base64 is counted as sent.
+            let size = base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .map_or(value.len(), |bytes| bytes.len());
+            key + size
+        })
+        .sum();
+    (text + binary > CONFIGMAP_LIMIT).then(|| {
+        (
+            "[]".to_string(),
+            format!("Too long: must have at most {CONFIGMAP_LIMIT} bytes"),
+        )
+    })
+}
+
 /// 422 checks of a complete object about to be stored.
 fn check_object(scope: &Scope, obj: &Value) -> Result<(), ApiError> {
     let name = meta_str(obj, "name");
@@ -180,6 +213,9 @@ fn check_object(scope: &Scope, obj: &Value) -> Result<(), ApiError> {
     }
     if scope.rt.group.is_empty() && scope.rt.plural == "pods" {
         causes.extend(pod_problems(obj));
+    }
+    if scope.rt.group.is_empty() && scope.rt.plural == "configmaps" {
+        causes.extend(configmap_size_problem(obj));
     }
     if let Some(schema) = scope.rt.schema.as_ref().filter(|_| scope.rt.custom) {
         causes.extend(crate::schema::validate(obj, schema));

@@ -63,7 +63,7 @@ pub(crate) enum Command {
     Resume(ResumeArgs),
     /// Test a guest against case files, each on a fresh embedded cluster, or replay recordings.
     Test(TestArgs),
-    /// Print the RBAC manifests the guests need (resolved on the current cluster).
+    /// Print the RBAC manifests the guests need (resolved on the current cluster, or offline with --crd).
     Rbac(RbacArgs),
     /// Make a new guest crate: a handler, its native test, a case file, a CRD, a README.
     New(NewArgs),
@@ -89,18 +89,41 @@ pub(crate) struct NewArgs {
     pub(crate) sdk_rev: Option<String>,
 }
 
-/// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, as YAML.
+/// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, and a Role
+/// and its binding per namespace of `-n`, as YAML. The scope and peering flags are
+/// `kapsel run`'s: give the ones the operator runs with.
 #[derive(Debug, Args)]
 pub(crate) struct RbacArgs {
     /// Guests: .wasm files or directories of them.
     #[arg(required = true)]
     pub(crate) guests: Vec<PathBuf>,
-    /// The ServiceAccount's name (also the role's and the binding's).
+    /// The ServiceAccount's name (also the roles' and the bindings').
     #[arg(long, default_value = "kapsel")]
     pub(crate) service_account: String,
-    /// The namespace the operator runs in.
-    #[arg(long, default_value = "default")]
-    pub(crate) namespace: String,
+    /// The namespace the operator runs in (its ServiceAccount's).
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    pub(crate) operator_namespace: String,
+    /// The operator serves namespaces matching this pattern (repeatable): namespaces
+    /// named plainly get a Role each.
+    #[arg(short = 'n', long = "namespace", conflicts_with = "all_namespaces")]
+    pub(crate) namespaces: Vec<String>,
+    /// The operator serves all namespaces (the default).
+    #[arg(short = 'A', long)]
+    pub(crate) all_namespaces: bool,
+    /// The operator runs without peering: no peering resources are granted.
+    #[arg(long, conflicts_with = "peering")]
+    pub(crate) standalone: bool,
+    /// The operator peers through this peering object (default: `default`).
+    #[arg(short = 'P', long, value_name = "NAME")]
+    pub(crate) peering: Option<String>,
+    /// Resolve the guests' selectors offline, on an in-process API server that serves
+    /// the built-in resources and the CRDs of these files (repeatable; documents other
+    /// than CustomResourceDefinitions are skipped), instead of on the current cluster.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) crd: Vec<PathBuf>,
+    /// Resolve offline even without --crd (guests of built-in resources only).
+    #[arg(long)]
+    pub(crate) offline: bool,
 }
 
 /// `kapsel test GUEST CASE...` and `kapsel test GUEST --replay FILE`: exit 0 when every
@@ -263,4 +286,9 @@ pub(crate) struct DevClusterArgs {
     /// Save the cluster's objects to this file and reload them at the next start.
     #[arg(long)]
     pub(crate) state: Option<PathBuf>,
+    /// Authenticate every request and authorize it with RBAC, as a real cluster does: the
+    /// kubeconfig is the admin's (over https), ServiceAccounts get tokens from
+    /// `kubectl create token`.
+    #[arg(long)]
+    pub(crate) rbac: bool,
 }

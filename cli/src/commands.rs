@@ -7,7 +7,8 @@ use clap::Parser;
 use kapsel_host::{Freezer, Operator, error_chain};
 
 use crate::args::{
-    Cli, Command, DevClusterArgs, Logging, NewArgs, PeerRecordArgs, RunArgs, RunPeeringArgs,
+    Cli, Command, DevClusterArgs, Logging, NewArgs, PeerRecordArgs, RbacArgs, RunArgs,
+    RunPeeringArgs,
 };
 use crate::scaffold::{self, Sdk};
 
@@ -77,22 +78,7 @@ impl Cli {
                 .resume()
                 .await
                 .map_err(|e| CliError::new(error_chain(&e), 1)),
-            Command::Rbac(args) => {
-                let client = kube::Client::try_default().await.map_err(|e| {
-                    CliError::new(
-                        format!(
-                            "kapsel rbac resolves the guests' selectors on a cluster, and none can be reached: {e}"
-                        ),
-                        1,
-                    )
-                })?;
-                let text =
-                    kapsel_host::rbac(&args.guests, client, &args.service_account, &args.namespace)
-                        .await
-                        .map_err(|e| host_error(&e))?;
-                print!("{text}");
-                Ok(())
-            }
+            Command::Rbac(args) => rbac(args).await,
             Command::New(args) => new_guest(&args),
             Command::Test(args) => {
                 let request = kapsel_host::testing::TestRequest::new(args.guest)
@@ -180,7 +166,7 @@ async fn run(
     let (embedded, port, kubeconfig) = (args.embedded, args.port, args.kubeconfig.clone());
     let mut operator = operator_for(args);
     let server = if embedded {
-        let server = start_server(port, kubeconfig.as_deref(), None).await?;
+        let server = start_server(port, kubeconfig.as_deref(), None, false).await?;
         let client = kapsel_host::testing::client_for(&server.url())
             .map_err(|e| CliError::new(error_chain(&e), 1))?;
         operator = operator.client(client);
@@ -229,6 +215,46 @@ fn peering(mut operator: Operator, args: &RunPeeringArgs) -> Operator {
     }
 }
 
+/// `kapsel rbac`: the manifests, resolved on the current cluster or, with `--crd` or
+/// `--offline`, on an in-process one (the same resolution either way).
+async fn rbac(args: RbacArgs) -> Result<(), CliError> {
+    let mut request = kapsel_host::RbacRequest::new(args.guests)
+        .service_account(args.service_account, args.operator_namespace)
+        .namespaces(args.namespaces);
+    if args.standalone {
+        request = request.standalone();
+    }
+    if let Some(name) = args.peering {
+        request = request.peering(name);
+    }
+    let (offline, client) = if args.offline || !args.crd.is_empty() {
+        let (server, client) = crate::offline::cluster(&args.crd).await.map_err(|e| {
+            let code = if e.is_input_error() { 2 } else { 1 };
+            CliError::new(e.to_string(), code)
+        })?;
+        (Some(server), client)
+    } else {
+        let client = kube::Client::try_default().await.map_err(|e| {
+            CliError::new(
+                format!(
+                    "kapsel rbac resolves the guests' selectors on a cluster, and none can be reached \
+                     (or resolve them offline: --crd FILE... with the CRDs they use): {e}"
+                ),
+                1,
+            )
+        })?;
+        (None, client)
+    };
+    let result = kapsel_host::rbac(&request, client).await;
+    if let Some(server) = offline {
+        // Nothing of it is kept: a server that does not stop cleanly changes nothing.
+        let _ = server.shutdown().await;
+    }
+    let text = result.map_err(|e| host_error(&e))?;
+    print!("{text}");
+    Ok(())
+}
+
 /// The [`Freezer`] that `freeze`/`resume` use.
 fn freezer(args: PeerRecordArgs) -> Freezer {
     let mut freezer = Freezer::new(args.peering);
@@ -255,6 +281,7 @@ async fn dev_cluster(
         args.server.port,
         args.server.kubeconfig.as_deref(),
         args.state,
+        args.rbac,
     )
     .await?;
     shutdown.await;
@@ -267,13 +294,15 @@ async fn dev_cluster(
     })
 }
 
-/// Starts the in-memory API server and tells how to reach it.
+/// Starts the in-memory API server and tells how to reach it (and, with `rbac`, how to
+/// act as a ServiceAccount).
 async fn start_server(
     port: u16,
     kubeconfig: Option<&std::path::Path>,
     state: Option<PathBuf>,
+    rbac: bool,
 ) -> Result<kapsel_apiserver::ApiServer, CliError> {
-    let mut config = kapsel_apiserver::Config::default().port(port);
+    let mut config = kapsel_apiserver::Config::default().port(port).rbac(rbac);
     if let Some(state) = state {
         config = config.state_file(state);
     }
@@ -301,6 +330,13 @@ async fn start_server(
         server.url(),
         path.display()
     );
+    if rbac {
+        tracing::info!(
+            "RBAC is enforced: that kubeconfig is the admin's (over https). A ServiceAccount's \
+             token: kubectl create token NAME -n NAMESPACE (e.g. for kapsel run --kubeconfig, \
+             or kubectl --token TOKEN)."
+        );
+    }
     Ok(server)
 }
 

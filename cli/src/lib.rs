@@ -4,12 +4,14 @@
 //!
 //! Modules, one job each: `args` (the command line as clap parses it), `commands` (what
 //! each command does and its exit code), `telemetry` (Kopf's log formats), `runner`
-//! ([`Runner`]), `capture` (a runner's log lines, per thread) and `scaffold` (`kapsel
-//! new`: the guest template, carried in the binary).
+//! ([`Runner`]), `capture` (a runner's log lines, per thread), `scaffold` (`kapsel
+//! new`: the guest template, carried in the binary) and `offline` (`kapsel rbac --crd`:
+//! an in-process API server serving the given CRDs).
 
 mod args;
 mod capture;
 mod commands;
+mod offline;
 mod runner;
 mod scaffold;
 mod telemetry;

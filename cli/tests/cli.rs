@@ -29,14 +29,24 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Starts `kapsel dev-cluster` and waits for its kubeconfig; returns the server's address.
 fn start_dev_cluster(kubeconfig: &Path, state: &Path) -> (Child, String) {
+    let state = ["--state".as_ref(), state.as_os_str()];
+    start_dev_cluster_with(kubeconfig, &state, Stdio::null())
+}
+
+/// Starts `kapsel dev-cluster` with more arguments, its log to `stderr`, and waits for
+/// its kubeconfig; returns the server's address (`http://` or `https://` stripped).
+fn start_dev_cluster_with(
+    kubeconfig: &Path,
+    args: &[&std::ffi::OsStr],
+    stderr: Stdio,
+) -> (Child, String) {
     let _ = std::fs::remove_file(kubeconfig);
     let child = kapsel()
         .args(["dev-cluster", "--kubeconfig"])
         .arg(kubeconfig)
-        .arg("--state")
-        .arg(state)
+        .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -44,7 +54,10 @@ fn start_dev_cluster(kubeconfig: &Path, state: &Path) -> (Child, String) {
         if let Ok(text) = std::fs::read_to_string(kubeconfig)
             && let Some(url) = text.lines().find_map(|l| l.trim().strip_prefix("server: "))
         {
-            return (child, url.trim_start_matches("http://").to_owned());
+            let addr = url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://");
+            return (child, addr.to_owned());
         }
         assert!(Instant::now() < deadline, "no kubeconfig written");
         std::thread::sleep(Duration::from_millis(50));
@@ -53,13 +66,21 @@ fn start_dev_cluster(kubeconfig: &Path, state: &Path) -> (Child, String) {
 
 /// One HTTP/1.1 request; returns the status code and the body.
 fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_as(addr, method, path, body, None)
+}
+
+/// [`http`] with a bearer token, if any.
+fn http_as(addr: &str, method: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let authorization = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -117,6 +138,41 @@ fn dev_cluster_serves_stops_on_sigint_and_keeps_its_state() {
     assert_eq!(code, 200, "the object survived the restart: {body}");
     assert!(body.contains(r#""k":"v""#), "{body}");
     interrupt_and_wait(child);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn dev_cluster_with_rbac_enforces_it_and_says_how_to_get_a_token() {
+    let dir = scratch("dev-rbac");
+    let kubeconfig = dir.join("kubeconfig");
+    let log = dir.join("log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let (child, addr) = start_dev_cluster_with(&kubeconfig, &["--rbac".as_ref()], stderr.into());
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(
+        text.contains("server: https://"),
+        "kubectl sends tokens over TLS only: {text}"
+    );
+    let token = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the admin's token");
+
+    // Nobody in particular may not; the admin of the kubeconfig may.
+    let (code, body) = http(&addr, "GET", "/api/v1/namespaces", "");
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(r#"User \"system:anonymous\" cannot list resource \"namespaces\""#),
+        "{body}"
+    );
+    let (code, body) = http_as(&addr, "GET", "/api/v1/namespaces", "", Some(token));
+    assert_eq!(code, 200, "{body}");
+    interrupt_and_wait(child);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("kubectl create token NAME -n NAMESPACE"),
+        "{log}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

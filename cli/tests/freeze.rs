@@ -105,8 +105,9 @@ impl Drop for DevCluster {
 }
 
 fn peering_manifests() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/peering-crds.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/operator");
+    let read = |file: &str| std::fs::read_to_string(deploy.join(file)).unwrap();
+    let text = read("peering-crds.yaml") + "\n---\n" + &read("peering-default.yaml");
     text.split("\n---")
         .filter_map(|doc| serde_yaml::from_str::<Value>(doc).ok())
         .filter(Value::is_object)

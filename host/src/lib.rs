@@ -41,4 +41,4 @@ pub use health::{Endpoint, EndpointError};
 pub use journal::{Journal, Record};
 pub use peering::Freezer;
 pub use running::Operator;
-pub use tools::{inspect, rbac};
+pub use tools::{RbacRequest, inspect, rbac};

@@ -1,24 +1,31 @@
 //! `kapsel rbac GUEST...`: the RBAC manifests an operator of these guests needs
 //! (KOPF.md §14), worked out from what the guests declare, resolved on a cluster.
 //!
-//! One ServiceAccount, one ClusterRole and its ClusterRoleBinding:
-//! - the framework's needs: peering (`kopf.dev` `clusterkopfpeerings`, `kopfpeerings`),
-//!   observing CRDs and namespaces, posting Events;
+//! What is granted, and nothing more:
+//! - the framework's needs: observing CRDs; posting Events; the peering resource of the
+//!   mode in use (`clusterkopfpeerings` cluster-wide, `kopfpeerings` for `-n`, none
+//!   `--standalone`); listing namespaces when `-n` has globs;
 //! - every resource a handler watches: `list`, `watch`, and `patch` when any handler
 //!   but an index writes to its objects (results, progress records, finalizers), with
 //!   `patch` on `<plural>/status` too when the resource has a status subresource (the
 //!   gap in Kopf's documented example);
 //! - every resource the guests' `kapsel::permit!` declarations name, with their verbs.
 //!
+//! Where: a ServiceAccount, and a ClusterRole with its binding for what is cluster-wide.
+//! An operator restricted to named namespaces (`-n a -n b`) gets its namespaced grants
+//! as a Role and RoleBinding in each; with globs (`-n 'team-*'`) the namespaces are not
+//! known in advance, so those grants are cluster-wide.
+//!
 //! Selectors are resolved by discovery, as the operator resolves them when it runs, so
-//! the CRDs must exist on the cluster; selectors that resolve to nothing are listed in a
+//! the CRDs must exist on the cluster asked (`kapsel rbac --crd` asks an in-process one
+//! that serves the given CRDs); selectors that resolve to nothing are listed in a
 //! comment at the top rather than guessed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::cluster::{self, DiscoveryError, Resolution, Resource, Selector};
+use crate::cluster::{self, DiscoveryError, Resolution, Resource, Scope, Selector};
 use crate::runtime::{Guest, HandlerKind};
 
 /// What the guests' selectors and permissions mean on a cluster (KOPF.md §2.3), for
@@ -80,58 +87,159 @@ pub(crate) async fn guest_needs(
 /// Who the manifests are for.
 #[derive(Debug, Clone)]
 pub(crate) struct Subject {
-    /// The ServiceAccount's name (also the role's and the binding's).
+    /// The ServiceAccount's name (also the roles' and the bindings').
     pub(crate) name: String,
     /// The namespace the operator runs in.
     pub(crate) namespace: String,
 }
 
-/// The manifests, as one YAML stream.
-pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject) -> String {
-    let mut rules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    let mut grant = |group: &str, resource: &str, verbs: &[&str]| {
-        rules
-            .entry((group.to_owned(), resource.to_owned()))
-            .or_default()
-            .extend(verbs.iter().map(|v| (*v).to_owned()));
-    };
+/// How the operator runs, as far as its permissions depend on it (`kapsel run`'s flags).
+#[derive(Debug, Clone)]
+pub(crate) struct Mode {
+    /// The namespaces it serves (`-A` or `-n`).
+    pub(crate) scope: Scope,
+    /// The peering object it keeps its record in (`--peering NAME`, or `default` when
+    /// no flag is given); `None` for `--standalone`.
+    pub(crate) peering: Option<String>,
+}
+
+/// Rules by (API group, resource, the one object they are limited to): their verbs.
+type Rules = BTreeMap<(String, String, Option<String>), BTreeSet<String>>;
+
+/// The rules of the ClusterRole, and of the Role in each named namespace.
+#[derive(Debug, Default)]
+struct Grants {
+    cluster: Rules,
+    namespaced: BTreeMap<String, Rules>,
+}
+
+impl Grants {
+    /// Grants `verbs` on `group`/`resource` where the operator uses it: cluster-wide, or
+    /// in each of `namespaces` (`None`: not known in advance, so cluster-wide too).
+    fn grant(
+        &mut self,
+        namespaces: Option<&[String]>,
+        group: &str,
+        resource: &str,
+        verbs: &[&str],
+    ) {
+        self.grant_on(namespaces, (group, resource, None), verbs);
+    }
+
+    /// As [`Grants::grant`], limited to the object named in `target` if one is.
+    fn grant_on(
+        &mut self,
+        namespaces: Option<&[String]>,
+        (group, resource, name): (&str, &str, Option<&str>),
+        verbs: &[&str],
+    ) {
+        let add = |rules: &mut Rules| {
+            rules
+                .entry((
+                    group.to_owned(),
+                    resource.to_owned(),
+                    name.map(str::to_owned),
+                ))
+                .or_default()
+                .extend(verbs.iter().map(|v| (*v).to_owned()));
+        };
+        match namespaces {
+            None => add(&mut self.cluster),
+            Some(names) => {
+                for name in names {
+                    add(self.namespaced.entry(name.clone()).or_default());
+                }
+            }
+        }
+    }
+}
+
+/// What `needs` requires of an operator running in `mode`.
+fn grants(needs: &GuestNeeds, mode: &Mode) -> Grants {
+    let mut grants = Grants::default();
+    // The named namespaces of `-n`; `None` cluster-wide and for globs.
+    let named = mode.scope.plain_names();
+    let named = named.as_deref();
+    let at = |namespaced: bool| if namespaced { named } else { None };
+
     // The framework (KOPF.md §14).
-    let peer = ["get", "list", "watch", "patch"];
-    grant("kopf.dev", "clusterkopfpeerings", &peer);
-    grant("kopf.dev", "kopfpeerings", &peer);
-    grant(
+    grants.grant(
+        None,
         "apiextensions.k8s.io",
         "customresourcedefinitions",
         &["list", "watch"],
     );
-    grant("", "namespaces", &["list", "watch"]);
-    grant("", "events", &["create"]);
+    if matches!(mode.scope, Scope::Namespaces(_)) && named.is_none() {
+        grants.grant(None, "", "namespaces", &["list", "watch"]);
+    }
+    grants.grant(named, "", "events", &["create"]);
+    // Events about cluster-scoped objects go to `default` (as Kopf posts them).
+    if let Some(names) = named
+        && !names.iter().any(|n| n == "default")
+        && needs.watched.iter().any(|(r, _)| !r.namespaced)
+    {
+        grants.grant(Some(&["default".to_owned()]), "", "events", &["create"]);
+    }
+    if let Some(name) = &mode.peering {
+        let (where_, resource) = match mode.scope {
+            Scope::Cluster => (None, "clusterkopfpeerings"),
+            Scope::Namespaces(_) => (named, "kopfpeerings"),
+        };
+        // Following the peers is listing and watching the object by name (a field
+        // selector), which RBAC authorizes by resource; our record's patches name it.
+        grants.grant(where_, "kopf.dev", resource, &["list", "watch"]);
+        grants.grant_on(where_, ("kopf.dev", resource, Some(name)), &["patch"]);
+    }
+
     for (resource, patches) in &needs.watched {
-        grant(&resource.group, &resource.plural, &["list", "watch"]);
+        let where_ = at(resource.namespaced);
+        grants.grant(
+            where_,
+            &resource.group,
+            &resource.plural,
+            &["list", "watch"],
+        );
         if *patches {
-            grant(&resource.group, &resource.plural, &["patch"]);
+            grants.grant(where_, &resource.group, &resource.plural, &["patch"]);
             if resource.subresources.iter().any(|s| s == "status") {
-                grant(
-                    &resource.group,
-                    &format!("{}/status", resource.plural),
-                    &["patch"],
-                );
+                let status = format!("{}/status", resource.plural);
+                grants.grant(where_, &resource.group, &status, &["patch"]);
             }
         }
     }
     for (resource, verbs) in &needs.permitted {
         let verbs: Vec<&str> = verbs.iter().map(String::as_str).collect();
-        grant(&resource.group, &resource.plural, &verbs);
+        grants.grant(
+            at(resource.namespaced),
+            &resource.group,
+            &resource.plural,
+            &verbs,
+        );
     }
+    grants
+}
 
-    let rules: Vec<Value> = rules
+fn rules_json(rules: Rules) -> Vec<Value> {
+    rules
         .into_iter()
-        .map(|((group, resource), verbs)| {
-            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+        .map(|((group, resource, name), verbs)| {
+            let mut rule = json!({"apiGroups": [group], "resources": [resource]});
+            if let Some(name) = name {
+                rule["resourceNames"] = json!([name]);
+            }
+            rule["verbs"] = json!(verbs);
+            rule
         })
-        .collect();
+        .collect()
+}
+
+/// The manifests, as one YAML stream: the ServiceAccount, the ClusterRole and its
+/// binding, then a Role and its binding per named namespace.
+pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> String {
+    let grants = grants(needs, mode);
     let name = &subject.name;
-    let documents = [
+    let account = json!([{"kind": "ServiceAccount", "name": name, "namespace": subject.namespace}]);
+    let mut documents = vec![
         json!({
             "apiVersion": "v1",
             "kind": "ServiceAccount",
@@ -141,22 +249,43 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject) -> String {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name},
-            "rules": rules,
+            "rules": rules_json(grants.cluster),
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
             "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": subject.namespace}],
+            "subjects": account,
         }),
     ];
+    for (namespace, rules) in grants.namespaced {
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": rules_json(rules),
+        }));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": account,
+        }));
+    }
     let mut out = String::new();
     if !needs.unresolved.is_empty() {
         out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
         for selector in &needs.unresolved {
             out.push_str(&format!("#   {selector}\n"));
         }
+    }
+    if matches!(mode.scope, Scope::Namespaces(_)) && mode.scope.plain_names().is_none() {
+        out.push_str(
+            "# -n with globs: the namespaces are not known in advance, so what the operator \
+             does in them is granted cluster-wide.\n",
+        );
     }
     for document in documents {
         out.push_str("---\n");
@@ -190,53 +319,202 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rules_cover_the_framework_the_watched_and_the_permitted() {
-        let needs = GuestNeeds {
+    fn needs() -> GuestNeeds {
+        let cluster_scoped = |group: &str, plural: &str| Resource {
+            namespaced: false,
+            ..resource(group, plural, false)
+        };
+        let nodes = cluster_scoped("", "nodes");
+        GuestNeeds {
             watched: vec![
                 (resource("kopf.dev", "kopfexamples", true), true),
                 (resource("", "pods", true), false),
+                (cluster_scoped("kopf.dev", "clusterexamples"), true),
             ],
-            permitted: vec![(
-                resource("", "configmaps", false),
-                vec!["get".into(), "create".into()],
-            )],
+            permitted: vec![
+                (
+                    resource("", "configmaps", false),
+                    vec!["get".into(), "create".into()],
+                ),
+                (nodes, vec!["get".into()]),
+            ],
             unresolved: vec!["widgets".into()],
+        }
+    }
+
+    fn mode(namespaces: &[&str], peering: Option<&str>) -> Mode {
+        Mode {
+            scope: Scope::from_patterns(namespaces),
+            peering: peering.map(str::to_owned),
+        }
+    }
+
+    fn subject() -> Subject {
+        Subject {
+            name: "op".into(),
+            namespace: "ops".into(),
+        }
+    }
+
+    fn documents(text: &str) -> Vec<Value> {
+        serde_yaml::Deserializer::from_str(text)
+            .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+            .collect()
+    }
+
+    /// The verbs a document's rules grant on `group`/`resource` (on every object, or
+    /// with `name` in `resource`, `plural:name`, on that one).
+    fn verbs(document: &Value, group: &str, resource: &str) -> Vec<String> {
+        let (resource, name) = match resource.split_once(':') {
+            Some((resource, name)) => (resource, Value::from(name)),
+            None => (resource, Value::Null),
         };
-        let text = manifests(
-            &needs,
-            &Subject {
-                name: "op".into(),
-                namespace: "ops".into(),
-            },
-        );
+        document["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| {
+                r["apiGroups"][0] == group
+                    && r["resources"][0] == resource
+                    && r["resourceNames"][0] == name
+            })
+            .map(|r| serde_json::from_value(r["verbs"].clone()).expect("verbs"))
+            .unwrap_or_default()
+    }
+
+    /// `(kind, namespace)` of each document.
+    fn kinds(documents: &[Value]) -> Vec<(String, String)> {
+        documents
+            .iter()
+            .map(|d| {
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (text(&d["kind"]), text(&d["metadata"]["namespace"]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cluster_wide_rules_cover_the_framework_the_watched_and_the_permitted() {
+        let text = manifests(&needs(), &subject(), &mode(&[], Some("default")));
         assert!(text.starts_with("# Not resolved on this cluster"), "{text}");
         assert!(text.contains("#   widgets"), "{text}");
-        let documents: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
-            .collect();
-        let rules = documents[1]["rules"].as_array().expect("rules");
-        let verbs = |group: &str, resource: &str| -> Vec<String> {
-            rules
-                .iter()
-                .find(|r| r["apiGroups"][0] == group && r["resources"][0] == resource)
-                .map(|r| serde_json::from_value(r["verbs"].clone()).expect("verbs"))
-                .unwrap_or_default()
-        };
+        let documents = documents(&text);
+        let role = &documents[1];
         assert_eq!(
-            verbs("kopf.dev", "kopfexamples"),
+            verbs(role, "kopf.dev", "kopfexamples"),
             ["list", "patch", "watch"]
         );
-        assert_eq!(verbs("kopf.dev", "kopfexamples/status"), ["patch"]);
+        assert_eq!(verbs(role, "kopf.dev", "kopfexamples/status"), ["patch"]);
         // Index-only: read, never patched.
-        assert_eq!(verbs("", "pods"), ["list", "watch"]);
-        assert!(verbs("", "pods/status").is_empty());
-        assert_eq!(verbs("", "configmaps"), ["create", "get"]);
-        assert_eq!(verbs("", "events"), ["create"]);
+        assert_eq!(verbs(role, "", "pods"), ["list", "watch"]);
+        assert!(verbs(role, "", "pods/status").is_empty());
+        assert_eq!(verbs(role, "", "configmaps"), ["create", "get"]);
+        assert_eq!(verbs(role, "", "events"), ["create"]);
         assert_eq!(
-            verbs("kopf.dev", "clusterkopfpeerings"),
-            ["get", "list", "patch", "watch"]
+            verbs(role, "kopf.dev", "clusterkopfpeerings"),
+            ["list", "watch"]
+        );
+        assert_eq!(
+            verbs(role, "kopf.dev", "clusterkopfpeerings:default"),
+            ["patch"]
+        );
+        assert!(verbs(role, "kopf.dev", "kopfpeerings").is_empty());
+        // Namespaces are listed only to follow `-n` globs.
+        assert!(verbs(role, "", "namespaces").is_empty());
+        assert_eq!(
+            kinds(&documents),
+            [
+                ("ServiceAccount".into(), "ops".into()),
+                ("ClusterRole".into(), String::new()),
+                ("ClusterRoleBinding".into(), String::new()),
+            ]
         );
         assert_eq!(documents[2]["subjects"][0]["namespace"], "ops");
+    }
+
+    #[test]
+    fn named_namespaces_get_a_role_each_and_the_cluster_role_keeps_the_rest() {
+        let text = manifests(
+            &needs(),
+            &subject(),
+            &mode(&["team-a", "team-b"], Some("main")),
+        );
+        let documents = documents(&text);
+        assert_eq!(
+            kinds(&documents),
+            [
+                ("ServiceAccount".into(), "ops".into()),
+                ("ClusterRole".into(), String::new()),
+                ("ClusterRoleBinding".into(), String::new()),
+                ("Role".into(), "default".into()),
+                ("RoleBinding".into(), "default".into()),
+                ("Role".into(), "team-a".into()),
+                ("RoleBinding".into(), "team-a".into()),
+                ("Role".into(), "team-b".into()),
+                ("RoleBinding".into(), "team-b".into()),
+            ]
+        );
+        let cluster = &documents[1];
+        assert_eq!(
+            verbs(cluster, "apiextensions.k8s.io", "customresourcedefinitions"),
+            ["list", "watch"]
+        );
+        // Cluster-scoped resources stay in the ClusterRole; namespaced ones leave it.
+        assert_eq!(verbs(cluster, "", "nodes"), ["get"]);
+        assert_eq!(
+            verbs(cluster, "kopf.dev", "clusterexamples"),
+            ["list", "patch", "watch"]
+        );
+        for (group, resource) in [
+            ("kopf.dev", "kopfexamples"),
+            ("", "events"),
+            ("kopf.dev", "kopfpeerings"),
+            ("kopf.dev", "clusterkopfpeerings"),
+            ("", "namespaces"),
+        ] {
+            assert!(verbs(cluster, group, resource).is_empty(), "{resource}");
+        }
+        for role in [&documents[5], &documents[7]] {
+            assert_eq!(
+                verbs(role, "kopf.dev", "kopfexamples"),
+                ["list", "patch", "watch"]
+            );
+            assert_eq!(verbs(role, "", "configmaps"), ["create", "get"]);
+            assert_eq!(verbs(role, "", "events"), ["create"]);
+            assert_eq!(verbs(role, "kopf.dev", "kopfpeerings"), ["list", "watch"]);
+            assert_eq!(verbs(role, "kopf.dev", "kopfpeerings:main"), ["patch"]);
+        }
+        // Events about the cluster-scoped clusterexamples go to `default`.
+        assert_eq!(verbs(&documents[3], "", "events"), ["create"]);
+        assert_eq!(documents[3]["rules"].as_array().map(Vec::len), Some(1));
+        assert_eq!(documents[6]["roleRef"]["kind"], "Role");
+        assert_eq!(documents[6]["subjects"][0]["namespace"], "ops");
+    }
+
+    #[test]
+    fn globs_grant_cluster_wide_with_the_namespaces_and_say_why() {
+        let text = manifests(&needs(), &subject(), &mode(&["team-*"], Some("main")));
+        assert!(text.contains("# -n with globs"), "{text}");
+        let documents = documents(&text);
+        assert_eq!(documents.len(), 3, "{text}");
+        let cluster = &documents[1];
+        assert_eq!(verbs(cluster, "", "namespaces"), ["list", "watch"]);
+        assert_eq!(
+            verbs(cluster, "kopf.dev", "kopfpeerings"),
+            ["list", "watch"]
+        );
+        assert_eq!(verbs(cluster, "kopf.dev", "kopfpeerings:main"), ["patch"]);
+        assert_eq!(
+            verbs(cluster, "kopf.dev", "kopfexamples"),
+            ["list", "patch", "watch"]
+        );
+    }
+
+    #[test]
+    fn standalone_operators_get_no_peering() {
+        for namespaces in [&[][..], &["team-a"][..]] {
+            let text = manifests(&needs(), &subject(), &mode(namespaces, None));
+            assert!(!text.contains("peerings"), "{text}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! `kapsel rbac`: the manifests an operator of some guests needs, resolved on a cluster.
 
+use kapsel_host::RbacRequest;
 use kapsel_host::testing::Cluster;
 use kapsel_tests::{create_kopfexamples_crd, guest};
 use serde_json::Value;
@@ -23,10 +24,10 @@ fn parse(text: &str) -> Vec<Value> {
 #[tokio::test]
 async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
     let cluster = Cluster::start().await.expect("cluster");
-    let guests = [guest("kube_calls")];
+    let request = RbacRequest::new([guest("kube_calls")]).service_account("op", "ops");
 
     // Before the CRD exists, its selector resolves to nothing: said, not guessed.
-    let text = kapsel_host::rbac(&guests, cluster.client(), "op", "ops")
+    let text = kapsel_host::rbac(&request, cluster.client())
         .await
         .expect("manifests");
     assert_eq!(
@@ -37,7 +38,7 @@ async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
     assert!(verbs(&parse(&text), "kopf.dev", "kopfexamples").is_empty());
 
     create_kopfexamples_crd(&cluster.client()).await;
-    let text = kapsel_host::rbac(&guests, cluster.client(), "op", "ops")
+    let text = kapsel_host::rbac(&request, cluster.client())
         .await
         .expect("manifests");
     assert!(!text.contains("Not resolved"), "{text}");
@@ -73,14 +74,10 @@ async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
 #[tokio::test]
 async fn rbac_refuses_what_is_not_a_guest() {
     let cluster = Cluster::start().await.expect("cluster");
-    let error = kapsel_host::rbac(
-        &["/nonexistent/guest.wasm".into()],
-        cluster.client(),
-        "op",
-        "ops",
-    )
-    .await
-    .expect_err("no guest");
+    let request = RbacRequest::new(["/nonexistent/guest.wasm"]);
+    let error = kapsel_host::rbac(&request, cluster.client())
+        .await
+        .expect_err("no guest");
     assert!(matches!(error, kapsel_host::Error::NoGuests(_)), "{error}");
     assert!(
         error.to_string().contains("/nonexistent/guest.wasm"),

@@ -50,8 +50,31 @@ pub fn guest(name: &str) -> PathBuf {
     }
 }
 
+/// The path of an example guest (`minimal`, `typed`, ...) built as `make
+/// deploy-manifests` builds it for `deploy/`: with the small `deploy` profile, so that it
+/// fits in a ConfigMap. Built here, once.
+///
+/// # Panics
+/// When the guests cannot be built.
+pub fn deploy_guest(name: &str) -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        build_guests_with(&[("GUEST_PROFILE", "deploy"), ("GUEST_FOLDERS", "examples")])
+    });
+    match dir {
+        Ok(dir) => dir.join(format!("{name}.wasm")),
+        Err(error) => panic!("the example guests could not be built: {error}"),
+    }
+}
+
 fn build_guests() -> Result<PathBuf, String> {
+    build_guests_with(&[])
+}
+
+/// `scripts/build-guests` with these environment variables; the folder of the guests.
+fn build_guests_with(env: &[(&str, &str)]) -> Result<PathBuf, String> {
     let output = Command::new(workspace().join("scripts").join("build-guests"))
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("cannot run scripts/build-guests: {e}"))?;
     if !output.status.success() {
@@ -226,14 +249,15 @@ pub fn namespaced_peerings() -> ApiResource {
     }
 }
 
-/// Applies `deploy/peering-crds.yaml`: the two CRDs, and with `objects` the
-/// `default` peering objects it also holds.
+/// Applies `deploy/operator/peering-crds.yaml` (the two CRDs) and, with `objects`,
+/// `deploy/operator/peering-default.yaml` (the `default` peering objects).
 ///
 /// # Panics
 /// When the manifests cannot be read or the API server refuses them.
 pub async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
-    let path = workspace().join("deploy").join("peering-crds.yaml");
-    let text = std::fs::read_to_string(path).expect("the peering manifests");
+    let deploy = workspace().join("deploy").join("operator");
+    let read = |file: &str| std::fs::read_to_string(deploy.join(file)).expect(file);
+    let text = read("peering-crds.yaml") + "\n---\n" + &read("peering-default.yaml");
     for doc in text.split("\n---") {
         let doc: Value = serde_yaml::from_str(doc).expect("YAML");
         match doc["kind"].as_str() {

@@ -255,6 +255,52 @@ async fn create_checks() {
     assert_status(&r, 409, "Conflict");
 }
 
+/// kube-apiserver's limit on a ConfigMap: 1 MiB of keys and values, `data` and
+/// `binaryData` (counted decoded) together. Kapsel's guests are deployed in ConfigMaps.
+#[tokio::test]
+async fn a_configmap_holds_at_most_one_mib() {
+    use base64::Engine as _;
+    let (server, _client) = start().await;
+    let p = "/api/v1/namespaces/default/configmaps";
+    let mib = 1024 * 1024;
+    let encode = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+    // Exactly the limit: key "k" (1 byte) + text "t" (1) + "b" (1) and its bytes.
+    let at_limit = json!({"metadata": {"name": "fits"}, "data": {"k": "t"},
+        "binaryData": {"b": encode(mib - 3)}});
+    let r = post(&server, p, at_limit).await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    // Base64 in lines (as kustomize writes it) is the same bytes, served in one line.
+    let wrapped = encode(100)
+        .as_bytes()
+        .chunks(76)
+        .map(|l| String::from_utf8_lossy(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let r = post(
+        &server,
+        p,
+        json!({"metadata": {"name": "lines"}, "binaryData": {"b": wrapped}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(r.json()["binaryData"]["b"], encode(100));
+    // One byte more, in binaryData or in data.
+    for (name, body) in [
+        ("binary", json!({"binaryData": {"b": encode(mib)}})),
+        ("text", json!({"data": {"k": "x".repeat(mib)}})),
+    ] {
+        let mut body = body;
+        body["metadata"] = json!({"name": name});
+        let r = post(&server, p, body).await;
+        assert_status(&r, 422, "Invalid");
+        assert!(
+            r.body.contains("Too long: must have at most 1048576 bytes"),
+            "{}",
+            r.body
+        );
+    }
+}
+
 #[tokio::test]
 async fn malformed_requests_get_status_errors() {
     let (server, _client) = start().await;

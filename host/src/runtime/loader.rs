@@ -24,6 +24,10 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
 /// The WIT package version this host implements.
 const PACKAGE_VERSION: &str = "0.1.0";
+/// The most a ConfigMap holds: 1 MiB of `data` and `binaryData` together, as
+/// kube-apiserver validates it. `binaryData` travels base64-encoded (a third larger) but
+/// is counted decoded, so this is also the largest guest a ConfigMap can carry.
+const CONFIGMAP_LIMIT: usize = 1024 * 1024;
 
 /// Counts the guests loaded in this process (see [`Guest::load`]).
 static LOADS: AtomicU64 = AtomicU64::new(0);
@@ -161,6 +165,7 @@ impl Runtime {
     pub(crate) async fn load_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<Guest, LoadError> {
         let started = std::time::Instant::now();
         check_header(path, &bytes)?;
+        warn_if_too_large_for_a_configmap(path, bytes.len());
         let digest = Digest::of(&bytes);
         let runtime = self.clone();
         let file = path.to_owned();
@@ -352,6 +357,20 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// Guests are deployed in a ConfigMap (`deploy/`): say early when one cannot be, and what
+/// to do instead. The guest still loads.
+fn warn_if_too_large_for_a_configmap(path: &Path, size: usize) {
+    if size > CONFIGMAP_LIMIT {
+        tracing::warn!(
+            "{} is {} KiB: too large for a ConfigMap (1 MiB of data in all), so it cannot be \
+             deployed in one. Mount it from an image volume or a PersistentVolumeClaim instead, \
+             or make it smaller (a release profile with opt-level = \"s\", lto = true, strip = true).",
+            path.display(),
+            size.div_ceil(1024),
+        );
+    }
+}
+
 fn host_error(path: &Path, error: &dyn fmt::Display) -> LoadError {
     LoadError::Host {
         path: path.to_owned(),
@@ -367,8 +386,10 @@ pub(super) fn guest_name(path: &Path) -> String {
     )
 }
 
-/// The files to load for `paths`: files as given, directories as their `.wasm` files in name
-/// order. Unreadable paths and directories without guests become errors.
+/// The guest files `paths` name, in the order to load them: files as given, directories
+/// as their `.wasm` files in name order ([`wasm_files_in`]). Unreadable paths and
+/// directories without guests become errors. This is the one scan of guest paths: the
+/// first load and the rescans of hot reload both list them with this.
 pub(super) fn expand(paths: &[PathBuf], errors: &mut Vec<LoadError>) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for path in paths {
@@ -392,9 +413,15 @@ pub(super) fn expand(paths: &[PathBuf], errors: &mut Vec<LoadError>) -> Vec<Path
     files
 }
 
-/// The `.wasm` files of a directory, following symlinked files. Dot entries are skipped:
-/// a mounted ConfigMap holds each key twice, as `name.wasm` (a link into `..data/`) and in
-/// the hidden timestamped directory `..2026_11_30_...`.
+/// The `.wasm` files of a directory, as the paths of its entries (a ConfigMap key's
+/// link, not the file it points to, so that the path stays the same when the kubelet
+/// swaps the data behind it). Symlinks are followed to tell files from directories.
+///
+/// Dot entries are skipped: the kubelet lays out a mounted ConfigMap (or projected
+/// volume) as one link per key, `name.wasm -> ..data/name.wasm`, where `..data` links to
+/// a hidden timestamped directory (`..2026_12_01_17_00_00.123456789/`) holding the
+/// files; an update writes a new one and swaps `..data` through a `..data_tmp` link.
+/// Only the key links are guests.
 fn wasm_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir)? {

@@ -451,30 +451,19 @@ async fn a_failing_describe_is_a_load_error_naming_the_file() {
 
 #[tokio::test]
 async fn a_directory_loads_its_good_guests_and_reports_the_bad_ones() {
-    // Shaped like a mounted ConfigMap: keys are links into `..data`, plus a stray dotfile.
-    let scratch = Scratch::new("configmap");
+    let scratch = Scratch::new("directory");
     let good = std::fs::read(guest_wasm("raw_behaviours")).expect("read guest");
     scratch.file("good.wasm", &good);
     let bad = scratch.file("bad.wasm", b"definitely not wasm");
-    std::fs::create_dir(scratch.0.join("..data")).expect("..data");
-    scratch.file("..data/linked.wasm", &good);
-    std::os::unix::fs::symlink("..data/linked.wasm", scratch.0.join("linked.wasm")).expect("link");
     scratch.file(".hidden.wasm", b"skipped");
     scratch.file("README.md", b"skipped");
 
     let (guests, errors) = runtime().load_all(std::slice::from_ref(&scratch.0)).await;
     let names: Vec<&str> = guests.iter().map(Guest::name).collect();
-    assert_eq!(names, ["good", "linked"]);
+    assert_eq!(names, ["good"]);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path(), bad);
     assert!(matches!(errors[0], LoadError::NotWasm { .. }));
-
-    // A guest from a directory works like any other.
-    let reply = guests[1]
-        .invoke(cause("ok", BODY), ctx("ok"))
-        .await
-        .expect("call");
-    assert!(matches!(reply.outcome, Outcome::Done(Some(_))));
 
     let empty = Scratch::new("no-guests");
     let (guests, errors) = runtime().load_all(std::slice::from_ref(&empty.0)).await;
@@ -483,6 +472,110 @@ async fn a_directory_loads_its_good_guests_and_reports_the_bad_ones() {
         matches!(errors.as_slice(), [LoadError::NoGuests { .. }]),
         "{errors:?}"
     );
+}
+
+#[tokio::test]
+async fn a_mounted_configmap_loads_each_key_once_under_its_own_name() {
+    // As the kubelet lays out a ConfigMap volume, caught in the middle of an update: the
+    // files in a hidden timestamped folder, `..data` linking to it, one link per key
+    // into `..data`, and the next version's folder with its `..data_tmp` link, not yet
+    // swapped in.
+    let scratch = Scratch::new("configmap");
+    let good = std::fs::read(guest_wasm("raw_behaviours")).expect("read guest");
+    let current = "..2026_12_01_17_00_00.123456789";
+    let next = "..2026_12_01_17_05_00.987654321";
+    for folder in [current, next] {
+        std::fs::create_dir(scratch.0.join(folder)).expect("data folder");
+        scratch.file(&format!("{folder}/first.wasm"), &good);
+        scratch.file(&format!("{folder}/second.wasm"), &good);
+    }
+    let link = |target: &str, name: &str| {
+        std::os::unix::fs::symlink(target, scratch.0.join(name)).expect("link");
+    };
+    link(current, "..data");
+    link(next, "..data_tmp");
+    link("..data/first.wasm", "first.wasm");
+    link("..data/second.wasm", "second.wasm");
+
+    let (guests, errors) = runtime().load_all(std::slice::from_ref(&scratch.0)).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let loaded: Vec<(&str, &Path)> = guests.iter().map(|g| (g.name(), g.path())).collect();
+    // Each key once, by its link: the path that stays when the kubelet swaps `..data`.
+    assert_eq!(
+        loaded,
+        [
+            ("first", scratch.0.join("first.wasm").as_path()),
+            ("second", scratch.0.join("second.wasm").as_path()),
+        ]
+    );
+    let reply = guests[1]
+        .invoke(cause("ok", BODY), ctx("ok"))
+        .await
+        .expect("call");
+    assert!(matches!(reply.outcome, Outcome::Done(Some(_))));
+}
+
+/// `wasm` with a custom section of `padding` bytes appended: still the same component.
+fn padded(wasm: &[u8], padding: usize) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = u8::try_from(n & 0x7f).expect("7 bits");
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"padding";
+    let mut content = Vec::new();
+    leb128(name.len(), &mut content);
+    content.extend_from_slice(name);
+    content.resize(content.len() + padding, 0);
+    let mut out = wasm.to_vec();
+    out.push(0); // a custom section
+    leb128(content.len(), &mut out);
+    out.extend_from_slice(&content);
+    out
+}
+
+#[tokio::test]
+async fn a_guest_too_large_for_a_configmap_loads_with_a_warning_naming_the_alternatives() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let scratch = Scratch::new("large");
+    let good = std::fs::read(guest_wasm("raw_behaviours")).expect("read guest");
+    let mib = 1024 * 1024;
+    let fits = scratch.file("fits.wasm", &padded(&good, mib - good.len() - 64));
+    let large = scratch.file("large.wasm", &padded(&good, mib));
+    runtime().load(&fits).await.expect("a guest of 1 MiB loads");
+    let log = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+    assert!(!log.contains("too large"), "1 MiB fits: {log}");
+
+    runtime()
+        .load(&large)
+        .await
+        .expect("a large guest loads too");
+    let log = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+    let warning = log
+        .lines()
+        .find(|line| line.contains("too large for a ConfigMap"))
+        .unwrap_or_else(|| panic!("no warning in:\n{log}"));
+    for needed in [
+        "WARN",
+        &large.display().to_string(),
+        "image volume",
+        "PersistentVolumeClaim",
+    ] {
+        assert!(warning.contains(needed), "{needed} missing: {warning}");
+    }
 }
 
 /// Prints load time and per-call overhead; not a test of speed (run with `--ignored`).
