@@ -216,7 +216,9 @@ async fn owned_children_replay_clean_whatever_their_uids() {
         )
         .await;
         wait_for(&client, "default", "kex", |o| {
-            o.is_some_and(|o| o["status"]["child_pod"].is_object() && o["status"]["web"].is_object())
+            o.is_some_and(|o| {
+                o["status"]["child_pod"].is_object() && o["status"]["web"].is_object()
+            })
         })
         .await;
         delete(&client, &kopfexamples(), Some("default"), "kex").await;

@@ -358,5 +358,11 @@ fn check_deployment(deployment: &Value, guest_configmaps: &[String]) {
     );
     assert!(mount("cache")["readOnly"] != true);
     let cache_dir = args.iter().position(|a| a == "--cache-dir").unwrap();
-    assert_eq!(Some(&args[cache_dir + 1]), mount("cache")["mountPath"].as_str().map(str::to_owned).as_ref());
+    assert_eq!(
+        Some(&args[cache_dir + 1]),
+        mount("cache")["mountPath"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
 }

@@ -337,9 +337,10 @@ fn apply_outcome(s: &mut HandlerState, outcome: &Outcome, now: DateTime<Utc>) {
         reason = "usable delays are at most a year, far below the i64 µs range"
     )]
     let delay = |d: f64| chrono::TimeDelta::microseconds((usable_delay(d) * 1e6) as i64);
-    s.delayed = outcome
-        .delay
-        .map(|d| now.checked_add_signed(delay(d)).unwrap_or(DateTime::<Utc>::MAX_UTC));
+    s.delayed = outcome.delay.map(|d| {
+        now.checked_add_signed(delay(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    });
     s.success = outcome.is_final && outcome.error.is_none();
     s.failure = outcome.is_final && outcome.error.is_some();
     s.retries += 1;

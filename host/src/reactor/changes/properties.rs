@@ -75,9 +75,15 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// fields of the wrong type, broken JSON, JSON that is no object, anything.
 fn annotation_value() -> impl Strategy<Value = Value> {
     prop_oneof![
-        Just(json!(r#"{"started":"2026-11-30T03:32:51.611056+00:00","purpose":"create","retries":1,"success":false,"failure":false}"#)),
-        Just(json!(r#"{"started":"2026-11-30T03:32:51.611056+00:00","stopped":"2026-11-30T03:32:52+00:00","purpose":"update","retries":2,"success":true,"failure":false}"#)),
-        Just(json!(r#"{"started":"yesterday","retries":"many","success":"yes","delayed":12}"#)),
+        Just(json!(
+            r#"{"started":"2026-11-30T03:32:51.611056+00:00","purpose":"create","retries":1,"success":false,"failure":false}"#
+        )),
+        Just(json!(
+            r#"{"started":"2026-11-30T03:32:51.611056+00:00","stopped":"2026-11-30T03:32:52+00:00","purpose":"update","retries":2,"success":true,"failure":false}"#
+        )),
+        Just(json!(
+            r#"{"started":"yesterday","retries":"many","success":"yes","delayed":12}"#
+        )),
         Just(json!(r#"{"spec":{"a":1}}"#)),
         Just(json!("{not json")),
         Just(json!("[1,2,3]")),
@@ -100,8 +106,7 @@ fn annotations() -> impl Strategy<Value = Map<String, Value>> {
         Just("other.example.com/x".to_owned()),
         "[a-z]{1,8}/[a-z-]{1,10}",
     ];
-    prop::collection::btree_map(key, annotation_value(), 0..6)
-        .prop_map(|m| m.into_iter().collect())
+    prop::collection::btree_map(key, annotation_value(), 0..6).prop_map(|m| m.into_iter().collect())
 }
 
 /// An object as an API server could send it, within what it validates (names and
@@ -118,17 +123,19 @@ fn body() -> impl Strategy<Value = Value> {
         ),
         any::<bool>(),
     )
-        .prop_map(|(spec, status, annotations, labels, finalizers, deleting)| {
-            let mut metadata = json!({
-                "name": "obj", "namespace": "default", "uid": "u1", "resourceVersion": "1",
-                "annotations": annotations, "labels": labels, "finalizers": finalizers,
-            });
-            if deleting {
-                metadata["deletionTimestamp"] = json!("2026-11-30T03:32:50Z");
-            }
-            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": metadata,
+        .prop_map(
+            |(spec, status, annotations, labels, finalizers, deleting)| {
+                let mut metadata = json!({
+                    "name": "obj", "namespace": "default", "uid": "u1", "resourceVersion": "1",
+                    "annotations": annotations, "labels": labels, "finalizers": finalizers,
+                });
+                if deleting {
+                    metadata["deletionTimestamp"] = json!("2026-11-30T03:32:50Z");
+                }
+                json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": metadata,
                    "spec": spec, "status": status})
-        })
+            },
+        )
 }
 
 /// What a guest may answer.
@@ -168,9 +175,15 @@ fn progress_keys(body: &Value) -> Vec<String> {
         .map(|a| {
             a.keys()
                 .filter(|k| {
-                    ["create_fn", "update_fn", "resume_fn", "delete_fn", "field_fn.spec.a"]
-                        .iter()
-                        .any(|id| **k == format!("kopf.zalando.org/{id}"))
+                    [
+                        "create_fn",
+                        "update_fn",
+                        "resume_fn",
+                        "delete_fn",
+                        "field_fn.spec.a",
+                    ]
+                    .iter()
+                    .any(|id| **k == format!("kopf.zalando.org/{id}"))
                 })
                 .cloned()
                 .collect()
@@ -253,4 +266,3 @@ proptest! {
         }
     }
 }
-

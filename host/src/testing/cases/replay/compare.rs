@@ -176,16 +176,12 @@ fn uid_names(entries: &[Entry]) -> UidNames {
     let mut names = UidNames::new();
     let mut note = |object: &Value| {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-        if let (Some(uid), Some(kind), Some(name)) = (
-            text("/metadata/uid"),
-            text("/kind"),
-            text("/metadata/name"),
-        ) {
+        if let (Some(uid), Some(kind), Some(name)) =
+            (text("/metadata/uid"), text("/kind"), text("/metadata/name"))
+        {
             // A generated name differs between runs as much as the uid does.
-            let name = text("/metadata/generateName").map_or_else(
-                || name.to_owned(),
-                |prefix| format!("{prefix}*"),
-            );
+            let name = text("/metadata/generateName")
+                .map_or_else(|| name.to_owned(), |prefix| format!("{prefix}*"));
             let name = match text("/metadata/namespace") {
                 Some(ns) => format!("<uid of {kind} {ns}/{name}>"),
                 None => format!("<uid of {kind} {name}>"),
@@ -334,7 +330,10 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(
-            differences(&[header(), owned("u1", "u1")], &[header(), owned("u2", "x")]),
+            differences(
+                &[header(), owned("u1", "u1")],
+                &[header(), owned("u2", "x")]
+            ),
             vec![
                 "kopfexamples.v1.kopf.dev ns/kex: status.made[1]: recorded \"<uid of KopfExample ns/kex>\", replayed \"x\""
             ]

@@ -176,7 +176,10 @@ fn identity(object: &Value) -> Identity {
 /// the replay's must have it too); a later read that found a version the operator did
 /// not write is somebody else's change, replayed right after the read before it, so
 /// that the guest under test reads what the recorded guest read, when it read it.
-pub(super) fn unwatched(entries: &[Entry], own_versions: &HashSet<&str>) -> (Vec<Value>, Vec<Step>) {
+pub(super) fn unwatched(
+    entries: &[Entry],
+    own_versions: &HashSet<&str>,
+) -> (Vec<Value>, Vec<Step>) {
     let watched: HashSet<Identity> = entries
         .iter()
         .filter_map(|e| match e {
@@ -224,10 +227,9 @@ pub(super) fn unwatched(entries: &[Entry], own_versions: &HashSet<&str>) -> (Vec
                     if text(previous, "/metadata/resourceVersion") != Some(version)
                         && !own_versions.contains(version) =>
                 {
-                    if let Some(mut diff) = merge_diff(
-                        &strip_server_fields(previous),
-                        &strip_server_fields(object),
-                    ) {
+                    if let Some(mut diff) =
+                        merge_diff(&strip_server_fields(previous), &strip_server_fields(object))
+                    {
                         let status = diff.as_object_mut().and_then(|d| d.remove("status"));
                         steps.push(Step {
                             at: *before,
