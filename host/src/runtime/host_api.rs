@@ -206,7 +206,7 @@ mod tests {
             "g".into(),
             ctx,
             1 << 20,
-            super::super::state::Deadline::new(Instant::now() + Duration::from_secs(1)),
+            super::super::deadline::Deadline::new(Instant::now() + Duration::from_secs(1)),
         )
     }
 

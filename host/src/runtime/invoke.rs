@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Reply};
+use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
 use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::state::{Deadline, HostState};
+use super::state::HostState;
 
 /// How long past its deadline a call may take before the host drops it. The epoch stops a
 /// computing guest at its deadline; this catches a guest parked in a host call that never

@@ -4,10 +4,12 @@
 //! Submodules, one job each: `engine` (the `Engine`, `Linker`, epoch ticker, [`Runtime`]),
 //! `bindings` (the one `bindgen!`), `loader` (files → [`Guest`]s), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
-//! (per-call store data), `services` ([`HostServices`], what a call may use),
+//! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps),
+//! `services` ([`HostServices`], what a call may use),
 //! `host_api` (the `host` imports), `pipe` (captured stdout/stderr).
 
 mod bindings;
+mod deadline;
 mod describe;
 mod engine;
 mod guest;
