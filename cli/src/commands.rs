@@ -152,9 +152,7 @@ where
 
 /// The operator of `kapsel run`, everything but the connection.
 fn operator_for(args: RunArgs) -> Operator {
-    let mut operator = Operator::new(args.guests)
-        .call_deadline(Duration::from_millis(args.call_deadline_ms))
-        .call_memory_mib(args.call_memory_mib);
+    let mut operator = Operator::new(args.guests).limits(args.limits.limits());
     operator = peering(operator, &args.peering);
     if let Some(url) = args.liveness {
         operator = operator.liveness(url);

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{KubeAccess, Scope};
 use crate::journal::{Journal, Record};
+use crate::limits::Limits;
 use crate::runtime::{self, HandlerKind};
 use crate::{Error, activities, health, peering, reactor, recording};
 
@@ -31,7 +32,8 @@ pub struct Operator {
     /// What its parts share while it runs, and what observers watch (the journal, the
     /// metrics the endpoints serve, the ready signal).
     pub(crate) shared: reactor::Shared,
-    runtime: runtime::RuntimeConfig,
+    /// The bounds on the guests (the one place every bound is read from).
+    limits: Limits,
     /// Guests compiled already (`kapsel test` compiles a guest once for all its cases).
     pub(crate) preloaded: Option<(runtime::Runtime, Vec<runtime::Guest>)>,
     /// Where to record what the operator receives and does (`--record`).
@@ -68,7 +70,7 @@ impl Operator {
             client: None,
             settings: reactor::Settings::default(),
             shared,
-            runtime: runtime::RuntimeConfig::default(),
+            limits: Limits::default(),
             preloaded: None,
             record_to: None,
             endpoints: health::Endpoints::default(),
@@ -152,13 +154,20 @@ impl Operator {
 
     /// The wall-clock budget of one handler call, unless the handler declares its own. Default 5 s.
     pub fn call_deadline(mut self, deadline: Duration) -> Operator {
-        self.runtime.default_deadline = deadline;
+        self.limits.call_deadline = deadline;
         self
     }
 
     /// The memory cap of one handler call in MiB, unless the handler declares its own. Default 64.
     pub fn call_memory_mib(mut self, mib: u32) -> Operator {
-        self.runtime.default_memory_mib = mib;
+        self.limits.call_memory_mib = mib;
+        self
+    }
+
+    /// Every bound on the guests at once (see [`Limits`] and SECURITY.md); replaces what
+    /// [`Operator::call_deadline`] and [`Operator::call_memory_mib`] set.
+    pub fn limits(mut self, limits: Limits) -> Operator {
+        self.limits = limits;
         self
     }
 
@@ -211,16 +220,18 @@ impl Operator {
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
-        let (_runtime, guests, errors) = match self.preloaded {
+        let (runtime, guests, errors) = match self.preloaded {
             Some((runtime, guests)) => (runtime, guests, Vec::new()),
             None => {
-                let runtime =
-                    runtime::Runtime::new(self.runtime).map_err(|e| Error::Runtime(Box::new(e)))?;
+                let runtime = runtime::Runtime::new(self.limits.clone())
+                    .map_err(|e| Error::Runtime(Box::new(e)))?;
                 let (guests, errors) = runtime.load_all(&self.guests).await;
                 (runtime, guests, errors)
             }
         };
         let shared = self.shared;
+        let slots = std::sync::Arc::clone(runtime.slots());
+        shared.metrics.report_slots(move || slots.load());
         for error in &errors {
             tracing::error!("{error}");
             shared.journal.push(Record::GuestRejected {
@@ -242,6 +253,7 @@ impl Operator {
             );
         }
         let mut shared = shared;
+        shared.traffic.set_pace(runtime.limits());
         if let Some(path) = &self.record_to {
             let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
             shared.recorder =
@@ -251,7 +263,7 @@ impl Operator {
                 })?;
         }
         shared.recorder.observe(&shared.journal);
-        let activities = activities_context(&client, &shared);
+        let activities = activities_context(&client, &shared, &self.settings.scope);
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &guests, &activities, &shared.metrics)
             .await
@@ -281,7 +293,9 @@ impl Operator {
 
         let stop = CancellationToken::new();
         let trigger = stop.clone();
-        let operator = reactor::run(client, &guests, self.settings, shared, stop);
+        let mut settings = self.settings;
+        settings.limits = std::sync::Arc::clone(runtime.limits());
+        let operator = reactor::run(client, &guests, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
             result = &mut operator => result,
@@ -310,11 +324,17 @@ impl Operator {
 pub(crate) fn activities_context(
     client: &kube::Client,
     shared: &reactor::Shared,
+    scope: &Scope,
 ) -> activities::Context {
     activities::Context {
         journal: shared.journal.clone(),
         indexes: shared.indexes.clone(),
-        kube: Some(KubeAccess::new(client.clone(), shared.known.clone())),
+        kube: Some(KubeAccess::new(
+            client.clone(),
+            shared.known.clone(),
+            scope.clone(),
+            shared.traffic.clone(),
+        )),
         recorder: shared.recorder.clone(),
     }
 }

@@ -73,7 +73,12 @@ impl Exposition {
         let _ = writeln!(self.text, "# TYPE {name} {kind}");
     }
 
-    pub(super) fn sample(&mut self, name: &str, labels: &[(&str, String)], value: impl std::fmt::Display) {
+    pub(super) fn sample(
+        &mut self,
+        name: &str,
+        labels: &[(&str, String)],
+        value: impl std::fmt::Display,
+    ) {
         self.text.push_str(name);
         if !labels.is_empty() {
             self.text.push('{');

@@ -29,9 +29,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{self, KnownResources, Poster, Resource, Scope};
+use crate::cluster::{self, GuestTraffic, KnownResources, Poster, Resource, Scope};
 use crate::handlers::{Handler, HandlerSpec, Indexes, Registry};
 use crate::journal::{Journal, Record};
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::peering::{self, Peering};
 use crate::recording::Recorder;
@@ -50,14 +51,14 @@ pub(crate) use streams::{StreamSettings, Watched};
 pub(crate) struct Settings {
     pub(crate) scope: Scope,
     pub(crate) streams: StreamSettings,
-    /// At most this many guest calls run at once.
-    pub(crate) max_concurrent_calls: usize,
     /// How long in-flight handlers may take to finish when stopping.
     pub(crate) exit_grace: Duration,
     /// Kopf's persistence settings (annotation prefix, finalizer, consistency timeout).
     pub(crate) changes: ChangeSettings,
     /// How this operator pauses for its peers (KOPF.md §8).
     pub(crate) peering: peering::Settings,
+    /// The bounds on the guests (the runtime's: set when the operator runs).
+    pub(crate) limits: Arc<Limits>,
 }
 
 impl Default for Settings {
@@ -65,11 +66,11 @@ impl Default for Settings {
         Settings {
             scope: Scope::Cluster,
             streams: StreamSettings::default(),
-            max_concurrent_calls: 16,
             // Kopf's `queueing.exit_timeout`.
             exit_grace: Duration::from_secs(2),
             changes: ChangeSettings::default(),
             peering: peering::Settings::default(),
+            limits: Arc::default(),
         }
     }
 }
@@ -97,14 +98,18 @@ pub(crate) struct Shared {
     pub(crate) known: KnownResources,
     /// The guests' indexes; shared with the activities (probes read them, as in Kopf).
     pub(crate) indexes: Indexes,
+    /// Each guest's pace of Kubernetes requests and Events, shared by all its calls.
+    pub(crate) traffic: GuestTraffic,
 }
 
 impl Default for Shared {
     fn default() -> Self {
+        let metrics = Metrics::default();
         Shared {
             clock: Arc::new(SystemClock),
             journal: Journal::default(),
-            metrics: Metrics::default(),
+            traffic: GuestTraffic::new(&Limits::default(), metrics.clone()),
+            metrics,
             recorder: Recorder::default(),
             started: tokio::sync::watch::Sender::new(false),
             memories: objects::Memories::default(),
@@ -122,6 +127,28 @@ pub(crate) enum Error {
     Discovery(#[from] cluster::DiscoveryError),
     #[error("listing the namespaces failed")]
     Namespaces(#[source] kube::Error),
+}
+
+/// Says so when a timer asked to run more often than the host allows.
+fn warn_if_bounded(guest: &str, registration: &crate::runtime::Registration, spec: &HandlerSpec) {
+    let asked = [registration.interval_seconds, registration.idle_seconds];
+    let granted = [spec.schedule.interval, spec.schedule.idle];
+    for ((asked, granted), what) in asked
+        .into_iter()
+        .zip(granted)
+        .zip(["interval", "idle time"])
+    {
+        if let (Some(asked), Some(granted)) = (asked, granted)
+            && asked > 0.0
+            && asked < granted
+        {
+            tracing::warn!(
+                "Timer '{}' of guest '{guest}' asks for an {what} of {asked} s, below this host's \
+                 minimum timer interval; it gets {granted} s (--min-timer-interval-ms).",
+                registration.id
+            );
+        }
+    }
 }
 
 /// The run loop's state.
@@ -192,9 +219,11 @@ impl Reactor {
                 if registration.kind == HandlerKind::Index {
                     shared.indexes.declare(guest.name(), &registration.id);
                 }
+                let spec = HandlerSpec::of(registration, &settings.limits);
+                warn_if_bounded(guest.name(), registration, &spec);
                 handlers.push(Handler {
                     guest: guest.clone(),
-                    spec: HandlerSpec::of(registration),
+                    spec,
                 });
             }
         }

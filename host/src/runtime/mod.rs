@@ -4,9 +4,9 @@
 //! Submodules, one job each: `engine` (the `Engine`, `Linker`, epoch ticker, [`Runtime`]),
 //! `bindings` (the one `bindgen!`), `loader` (files → [`Guest`]s), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
-//! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps),
-//! `services` ([`HostServices`], what a call may use),
-//! `host_api` (the `host` imports), `pipe` (captured stdout/stderr).
+//! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps), `services` ([`HostServices`], what a call may use),
+//! `host_api` (the `host` imports), `pipe` (captured stdout/stderr), `slots` (who may
+//! run a call now: pools, fair shares), `turns` (which calls compute now).
 
 mod bindings;
 mod deadline;
@@ -18,18 +18,21 @@ mod invoke;
 mod loader;
 mod pipe;
 mod services;
+mod slots;
 mod state;
 #[cfg(test)]
 mod tests;
+mod turns;
 
 pub(crate) use bindings::{
     Cause, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter,
     Outcome, Permission, Registration, Resource, ResourceName, Selector,
 };
 pub(crate) use describe::describe_json;
-pub(crate) use engine::{Runtime, RuntimeConfig};
+pub(crate) use engine::Runtime;
 pub(crate) use guest::Guest;
 pub(crate) use invoke::CallError;
 pub(crate) use services::{
     BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeRequest, not_available,
 };
+pub(crate) use slots::{Pool, Slots};

@@ -191,7 +191,7 @@ impl World {
         let client = cluster.client();
         let liveness = Liveness::new(
             std::slice::from_ref(guest),
-            activities_context(&client, &operator.shared),
+            activities_context(&client, &operator.shared, &operator.settings.scope),
             operator.shared.metrics.clone(),
         );
         World {

@@ -1,13 +1,21 @@
 //! Checking a guest's Kubernetes call before anything is sent: the one resource its
-//! selector means, whether the guest declared the permission, the namespace it goes to,
-//! and whether its names and body are usable. Refusals are the API server's own shapes
-//! (403, 404, 400), so the guest handles them like any answer.
+//! selector means, whether the guest declared the permission, the namespace it goes to
+//! (one the operator serves), and whether its names and body are usable; and whether an
+//! Event may name the object it is about. Refusals are the API server's own shapes (403,
+//! 404, 400), so the guest handles them like any answer.
 
 use serde_json::Value;
 
 use crate::cluster::discovery::Resource;
+use crate::cluster::events::ObjectRef;
+use crate::cluster::scope::Scope;
 use crate::cluster::selectors::{self, Resolution};
-use crate::runtime::{KubeError, KubeRequest, Permission, Selector};
+use crate::runtime::{Guest, KubeError, KubeRequest, Permission, Selector};
+
+/// Resources whose objects hold credentials (group, plural): a guest is handed them only
+/// when it declared a permission for them with `kapsel::permit!`, selecting them in a
+/// handler is not enough (see SECURITY.md).
+pub(crate) const SENSITIVE: [(&str, &str); 1] = [("", "secrets")];
 
 /// What a checked request does.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +36,27 @@ pub(super) struct Prepared {
     pub(super) action: Action,
 }
 
+impl Action {
+    /// The RBAC verb of the action.
+    pub(super) fn verb(&self) -> &'static str {
+        match self {
+            Action::Get { .. } => "get",
+            Action::List { .. } => "list",
+            Action::Create { .. } => "create",
+            Action::Patch { .. } => "patch",
+            Action::Delete { .. } => "delete",
+        }
+    }
+}
+
 /// Checks a request without sending anything: the resource it means, whether the guest
-/// may make it, where it goes, and whether its body is usable.
+/// may make it, where it goes (a namespace the operator serves), and whether its body is
+/// usable.
 pub(super) fn prepare(
     guest: &str,
     permissions: &[Permission],
     known: &[Resource],
+    scope: &Scope,
     object_namespace: Option<&str>,
     request: KubeRequest,
 ) -> Result<Prepared, KubeError> {
@@ -82,6 +105,21 @@ pub(super) fn prepare(
     if let Some(namespace) = &namespace {
         check_segment(namespace, "namespace")?;
     }
+    if resource.namespaced {
+        match (&namespace, scope) {
+            (Some(namespace), _) if !scope.includes(namespace) => {
+                return Err(outside_scope(guest, namespace));
+            }
+            (None, Scope::Namespaces(_)) => {
+                return Err(forbidden_message(format!(
+                    "guest '{guest}' may not list {} across all namespaces: this operator \
+                     serves only some (-n); list in one of them",
+                    resource.plural
+                )));
+            }
+            _ => {}
+        }
+    }
     Ok(Prepared {
         resource,
         namespace,
@@ -107,6 +145,76 @@ fn resolve_target(target: &Selector, known: &[Resource]) -> Result<Resource, Kub
             "the cluster serves no resource matching the selector {target}"
         ))),
     }
+}
+
+/// Whether the guest declared every one of `verbs` on `target` (see [`permits`]).
+pub(crate) fn guest_may(
+    permissions: &[Permission],
+    verbs: &[&str],
+    target: &Resource,
+    known: &[Resource],
+) -> bool {
+    verbs
+        .iter()
+        .all(|verb| permits(permissions, verb, target, known))
+}
+
+/// Whether an Event may name `involved`: an object of a resource the guest handles (one
+/// of its handlers' selectors means it) or may read (it declared `get`, `list` or
+/// `watch` on it). Events about objects of other resources are refused.
+pub(super) fn may_mention(
+    guest: &Guest,
+    known: &[Resource],
+    involved: &ObjectRef,
+) -> Result<(), KubeError> {
+    let (group, version) = match involved.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", involved.api_version.as_str()),
+    };
+    let Some(resource) = known
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.kind == involved.kind)
+    else {
+        return Err(not_found(format!(
+            "the cluster serves no {} in {}: an Event cannot be about it",
+            involved.kind, involved.api_version
+        )));
+    };
+    let described = guest.describe();
+    let same = |r: &Resource| r.group == resource.group && r.plural == resource.plural;
+    let handles = described
+        .handlers
+        .iter()
+        .flat_map(|h| &h.selectors)
+        .any(
+            |wit| match selectors::resolve(&selectors::Selector::from_wit(wit), known) {
+                Resolution::Resolved(found) => found.iter().any(same),
+                Resolution::Ambiguous(_) | Resolution::Unresolved => false,
+            },
+        );
+    let reads = ["get", "list", "watch"]
+        .iter()
+        .any(|verb| permits(&described.permissions, verb, resource, known));
+    if handles || reads {
+        Ok(())
+    } else {
+        Err(forbidden_message(format!(
+            "guest '{}' may not post Events about {} {}: it neither handles nor may read \
+             {}; declare it with kapsel::permit!(...)",
+            guest.name(),
+            involved.kind,
+            involved.name,
+            resource.plural
+        )))
+    }
+}
+
+/// The refusal of a call or Event in a namespace the operator does not serve.
+pub(super) fn outside_scope(guest: &str, namespace: &str) -> KubeError {
+    forbidden_message(format!(
+        "guest '{guest}' may not act in namespace {namespace:?}: this operator does not \
+         serve it (-n)"
+    ))
 }
 
 /// Whether some declared permission resolves to the same resource and lists the verb.
@@ -190,14 +298,18 @@ fn forbidden(guest: &str, verb: &str, resource: &Resource) -> KubeError {
     } else {
         resource.group.as_str()
     };
+    forbidden_message(format!(
+        "guest '{guest}' did not declare permission to {verb} {}.{group}; \
+         declare it with kapsel::permit!(...)",
+        resource.plural
+    ))
+}
+
+fn forbidden_message(message: String) -> KubeError {
     KubeError {
         code: 403,
         reason: "Forbidden".to_owned(),
-        message: format!(
-            "guest '{guest}' did not declare permission to {verb} {}.{group}; \
-             declare it with kapsel::permit!(...)",
-            resource.plural
-        ),
+        message,
     }
 }
 

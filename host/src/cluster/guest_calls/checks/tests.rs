@@ -1,4 +1,5 @@
-//! Tests of the checks: resolution, permissions, namespaces, bodies.
+//! Tests of the checks: resolution, permissions, namespaces, bodies, scope.
+
 use serde_json::json;
 
 use super::*;
@@ -146,6 +147,7 @@ fn refusals_say_why() {
         "g",
         &perms,
         &known,
+        &Scope::Cluster,
         Some("ns"),
         get(sel(None, None, any("secrets")), None, "x"),
     )
@@ -163,6 +165,7 @@ fn refusals_say_why() {
         "g",
         &perms,
         &known,
+        &Scope::Cluster,
         None,
         get(sel(None, None, any("gadgets")), None, "x"),
     )
@@ -174,6 +177,7 @@ fn refusals_say_why() {
         "g",
         &perms,
         &known,
+        &Scope::Cluster,
         None,
         get(sel(None, None, any("widgets")), None, "x"),
     )
@@ -197,6 +201,7 @@ fn bad_bodies_and_names_are_refused_before_sending() {
             "g",
             &perms,
             &known,
+            &Scope::Cluster,
             None,
             KubeRequest::Create {
                 target: cm(),
@@ -211,6 +216,7 @@ fn bad_bodies_and_names_are_refused_before_sending() {
         "g",
         &perms,
         &known,
+        &Scope::Cluster,
         None,
         KubeRequest::Patch {
             target: cm(),
@@ -222,13 +228,99 @@ fn bad_bodies_and_names_are_refused_before_sending() {
     .expect_err("bad patch");
     assert_eq!(refused.code, 400);
     for name in ["", "a/status", "..", "x?watch=1"] {
-        let refused =
-            prepare("g", &perms, &known, None, get(cm(), None, name)).expect_err("bad name");
+        let refused = prepare(
+            "g",
+            &perms,
+            &known,
+            &Scope::Cluster,
+            None,
+            get(cm(), None, name),
+        )
+        .expect_err("bad name");
         assert_eq!(refused.code, 400, "{name:?}");
     }
-    let refused =
-        prepare("g", &perms, &known, None, get(cm(), Some("a/b"), "x")).expect_err("bad namespace");
+    let refused = prepare(
+        "g",
+        &perms,
+        &known,
+        &Scope::Cluster,
+        None,
+        get(cm(), Some("a/b"), "x"),
+    )
+    .expect_err("bad namespace");
     assert_eq!(refused.code, 400);
+}
+
+#[test]
+fn calls_stay_in_the_served_namespaces() {
+    let known = known();
+    let perms = [permit(sel(None, None, any("configmaps")), &["*"])];
+    let perms_ns = [permit(sel(None, None, any("namespaces")), &["*"])];
+    let cm = || sel(None, None, any("configmaps"));
+    let scope = Scope::from_patterns(&["default"]);
+    let refused = prepare(
+        "g",
+        &perms,
+        &known,
+        &scope,
+        Some("default"),
+        get(cm(), Some("kube-system"), "x"),
+    )
+    .expect_err("outside");
+    assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        refused.message.contains("\"kube-system\""),
+        "{}",
+        refused.message
+    );
+    let created = KubeRequest::Create {
+        target: cm(),
+        namespace: None,
+        body: json!({"metadata": {"name": "x", "namespace": "kube-system"}}).to_string(),
+    };
+    assert_eq!(
+        prepare("g", &perms, &known, &scope, Some("default"), created)
+            .expect_err("a body's namespace counts too")
+            .code,
+        403
+    );
+    let everywhere = KubeRequest::List {
+        target: cm(),
+        namespace: None,
+        label_selector: None,
+    };
+    let refused = prepare("g", &perms, &known, &scope, Some("default"), everywhere)
+        .expect_err("no list across namespaces");
+    assert!(
+        refused.message.contains("all namespaces"),
+        "{}",
+        refused.message
+    );
+    let inside = prepare(
+        "g",
+        &perms,
+        &known,
+        &scope,
+        Some("default"),
+        get(cm(), None, "x"),
+    );
+    assert_eq!(
+        inside.expect("served").namespace.as_deref(),
+        Some("default")
+    );
+    // Cluster-scoped resources are in no namespace: the permission alone decides.
+    let namespaces = sel(None, None, any("namespaces"));
+    assert!(
+        prepare(
+            "g",
+            &perms_ns,
+            &known,
+            &scope,
+            None,
+            get(namespaces, None, "y")
+        )
+        .is_ok()
+    );
 }
 
 #[test]
@@ -238,7 +330,7 @@ fn namespaces_default_to_the_handled_object_then_default() {
     let perms_ns = [permit(sel(None, None, any("namespaces")), &["*"])];
     let cm = || sel(None, None, any("configmaps"));
     let ns_of = |perms: &[Permission], object: Option<&str>, request| {
-        prepare("g", perms, &known, object, request)
+        prepare("g", perms, &known, &Scope::Cluster, object, request)
             .expect("allowed")
             .namespace
     };
