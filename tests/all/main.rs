@@ -6,6 +6,7 @@ mod activities;
 mod architecture;
 mod cases;
 mod changes;
+mod containment;
 mod embedding;
 mod events;
 mod filters;
