@@ -9,7 +9,8 @@
 //!
 //! Host memory, one call handing over more than the limits allow:
 //! - `log-line`: logs a 1 MiB line; `log-flood`: 4 MiB of 100-byte debug lines;
-//! - `memo-hog`: leaves a 16 MB memo; `index-hog`: returns 16 MB of index entries;
+//! - `memo-hog`: leaves a 4 MiB memo; `index-hog`: returns 4 MiB of index entries (16
+//!   times the limits, well within the 64 MiB cap the guest needs to build them);
 //! - `event-hog`: posts Events with 4 MiB messages; `big-result` (on create): returns a
 //!   2 MiB result; `big-patch`: patches a 2 MiB annotation;
 //! - `random`: asks WASI for 64 MiB of random bytes;
@@ -115,7 +116,7 @@ fn log_flood(_cause: &Cause) {
     labels("kapsel.test/hostile" = "memo-hog")
 )]
 fn memo_hog(cause: &mut Cause) {
-    *cause.memo_mut() = json!("m".repeat(16 << 20));
+    *cause.memo_mut() = json!("m".repeat(4 << 20));
 }
 
 #[kapsel::index(
@@ -125,7 +126,7 @@ fn memo_hog(cause: &mut Cause) {
     labels("kapsel.test/hostile" = "index-hog")
 )]
 fn index_hog(cause: &Cause) -> BTreeMap<String, String> {
-    [(name(cause), "i".repeat(16 << 20))].into()
+    [(name(cause), "i".repeat(4 << 20))].into()
 }
 
 #[kapsel::on::event(
