@@ -49,6 +49,10 @@ pub(crate) enum LogFormat {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; the run flags (the guest limits) make it large"
+)]
 pub(crate) enum Command {
     /// Run an operator: serve the handlers of the given guests.
     Run(RunArgs),

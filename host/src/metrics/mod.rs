@@ -318,6 +318,9 @@ impl Metrics {
     }
 }
 
+/// A gauge of the call slots: its name, its help, and its value for one pool.
+type SlotGauge = (&'static str, &'static str, fn(&SlotLoad) -> u64);
+
 /// The call slots, the guests' requests, and the self-trigger back-offs.
 fn render_containment(state: &State, out: &mut Exposition) {
     let load = state
@@ -325,7 +328,7 @@ fn render_containment(state: &State, out: &mut Exposition) {
         .as_ref()
         .map(|source| source())
         .unwrap_or_default();
-    let gauges: [(&str, &str, fn(&SlotLoad) -> u64); 3] = [
+    let gauges: [SlotGauge; 3] = [
         ("kapsel_call_slots", "Call slots of a pool.", |l| {
             u64::from(l.size)
         }),

@@ -259,12 +259,13 @@ mod tests {
     use super::*;
 
     fn limits(slots: u32) -> Limits {
-        let mut limits = Limits::default();
-        limits.call_slots = slots;
-        limits.call_memory_mib = 64;
-        limits.guest_share_percent = 75;
-        limits.handler_share_percent = 50;
-        limits
+        Limits {
+            call_slots: slots,
+            call_memory_mib: 64,
+            guest_share_percent: 75,
+            handler_share_percent: 50,
+            ..Limits::default()
+        }
     }
 
     /// Whether a slot can be had at once.

@@ -114,9 +114,11 @@ mod tests {
 
     #[tokio::test]
     async fn guests_have_a_pace_each_and_are_counted() {
-        let mut limits = Limits::default();
-        limits.guest_api_rate = 1.0;
-        limits.guest_api_burst = 2;
+        let limits = Limits {
+            guest_api_rate: 1.0,
+            guest_api_burst: 2,
+            ..Limits::default()
+        };
         let metrics = Metrics::default();
         let traffic = GuestTraffic::new(&Limits::default(), metrics.clone());
         traffic.clone().set_pace(&limits);
