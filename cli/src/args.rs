@@ -1,8 +1,10 @@
 //! The `kapsel` command line as clap parses it: commands, their flags, the logging flags.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kapsel_host::Limits;
 
 /// Kubernetes operators whose handlers are sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -47,6 +49,10 @@ pub(crate) enum LogFormat {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; the run flags (the guest limits) make it large"
+)]
 pub(crate) enum Command {
     /// Run an operator: serve the handlers of the given guests.
     Run(RunArgs),
@@ -236,12 +242,8 @@ pub(crate) struct RunArgs {
     /// one for the in-memory API server.
     #[arg(long, value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
-    /// The wall-clock budget of one handler call, in milliseconds, unless the handler declares one.
-    #[arg(long, default_value_t = 5000)]
-    pub(crate) call_deadline_ms: u64,
-    /// The memory cap of one handler call, in MiB, unless the handler declares one.
-    #[arg(long, default_value_t = 64)]
-    pub(crate) call_memory_mib: u32,
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
     /// Serve liveness at this URL (e.g. http://0.0.0.0:8080/healthz), with the metrics at /metrics beside it.
     #[arg(short = 'L', long, value_name = "URL", value_parser = endpoint_url)]
     pub(crate) liveness: Option<String>,
@@ -260,6 +262,121 @@ pub(crate) struct RunArgs {
     /// added, replaced or removed are swapped in without a restart (0: never).
     #[arg(long, default_value_t = 5000, value_name = "MS")]
     pub(crate) reload_interval_ms: u64,
+}
+
+/// The bounds on the guests (`kapsel_host::Limits`; SECURITY.md explains each).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Guest limits")]
+pub(crate) struct LimitArgs {
+    /// The wall-clock budget of one handler call, in milliseconds, unless the handler declares one.
+    #[arg(long, default_value_t = millis(Limits::default().call_deadline))]
+    pub(crate) call_deadline_ms: u64,
+    /// The longest budget a handler may declare (deadline_ms), in milliseconds.
+    #[arg(long, default_value_t = millis(Limits::default().max_call_deadline))]
+    pub(crate) max_call_deadline_ms: u64,
+    /// The memory cap of one handler call, in MiB, unless the handler declares one.
+    #[arg(long, default_value_t = Limits::default().call_memory_mib)]
+    pub(crate) call_memory_mib: u32,
+    /// The largest memory cap a handler may declare (memory_mib), in MiB.
+    #[arg(long, default_value_t = Limits::default().max_call_memory_mib)]
+    pub(crate) max_call_memory_mib: u32,
+    /// Call slots for event, changing, index and `when` handlers (one per default memory cap).
+    #[arg(long, default_value_t = Limits::default().call_slots)]
+    pub(crate) call_slots: u32,
+    /// Call slots for timers and daemons (a daemon holds one while it runs).
+    #[arg(long, default_value_t = Limits::default().background_slots)]
+    pub(crate) background_slots: u32,
+    /// The share of a pool's slots one guest may hold, in percent.
+    #[arg(long, default_value_t = Limits::default().guest_share_percent)]
+    pub(crate) guest_share: u32,
+    /// The share of a pool's slots one handler may hold, in percent.
+    #[arg(long, default_value_t = Limits::default().handler_share_percent)]
+    pub(crate) handler_share: u32,
+    /// How many guest calls compute at once (default: the CPUs less one, at least one).
+    #[arg(long, default_value_t = Limits::default().guest_threads)]
+    pub(crate) guest_threads: u32,
+    /// Liveness fails when handler calls wait and no slot was handed out for this many seconds.
+    #[arg(long, default_value_t = Limits::default().starved_after.as_secs())]
+    pub(crate) starved_after_s: u64,
+    /// The longest log line a guest may write, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_log_line_bytes)]
+    pub(crate) max_log_line_bytes: usize,
+    /// What a guest may log in one call, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_log_bytes_per_call)]
+    pub(crate) max_log_bytes_per_call: usize,
+    /// Events a guest may post in one call.
+    #[arg(long, default_value_t = Limits::default().max_events_per_call)]
+    pub(crate) max_events_per_call: u32,
+    /// The size of one Event a guest posts (reason, message, object), in bytes.
+    #[arg(long, default_value_t = Limits::default().max_event_bytes)]
+    pub(crate) max_event_bytes: usize,
+    /// The size of a handler's memo, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_memo_bytes)]
+    pub(crate) max_memo_bytes: usize,
+    /// The size of an index handler's entries for one object, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_index_bytes)]
+    pub(crate) max_index_bytes: usize,
+    /// The size of a handler's result, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_result_bytes)]
+    pub(crate) max_result_bytes: usize,
+    /// The size of a handler's patch and of a guest's request body, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_patch_bytes)]
+    pub(crate) max_patch_bytes: usize,
+    /// The random bytes one WASI request may ask for.
+    #[arg(long, default_value_t = Limits::default().max_random_bytes)]
+    pub(crate) max_random_bytes: u64,
+    /// A guest's sustained pace of Kubernetes requests and Events, per second.
+    #[arg(long, default_value_t = Limits::default().guest_api_rate)]
+    pub(crate) guest_api_rate: f64,
+    /// How many requests and Events a guest may make at once before its pace applies.
+    #[arg(long, default_value_t = Limits::default().guest_api_burst)]
+    pub(crate) guest_api_burst: u32,
+    /// The shortest interval (and idle time) of a timer, in milliseconds.
+    #[arg(long, default_value_t = millis(Limits::default().min_timer_interval))]
+    pub(crate) min_timer_interval_ms: u64,
+    /// The shortest delay before a failed handler is retried, in milliseconds.
+    #[arg(long, default_value_t = millis(Limits::default().min_retry_delay))]
+    pub(crate) min_retry_delay_ms: u64,
+    /// Quick writes in a row caused by an object's own patches before its handling is backed off.
+    #[arg(long, default_value_t = Limits::default().self_trigger_limit)]
+    pub(crate) self_trigger_limit: u32,
+}
+
+impl LimitArgs {
+    /// The limits these flags set.
+    pub(crate) fn limits(&self) -> Limits {
+        let mut limits = Limits::default();
+        limits.call_deadline = Duration::from_millis(self.call_deadline_ms);
+        limits.max_call_deadline = Duration::from_millis(self.max_call_deadline_ms);
+        limits.call_memory_mib = self.call_memory_mib;
+        limits.max_call_memory_mib = self.max_call_memory_mib;
+        limits.call_slots = self.call_slots;
+        limits.background_slots = self.background_slots;
+        limits.guest_share_percent = self.guest_share;
+        limits.handler_share_percent = self.handler_share;
+        limits.guest_threads = self.guest_threads;
+        limits.starved_after = Duration::from_secs(self.starved_after_s);
+        limits.max_log_line_bytes = self.max_log_line_bytes;
+        limits.max_log_bytes_per_call = self.max_log_bytes_per_call;
+        limits.max_events_per_call = self.max_events_per_call;
+        limits.max_event_bytes = self.max_event_bytes;
+        limits.max_memo_bytes = self.max_memo_bytes;
+        limits.max_index_bytes = self.max_index_bytes;
+        limits.max_result_bytes = self.max_result_bytes;
+        limits.max_patch_bytes = self.max_patch_bytes;
+        limits.max_random_bytes = self.max_random_bytes;
+        limits.guest_api_rate = self.guest_api_rate;
+        limits.guest_api_burst = self.guest_api_burst;
+        limits.min_timer_interval = Duration::from_millis(self.min_timer_interval_ms);
+        limits.min_retry_delay = Duration::from_millis(self.min_retry_delay_ms);
+        limits.self_trigger_limit = self.self_trigger_limit;
+        limits
+    }
+}
+
+/// A duration in whole milliseconds (for the flags' defaults).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.
@@ -291,4 +408,36 @@ pub(crate) struct DevClusterArgs {
     /// `kubectl create token`.
     #[arg(long)]
     pub(crate) rbac: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits_of(flags: &[&str]) -> Limits {
+        let args = ["kapsel", "run", "op.wasm"].iter().chain(flags);
+        match Cli::try_parse_from(args).expect("parsed").command {
+            Command::Run(run) => run.limits.limits(),
+            _ => unreachable!("a run command"),
+        }
+    }
+
+    #[test]
+    fn the_limit_flags_default_to_the_hosts_limits_and_set_each_field() {
+        assert_eq!(limits_of(&[]), Limits::default());
+        let limits = limits_of(&[
+            "--guest-threads=3",
+            "--max-call-deadline-ms=1500",
+            "--call-slots=6",
+            "--guest-api-rate=2.5",
+            "--min-timer-interval-ms=250",
+            "--self-trigger-limit=4",
+        ]);
+        assert_eq!(limits.guest_threads, 3);
+        assert_eq!(limits.max_call_deadline, Duration::from_millis(1500));
+        assert_eq!(limits.call_slots, 6);
+        assert!((limits.guest_api_rate - 2.5).abs() < f64::EPSILON);
+        assert_eq!(limits.min_timer_interval, Duration::from_millis(250));
+        assert_eq!(limits.self_trigger_limit, 4);
+    }
 }

@@ -131,8 +131,7 @@ where
 /// The operator of `kapsel run`, everything but the connection.
 fn operator_for(args: RunArgs) -> Operator {
     let mut operator = Operator::new(args.guests)
-        .call_deadline(Duration::from_millis(args.call_deadline_ms))
-        .call_memory_mib(args.call_memory_mib)
+        .limits(args.limits.limits())
         .reload_interval(Duration::from_millis(args.reload_interval_ms));
     operator = peering(operator, &args.peering);
     if let Some(url) = args.liveness {

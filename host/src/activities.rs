@@ -13,7 +13,7 @@ use crate::handlers::execution::{self, Verdict};
 use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes};
 use crate::journal::Journal;
 use crate::recording::Recorder;
-use crate::runtime::{self, CallContext, Guest, HandlerKind};
+use crate::runtime::{self, CallContext, Guest, HandlerKind, Pool};
 
 /// One activity handler of a loaded guest.
 pub(crate) struct Activity {
@@ -41,7 +41,7 @@ pub(crate) fn of_kind(guests: &[Guest], kind: HandlerKind) -> Vec<Activity> {
                 activities.push(Activity {
                     handler: Handler {
                         guest: guest.clone(),
-                        spec: HandlerSpec::of(registration),
+                        spec: HandlerSpec::of(registration, guest.runtime().limits()),
                     },
                     key: registration.id.clone(),
                 });
@@ -107,7 +107,8 @@ impl Activity {
                 sleeps: None,
             };
             handler.record_called(journal, About::NOTHING);
-            let call = CallContext::new(spec.id.clone(), None, Arc::new(services));
+            let call = CallContext::new(spec.id.clone(), None, Arc::new(services))
+                .in_pool(Pool::Activities);
             let executed = execution::invoke(&handler.guest, cause, call).await;
             let runtime = chrono::TimeDelta::from_std(started.elapsed()).unwrap_or_default();
             let decision = execution::decide(&name, &policy, retries, runtime, executed.attempt);

@@ -18,7 +18,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::activities::{self, Finished};
 use crate::metrics::{self, Metrics};
-use crate::runtime::{HandlerKind, ServedGuests};
+use crate::runtime::{HandlerKind, ServedGuests, Slots};
 
 /// How long probe results are reused (Kopf's hard-coded 10 s): a burst of requests
 /// costs one round of probe calls.
@@ -213,12 +213,16 @@ pub(crate) async fn serve(
     }))
 }
 
-/// What liveness says about an operator: whether its loops run and its probe handlers
-/// succeed. Served by the liveness endpoint; `kapsel test`'s `healthy` asks it too.
+/// What liveness says about an operator: whether its loops run, its calls get slots, and
+/// its probe handlers succeed. Served by the liveness endpoint; `kapsel test`'s `healthy`
+/// asks it too.
 #[derive(Clone)]
 pub(crate) struct Liveness {
     probes: Arc<Probes>,
     metrics: Metrics,
+    /// The guests' call slots, and how long handler calls may wait with no slot handed
+    /// out before they count as starved.
+    slots: Option<(Arc<Slots>, Duration)>,
 }
 
 impl Liveness {
@@ -227,20 +231,31 @@ impl Liveness {
         context: activities::Context,
         metrics: Metrics,
     ) -> Self {
+        // One runtime serves every guest, before and after reloads: its slots are these.
+        let slots = guests.guests().first().map(|guest| {
+            let runtime = guest.runtime();
+            (Arc::clone(runtime.slots()), runtime.limits().starved_after)
+        });
         Liveness {
             probes: Arc::new(Probes::new(guests, context)),
             metrics,
+            slots,
         }
     }
 
     /// The probes' results (cached for a while, as Kopf's); an error when one of the
-    /// operator's loops died or a probe failed. Guest files whose new version a reload
-    /// refused are listed under [`REFUSED_GUESTS`], without failing: the versions before
-    /// them still serve.
+    /// operator's loops died, handler calls are starved of slots, or a probe failed.
+    /// Guest files whose new version a reload refused are listed under
+    /// [`REFUSED_GUESTS`], without failing: the versions before them still serve.
     pub(crate) async fn check(&self) -> Result<Map<String, Value>, String> {
         let dead = self.metrics.dead_loops();
         if !dead.is_empty() {
             return Err(format!("operator loops died: {}", dead.join(", ")));
+        }
+        if let Some((slots, after)) = &self.slots
+            && let Some(starved) = slots.starved(*after)
+        {
+            return Err(starved);
         }
         let mut results = self.probes.report().await?;
         let refused = self.probes.guests.refused();

@@ -19,13 +19,17 @@
 //! Selectors are resolved by discovery, as the operator resolves them when it runs, so
 //! the CRDs must exist on the cluster asked (`kapsel rbac --crd` asks an in-process one
 //! that serves the given CRDs); selectors that resolve to nothing are listed in a
-//! comment at the top rather than guessed.
+//! comment at the top rather than guessed. A handler selecting Secrets without its
+//! guest's `kapsel::permit!` for them is not served by the operator, so nothing is
+//! granted for it either (listed in a comment too): the grants are exactly what the
+//! operator lets the guests do.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
 use crate::cluster::{self, DiscoveryError, Resolution, Resource, Scope, Selector};
+use crate::handlers::{declaration, undeclared};
 use crate::runtime::{Guest, HandlerKind};
 
 /// What the guests' selectors and permissions mean on a cluster (KOPF.md §2.3), for
@@ -39,6 +43,9 @@ pub(crate) struct GuestNeeds {
     pub(crate) permitted: Vec<(Resource, Vec<String>)>,
     /// Selectors that resolve to nothing (or ambiguously), as written.
     pub(crate) unresolved: Vec<String>,
+    /// Handlers the operator will not serve on a resource (Secrets not declared), and
+    /// what their guest must declare for it.
+    pub(crate) refused: Vec<String>,
 }
 
 /// Resolves every handler selector and every permission of `guests` on the cluster.
@@ -71,7 +78,16 @@ pub(crate) async fn guest_needs(
             let patches = registration.kind != HandlerKind::Index;
             for wit in &registration.selectors {
                 for resource in resolve(wit, &mut needs) {
-                    needs.watched.push((resource, patches));
+                    match undeclared(guest, registration.kind, &resource, &discovered) {
+                        Some(verbs) => needs.refused.push(format!(
+                            "handler {:?} of guest {:?} on {}: declare {}",
+                            registration.id,
+                            guest.name(),
+                            resource.plural,
+                            declaration(&resource, verbs)
+                        )),
+                        None => needs.watched.push((resource, patches)),
+                    }
                 }
             }
         }
@@ -275,6 +291,14 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
         }));
     }
     let mut out = String::new();
+    if !needs.refused.is_empty() {
+        out.push_str(
+            "# Not served by the operator (Secrets its guest did not declare), so not granted:\n",
+        );
+        for refused in &needs.refused {
+            out.push_str(&format!("#   {refused}\n"));
+        }
+    }
     if !needs.unresolved.is_empty() {
         out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
         for selector in &needs.unresolved {
@@ -339,6 +363,7 @@ mod tests {
                 (nodes, vec!["get".into()]),
             ],
             unresolved: vec!["widgets".into()],
+            refused: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{KubeAccess, Poster, Scope};
 use crate::journal::{Journal, Record};
+use crate::limits::Limits;
 use crate::reloading::{Reloader, Reporting};
 use crate::runtime::{self, HandlerKind, Library, ServedGuests};
 use crate::{Error, activities, health, peering, reactor, recording, reloading};
@@ -36,12 +37,15 @@ pub struct Operator {
     /// What its parts share while it runs, and what observers watch (the journal, the
     /// metrics the endpoints serve, the ready signal).
     pub(crate) shared: reactor::Shared,
-    runtime: runtime::RuntimeConfig,
+    /// The bounds on the guests (the one place every bound is read from).
+    limits: Limits,
     /// Guests compiled already (`kapsel test` compiles a guest once for all its cases).
     pub(crate) preloaded: Option<(runtime::Runtime, Vec<runtime::Guest>)>,
     /// Where to record what the operator receives and does (`--record`).
     record_to: Option<PathBuf>,
     endpoints: health::Endpoints,
+    /// Where compiled guests are kept between starts (`--cache-dir`).
+    cache_dir: Option<PathBuf>,
     /// How often the guests' paths are rescanned (none: no hot reload).
     reload_interval: Option<Duration>,
     /// The pod the operator runs in (namespace, name), for Events about it.
@@ -77,10 +81,11 @@ impl Operator {
             client: None,
             settings: reactor::Settings::default(),
             shared,
-            runtime: runtime::RuntimeConfig::default(),
+            limits: Limits::default(),
             preloaded: None,
             record_to: None,
             endpoints: health::Endpoints::default(),
+            cache_dir: None,
             reload_interval: Some(RELOAD_INTERVAL),
             pod: reloading::pod_from_environment(),
         }
@@ -163,13 +168,20 @@ impl Operator {
 
     /// The wall-clock budget of one handler call, unless the handler declares its own. Default 5 s.
     pub fn call_deadline(mut self, deadline: Duration) -> Operator {
-        self.runtime.default_deadline = deadline;
+        self.limits.call_deadline = deadline;
         self
     }
 
     /// The memory cap of one handler call in MiB, unless the handler declares its own. Default 64.
     pub fn call_memory_mib(mut self, mib: u32) -> Operator {
-        self.runtime.default_memory_mib = mib;
+        self.limits.call_memory_mib = mib;
+        self
+    }
+
+    /// Every bound on the guests at once (see [`Limits`] and SECURITY.md); replaces what
+    /// [`Operator::call_deadline`] and [`Operator::call_memory_mib`] set.
+    pub fn limits(mut self, limits: Limits) -> Operator {
+        self.limits = limits;
         self
     }
 
@@ -181,7 +193,7 @@ impl Operator {
     /// writable by the operator alone (in Kubernetes, an `emptyDir`). Default: none,
     /// guests are compiled at every start.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Operator {
-        self.runtime.cache_dir = Some(dir.into());
+        self.cache_dir = Some(dir.into());
         self
     }
 
@@ -259,13 +271,16 @@ impl Operator {
             Some((runtime, guests)) => (runtime, Library::of(guests), Vec::new()),
             None => {
                 let runtime =
-                    runtime::Runtime::new(self.runtime).map_err(|e| Error::Runtime(Box::new(e)))?;
+                    runtime::Runtime::with_cache(self.limits.clone(), self.cache_dir.clone())
+                        .map_err(|e| Error::Runtime(Box::new(e)))?;
                 let (library, errors) = Library::load(&runtime, &self.guests).await;
                 (runtime, library, errors)
             }
         };
         let guests = library.guests();
         let shared = self.shared;
+        let slots = std::sync::Arc::clone(runtime.slots());
+        shared.metrics.report_slots(move || slots.load());
         for error in &errors {
             tracing::error!("{error}");
             shared.journal.push(Record::GuestRejected {
@@ -295,6 +310,9 @@ impl Operator {
             });
         }
         let mut shared = shared;
+        shared.traffic.set_pace(runtime.limits());
+        // The reloader takes the runtime; the reactor reads the same bounds.
+        let limits = std::sync::Arc::clone(runtime.limits());
         if let Some(path) = &self.record_to {
             let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
             shared.recorder =
@@ -304,7 +322,7 @@ impl Operator {
                 })?;
         }
         shared.recorder.observe(&shared.journal);
-        let activities = activities_context(&client, &shared);
+        let activities = activities_context(&client, &shared, &self.settings.scope);
         let served = ServedGuests::new(guests.clone());
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
@@ -361,7 +379,9 @@ impl Operator {
         }
         let stop = CancellationToken::new();
         let trigger = stop.clone();
-        let operator = reactor::run(client, &guests, swapped, self.settings, shared, stop);
+        let mut settings = self.settings;
+        settings.limits = limits;
+        let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
             result = &mut operator => result,
@@ -393,11 +413,17 @@ impl Operator {
 pub(crate) fn activities_context(
     client: &kube::Client,
     shared: &reactor::Shared,
+    scope: &Scope,
 ) -> activities::Context {
     activities::Context {
         journal: shared.journal.clone(),
         indexes: shared.indexes.clone(),
-        kube: Some(KubeAccess::new(client.clone(), shared.known.clone())),
+        kube: Some(KubeAccess::new(
+            client.clone(),
+            shared.known.clone(),
+            scope.clone(),
+            shared.traffic.clone(),
+        )),
         recorder: shared.recorder.clone(),
     }
 }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 use crate::cluster::Scope;
-use crate::runtime::{self, Runtime, RuntimeConfig};
+use crate::limits::Limits;
+use crate::runtime::{self, Runtime};
 
 /// The handlers a guest declares, as JSON (what `kapsel inspect` prints).
 ///
@@ -14,8 +15,7 @@ use crate::runtime::{self, Runtime, RuntimeConfig};
 /// [`Error::NoGuests`] with the reason the guest cannot be loaded, naming the file;
 /// [`Error::Runtime`] when the WebAssembly engine cannot start.
 pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
-    let runtime =
-        Runtime::new(RuntimeConfig::default()).map_err(|e| Error::Runtime(Box::new(e)))?;
+    let runtime = Runtime::new(Limits::default()).map_err(|e| Error::Runtime(Box::new(e)))?;
     let guest = runtime
         .load(guest)
         .await
@@ -99,8 +99,7 @@ impl RbacRequest {
 /// [`Error::NoGuests`] when a guest cannot be loaded (naming the file), else what
 /// failed (the runtime, discovery).
 pub async fn rbac(request: &RbacRequest, client: kube::Client) -> Result<String, Error> {
-    let runtime =
-        Runtime::new(RuntimeConfig::default()).map_err(|e| Error::Runtime(Box::new(e)))?;
+    let runtime = Runtime::new(Limits::default()).map_err(|e| Error::Runtime(Box::new(e)))?;
     let (loaded, errors) = runtime.load_all(&request.guests).await;
     if !errors.is_empty() || loaded.is_empty() {
         return Err(Error::NoGuests(

@@ -7,6 +7,7 @@ mod architecture;
 mod caching;
 mod cases;
 mod changes;
+mod containment;
 mod daemons;
 mod embedding;
 mod events;

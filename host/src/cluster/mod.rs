@@ -1,7 +1,8 @@
 //! The Kubernetes side that every stage shares: what the cluster serves (`discovery`),
 //! which resource a selector means (`selectors`), which namespaces are served (`scope`),
 //! Kopf's retries of API requests (`requests`), Kubernetes Events (`events`), and the
-//! guests' own Kubernetes calls (`guest_calls`). Nothing here knows about handlers.
+//! guests' own Kubernetes calls and Events, checked and paced (`guest_calls`). Nothing
+//! here knows about handlers.
 
 mod discovery;
 mod events;
@@ -12,7 +13,7 @@ mod selectors;
 
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
 pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
-pub(crate) use guest_calls::{KnownResources, KubeAccess};
+pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
 pub(crate) use requests::{RequestError, retried};
 pub(crate) use scope::{Scope, served_namespaces};
 pub(crate) use selectors::{Resolution, Selector, resolve};

@@ -34,6 +34,9 @@ pub(crate) struct RetryPolicy {
     pub(crate) retries: Option<u32>,
     /// Seconds to wait after an arbitrary failure (default [`DEFAULT_RETRY_DELAY`]).
     pub(crate) backoff: Option<f64>,
+    /// The host's shortest retry delay in seconds (`Limits::min_retry_delay`): a guest
+    /// asking to be retried sooner waits this long, so a failing handler cannot loop.
+    pub(crate) min_delay: f64,
 }
 
 impl Default for RetryPolicy {
@@ -43,6 +46,7 @@ impl Default for RetryPolicy {
             timeout: None,
             retries: None,
             backoff: None,
+            min_delay: 0.0,
         }
     }
 }
@@ -170,7 +174,10 @@ pub(crate) fn decide<T>(
     attempt: Attempt<T>,
 ) -> Decision<T> {
     let runtime = seconds(runtime);
-    let backoff = policy.backoff.unwrap_or(DEFAULT_RETRY_DELAY);
+    let backoff = policy
+        .backoff
+        .unwrap_or(DEFAULT_RETRY_DELAY)
+        .max(policy.min_delay);
     let over_timeout = |delay: f64| policy.timeout.is_some_and(|t| runtime + delay >= t);
     let over_retries = policy.retries.is_some_and(|r| retries + 1 >= r);
     let timeout = py_seconds(policy.timeout.unwrap_or_default());
@@ -205,10 +212,11 @@ pub(crate) fn decide<T>(
         },
         Attempt::ChildrenRetry { delay } => retry(
             String::new(),
-            delay,
+            at_least(delay, policy.min_delay),
             format!("{name} has unfinished sub-handlers. Will retry soon."),
         ),
         Attempt::Temporary { message, delay } => {
+            let delay = at_least(delay, policy.min_delay);
             let line = if over_timeout(delay.unwrap_or(0.0)) {
                 format!(
                     "{name} failed temporarily but will time out after {timeout} seconds: {message}"
@@ -263,6 +271,15 @@ pub(crate) fn decide<T>(
     }
 }
 
+/// A retry delay no shorter than the host's minimum (none stays none without one).
+fn at_least(delay: Option<f64>, min_delay: f64) -> Option<f64> {
+    match delay {
+        Some(delay) => Some(delay.max(min_delay)),
+        None if min_delay > 0.0 => Some(min_delay),
+        None => None,
+    }
+}
+
 /// A delay in seconds from a guest, if it is a usable duration; else Kopf's default.
 pub(crate) fn usable_delay(seconds: f64) -> f64 {
     if seconds.is_finite() && seconds >= 0.0 {
@@ -284,19 +301,21 @@ pub(crate) struct Executed<T = Value> {
     pub(crate) patch: Option<String>,
     /// The memo for later calls, JSON.
     pub(crate) memo: Option<String>,
-    /// What the sandbox stopped, if anything: `trap`, `timeout` or `memory`.
+    /// What the sandbox stopped, if anything: `trap`, `timeout`, `memory` or `limit`.
     pub(crate) fault: Option<&'static str>,
     /// How long the call took.
     pub(crate) elapsed: Duration,
 }
 
-/// What the sandbox stopped, for the metrics: `timeout`, `memory` or `trap`; `None` when
-/// the host failed (not the guest's fault).
+/// What the sandbox stopped, for the metrics: `timeout`, `memory`, `trap` or `limit` (the
+/// guest handed over more than a limit allows); `None` when the host failed (not the
+/// guest's fault).
 fn sandbox_fault(error: &CallError) -> Option<&'static str> {
     match error {
         CallError::Timeout { .. } => Some("timeout"),
         CallError::MemoryExceeded { .. } => Some("memory"),
         CallError::Trap { .. } => Some("trap"),
+        CallError::LimitExceeded(_) => Some("limit"),
         CallError::HostBug(_) => None,
     }
 }
@@ -553,6 +572,34 @@ mod tests {
         assert_eq!(
             precheck::<Value>(FN, &p, 1, TimeDelta::milliseconds(30_500)).and_then(|o| o.error),
             Some("Handler 'fn' has timed out after 0:00:30.500000.".into())
+        );
+    }
+
+    #[test]
+    fn retry_delays_are_never_shorter_than_the_hosts_minimum() {
+        let p = RetryPolicy {
+            min_delay: 1.0,
+            backoff: Some(0.0),
+            ..RetryPolicy::default()
+        };
+        assert_eq!(
+            decide(FN, &p, 0, secs(1), temp(0.0)).outcome.delay,
+            Some(1.0)
+        );
+        assert_eq!(
+            decide(FN, &p, 0, secs(1), temp(5.0)).outcome.delay,
+            Some(5.0)
+        );
+        let none = Attempt::<Value>::Temporary {
+            message: "now".into(),
+            delay: None,
+        };
+        assert_eq!(decide(FN, &p, 0, secs(1), none).outcome.delay, Some(1.0));
+        let d = decide(FN, &p, 0, secs(1), boom());
+        assert_eq!(d.outcome.delay, Some(1.0));
+        assert_eq!(
+            d.line,
+            "Handler 'fn' failed with an exception and will try again in 1 seconds: boom"
         );
     }
 

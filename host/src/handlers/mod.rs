@@ -15,7 +15,7 @@ mod spec;
 pub(crate) use filters::Matcher;
 pub(crate) use indexes::{IndexUpdate, Indexes, ObjectKey};
 pub(crate) use journaling::{About, Ended};
-pub(crate) use registry::{Registry, ResourceHandlers};
+pub(crate) use registry::{Registry, ResourceHandlers, declaration, undeclared};
 pub(crate) use services::{
     DaemonSleeps, GuestServices, SharedProgress, TaskProgress, after, set_progress,
 };

@@ -5,8 +5,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::spec::Handler;
-use crate::cluster::{Resolution, Resource, Selector, resolve};
-use crate::runtime::HandlerKind;
+use crate::cluster::{Resolution, Resource, SENSITIVE, Selector, guest_may, resolve};
+use crate::runtime::{Guest, HandlerKind};
 
 /// The handlers of one served resource, by kind, in declaration order.
 #[derive(Debug, Default, Clone)]
@@ -37,6 +37,63 @@ impl ResourceHandlers {
             && same(&self.changing, &other.changing)
             && same(&self.spawning, &other.spawning)
     }
+}
+
+/// The verbs a handler needs on the objects it is handed: every handler is handed them by
+/// a list and a watch, and every kind but an index writes to them (results, progress,
+/// finalizers).
+fn verbs_needed(kind: HandlerKind) -> &'static [&'static str] {
+    if kind == HandlerKind::Index {
+        &["list", "watch"]
+    } else {
+        &["list", "watch", "patch"]
+    }
+}
+
+/// The verbs a `kind` handler of `guest` lacks to be handed the objects of `resource`:
+/// none for most resources (selecting them declares them), and for those that hold
+/// credentials (Secrets) every verb the handler needs that the guest did not declare
+/// with `kapsel::permit!`.
+pub(crate) fn undeclared(
+    guest: &Guest,
+    kind: HandlerKind,
+    resource: &Resource,
+    known: &[Resource],
+) -> Option<&'static [&'static str]> {
+    let sensitive = SENSITIVE
+        .iter()
+        .any(|(group, plural)| resource.group == *group && resource.plural == *plural);
+    let verbs = verbs_needed(kind);
+    let permitted = guest_may(&guest.describe().permissions, verbs, resource, known);
+    (sensitive && !permitted).then_some(verbs)
+}
+
+/// What a guest must declare to be handed the objects of `resource`.
+pub(crate) fn declaration(resource: &Resource, verbs: &[&str]) -> String {
+    let verbs: Vec<String> = verbs.iter().map(|v| format!("\"{v}\"")).collect();
+    format!(
+        "kapsel::permit!(\"{}\", \"{}\", verbs = [{}])",
+        resource.api_version(),
+        resource.plural,
+        verbs.join(", ")
+    )
+}
+
+/// Whether `handler` may be handed the objects of `resource` (see [`undeclared`]); says
+/// why not when it may not.
+fn may_be_handed(handler: &Handler, resource: &Resource, known: &[Resource]) -> bool {
+    let Some(verbs) = undeclared(&handler.guest, handler.spec.kind, resource, known) else {
+        return true;
+    };
+    tracing::warn!(
+        "Handler '{}' of guest '{}' selects {}, which hold credentials, but its guest did \
+         not declare them: it is not handed any (declare {}).",
+        handler.spec.id,
+        handler.guest.name(),
+        resource.plural,
+        declaration(resource, verbs)
+    );
+    false
 }
 
 /// Every handler of every loaded guest.
@@ -109,7 +166,7 @@ impl Registry {
                         .selectors
                         .iter()
                         .any(|s| resolved.get(s).is_some_and(|rs| rs.contains(&resource)));
-                    if !applies {
+                    if !applies || !may_be_handed(h, &resource, discovered) {
                         continue;
                     }
                     match h.spec.kind {

@@ -60,16 +60,22 @@ impl HostServices for GuestServices {
 
     fn post_event<'a>(
         &'a self,
-        _caller: &'a Caller,
+        caller: &'a Caller,
         event: GuestEvent,
     ) -> BoxFuture<'a, Result<(), KubeError>> {
-        let queued = match &self.poster {
-            Some(poster) => from_guest(&self.object, event)
-                .map(|event| poster.post(event))
-                .map_err(|message| KubeError::local("Invalid", message)),
-            None => Err(runtime::not_available("posting Events")),
-        };
-        Box::pin(async move { queued })
+        Box::pin(async move {
+            let (Some(poster), Some(kube)) = (&self.poster, &self.kube) else {
+                return Err(runtime::not_available("posting Events"));
+            };
+            // No object named: the Event is about the object of the call.
+            let own = event.object.is_none();
+            let event = from_guest(&self.object, event)
+                .map_err(|message| KubeError::local("Invalid", message))?;
+            kube.admit_event(&self.guest, caller, &event.involved, own)
+                .await?;
+            poster.post(event);
+            Ok(())
+        })
     }
 
     fn kube<'a>(

@@ -4,6 +4,7 @@
 use super::execution::RetryPolicy;
 use super::filters::{Filters, Matcher};
 use crate::cluster::Selector;
+use crate::limits::Limits;
 use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration};
 
 /// Kopf's default errors mode of a kind (KOPF.md §5.3): raw events and indexes ignore
@@ -47,6 +48,8 @@ pub(crate) struct HandlerSpec {
     pub(crate) param: Option<String>,
     /// Timers: when they run (KOPF.md §1.10).
     pub(crate) schedule: Schedule,
+    /// The host's shortest retry delay, in seconds (`Limits::min_retry_delay`).
+    pub(crate) min_retry_delay: f64,
 }
 
 /// When a timer runs, in seconds (absent or not positive: not set).
@@ -60,8 +63,11 @@ pub(crate) struct Schedule {
 }
 
 impl HandlerSpec {
-    /// The spec of a registration, as the contract carries it.
-    pub(crate) fn of(reg: &Registration) -> HandlerSpec {
+    /// The spec of a registration, as the contract carries it, within the host's limits:
+    /// a timer runs no more often than `min_timer_interval` (its interval and idle time
+    /// are at least that), and no handler is retried
+    /// sooner than `min_retry_delay`.
+    pub(crate) fn of(reg: &Registration, limits: &Limits) -> HandlerSpec {
         let matcher = |m: &runtime::Matcher| match m {
             runtime::Matcher::Equals(v) => Matcher::Equals(v.clone()),
             runtime::Matcher::Present => Matcher::Present,
@@ -99,11 +105,15 @@ impl HandlerSpec {
             new: reg.new_value.as_ref().map(matcher),
             param: reg.param.clone(),
             schedule: Schedule {
-                interval: positive(reg.interval_seconds),
+                interval: positive(reg.interval_seconds)
+                    .map(|interval| interval.max(limits.min_timer_interval.as_secs_f64())),
                 initial_delay: positive(reg.initial_delay_seconds),
-                idle: positive(reg.idle_seconds),
+                // A timer that patches its object changes it: its idle wait is bounded too.
+                idle: positive(reg.idle_seconds)
+                    .map(|idle| idle.max(limits.min_timer_interval.as_secs_f64())),
                 sharp: reg.sharp,
             },
+            min_retry_delay: limits.min_retry_delay.as_secs_f64(),
         }
     }
 
@@ -114,6 +124,7 @@ impl HandlerSpec {
             timeout: self.timeout_seconds,
             retries: self.retries,
             backoff: self.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
+            min_delay: self.min_retry_delay,
         }
     }
 

@@ -30,9 +30,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{self, KnownResources, Poster, Resource, Scope};
+use crate::cluster::{self, GuestTraffic, KnownResources, Poster, Resource, Scope};
 use crate::handlers::{Handler, HandlerSpec, Indexes, Registry};
 use crate::journal::{Journal, Record};
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::peering::{self, Peering};
 use crate::recording::Recorder;
@@ -51,14 +52,14 @@ pub(crate) use streams::{StreamSettings, Watched};
 pub(crate) struct Settings {
     pub(crate) scope: Scope,
     pub(crate) streams: StreamSettings,
-    /// At most this many guest calls run at once.
-    pub(crate) max_concurrent_calls: usize,
     /// How long in-flight handlers may take to finish when stopping.
     pub(crate) exit_grace: Duration,
     /// Kopf's persistence settings (annotation prefix, finalizer, consistency timeout).
     pub(crate) changes: ChangeSettings,
     /// How this operator pauses for its peers (KOPF.md §8).
     pub(crate) peering: peering::Settings,
+    /// The bounds on the guests (the runtime's: set when the operator runs).
+    pub(crate) limits: Arc<Limits>,
 }
 
 impl Default for Settings {
@@ -66,11 +67,11 @@ impl Default for Settings {
         Settings {
             scope: Scope::Cluster,
             streams: StreamSettings::default(),
-            max_concurrent_calls: 16,
             // Kopf's `queueing.exit_timeout`.
             exit_grace: Duration::from_secs(2),
             changes: ChangeSettings::default(),
             peering: peering::Settings::default(),
+            limits: Arc::default(),
         }
     }
 }
@@ -98,14 +99,18 @@ pub(crate) struct Shared {
     pub(crate) known: KnownResources,
     /// The guests' indexes; shared with the activities (probes read them, as in Kopf).
     pub(crate) indexes: Indexes,
+    /// Each guest's pace of Kubernetes requests and Events, shared by all its calls.
+    pub(crate) traffic: GuestTraffic,
 }
 
 impl Default for Shared {
     fn default() -> Self {
+        let metrics = Metrics::default();
         Shared {
             clock: Arc::new(SystemClock),
             journal: Journal::default(),
-            metrics: Metrics::default(),
+            traffic: GuestTraffic::new(&Limits::default(), metrics.clone()),
+            metrics,
             recorder: Recorder::default(),
             started: tokio::sync::watch::Sender::new(false),
             memories: objects::Memories::default(),
@@ -150,14 +155,14 @@ fn registry_of(guests: &[Guest], indexes: &Indexes) -> Registry {
         guests
             .iter()
             .flat_map(|guest| {
-                guest
-                    .describe()
-                    .handlers
-                    .iter()
-                    .map(|registration| Handler {
+                guest.describe().handlers.iter().map(|registration| {
+                    let spec = HandlerSpec::of(registration, guest.runtime().limits());
+                    warn_if_bounded(guest.name(), registration, &spec);
+                    Handler {
                         guest: guest.clone(),
-                        spec: HandlerSpec::of(registration),
-                    })
+                        spec,
+                    }
+                })
             })
             .collect(),
     )
@@ -176,6 +181,28 @@ fn indexes_of(guests: &[Guest]) -> BTreeSet<(String, String)> {
                 .map(|r| (guest.name().to_owned(), r.id.clone()))
         })
         .collect()
+}
+
+/// Says so when a timer asked to run more often than the host allows.
+fn warn_if_bounded(guest: &str, registration: &crate::runtime::Registration, spec: &HandlerSpec) {
+    let asked = [registration.interval_seconds, registration.idle_seconds];
+    let granted = [spec.schedule.interval, spec.schedule.idle];
+    for ((asked, granted), what) in asked
+        .into_iter()
+        .zip(granted)
+        .zip(["interval", "idle time"])
+    {
+        if let (Some(asked), Some(granted)) = (asked, granted)
+            && asked > 0.0
+            && asked < granted
+        {
+            tracing::warn!(
+                "Timer '{}' of guest '{guest}' asks for an {what} of {asked} s, below this host's \
+                 minimum timer interval; it gets {granted} s (--min-timer-interval-ms).",
+                registration.id
+            );
+        }
+    }
 }
 
 /// The run loop's state.

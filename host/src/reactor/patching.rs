@@ -18,7 +18,7 @@ use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
 use serde_json::Value;
 
 use super::changes::{Patch, inconsistencies};
-use crate::cluster::{RequestError, Resource, retried};
+use crate::cluster::{RequestError, Resource, SENSITIVE, retried};
 use crate::recording::Recorder;
 
 /// Which object a patch is for.
@@ -86,6 +86,13 @@ impl Patcher {
     }
 }
 
+/// Whether the resource's objects hold credentials (their values are never logged).
+fn holds_credentials(resource: &Resource) -> bool {
+    SENSITIVE
+        .iter()
+        .any(|(group, plural)| resource.group == *group && resource.plural == *plural)
+}
+
 async fn apply(
     client: &Client,
     target: Target<'_>,
@@ -129,7 +136,14 @@ async fn apply(
                 let response = serde_json::to_value(object).unwrap_or(Value::Null);
                 record(if is_status { "status" } else { "object" }, &response);
                 let missed = inconsistencies(&part, &response);
-                if !missed.is_empty() {
+                if !missed.is_empty() && holds_credentials(target.resource) {
+                    // The values may be credentials: only where they are is logged.
+                    let paths: Vec<String> = missed.0.iter().map(|d| d.path.join(".")).collect();
+                    tracing::warn!(
+                        "Patching failed with inconsistencies at: {}",
+                        paths.join(", ")
+                    );
+                } else if !missed.is_empty() {
                     tracing::warn!("Patching failed with inconsistencies: {}", missed.to_json());
                 }
                 freshest = Some(response);

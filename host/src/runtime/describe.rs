@@ -3,15 +3,18 @@
 
 use serde_json::{Map, Value, json};
 
-use super::bindings::{DescribeOutput, Matcher, MetaFilter, Permission, Registration, Selector};
+use super::bindings::{
+    DescribeOutput, HandlerKind, Matcher, MetaFilter, Permission, Registration, Selector,
+};
+use crate::limits::Limits;
 
 /// Checks the registrations a guest declared; the error says what is wrong, in plain words.
 ///
 /// Several registrations may share an id (stacked attributes on one function), also with
 /// different kinds (Kopf allows `on.create` and `on.update` on one function).
-pub(super) fn validate(output: &DescribeOutput, max_memory_mib: u32) -> Result<(), String> {
+pub(super) fn validate(output: &DescribeOutput, limits: &Limits) -> Result<(), String> {
     for (position, registration) in output.handlers.iter().enumerate() {
-        validate_registration(registration, max_memory_mib).map_err(|reason| {
+        validate_registration(registration, limits).map_err(|reason| {
             if registration.id.is_empty() {
                 format!(
                     "handler #{} ({}): {reason}",
@@ -36,7 +39,7 @@ pub(super) fn validate(output: &DescribeOutput, max_memory_mib: u32) -> Result<(
     Ok(())
 }
 
-fn validate_registration(r: &Registration, max_memory_mib: u32) -> Result<(), String> {
+fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), String> {
     if r.id.trim().is_empty() {
         return Err("the id is empty".to_owned());
     }
@@ -79,14 +82,33 @@ fn validate_registration(r: &Registration, max_memory_mib: u32) -> Result<(), St
     {
         return Err("param is not valid JSON".to_owned());
     }
-    if r.deadline_ms == Some(0) {
-        return Err("a deadline of 0 ms leaves no time to run".to_owned());
+    let max_deadline_ms = limits.max_call_deadline.as_millis();
+    match r.deadline_ms {
+        Some(0) => return Err("a deadline of 0 ms leaves no time to run".to_owned()),
+        Some(ms) if u128::from(ms) > max_deadline_ms => {
+            return Err(format!(
+                "asks for a deadline of {ms} ms, above this host's maximum of {max_deadline_ms} ms \
+                 (--max-call-deadline-ms)"
+            ));
+        }
+        _ => {}
     }
+    let max_memory_mib = match r.kind {
+        HandlerKind::Timer | HandlerKind::Daemon => {
+            limits.largest_memory_mib(limits.background_slots)
+        }
+        HandlerKind::Probe | HandlerKind::Startup | HandlerKind::Cleanup => {
+            limits.max_call_memory_mib
+        }
+        _ => limits.largest_memory_mib(limits.call_slots),
+    };
     match r.memory_mib {
         Some(0) => return Err("a memory cap of 0 MiB leaves no room to run".to_owned()),
         Some(mib) if mib > max_memory_mib => {
             return Err(format!(
-                "asks for {mib} MiB of memory, above this host's maximum of {max_memory_mib} MiB"
+                "asks for {mib} MiB of memory, above this host's maximum of {max_memory_mib} MiB \
+                 (--max-call-memory-mib; a call must also fit in a handler's share of the \
+                 call slots: --call-slots, --handler-share, --call-memory-mib)"
             ));
         }
         _ => {}
@@ -339,19 +361,20 @@ pub(crate) mod tests {
             handlers,
             permissions: Vec::new(),
         };
+        let limits = Limits::default();
         let ok = output(vec![
             registration("a", HandlerKind::Create),
             // Stacked attributes repeat ids, also across kinds.
             registration("a", HandlerKind::Update),
         ]);
-        assert_eq!(validate(&ok, 512), Ok(()));
+        assert_eq!(validate(&ok, &limits), Ok(()));
 
-        let error = validate(&output(vec![registration("", HandlerKind::Event)]), 512);
+        let error = validate(&output(vec![registration("", HandlerKind::Event)]), &limits);
         assert_eq!(error, Err("handler #1 (event): the id is empty".to_owned()));
 
         let mut no_selector = registration("x", HandlerKind::Event);
         no_selector.selectors.clear();
-        let error = validate(&output(vec![no_selector]), 512).unwrap_err();
+        let error = validate(&output(vec![no_selector]), &limits).unwrap_err();
         assert!(
             error.contains("needs at least one resource selector"),
             "{error}"
@@ -359,19 +382,29 @@ pub(crate) mod tests {
 
         let mut glob = registration("x", HandlerKind::Event);
         glob.selectors[0].name = ResourceName::Plural("pods,services".to_owned());
-        let error = validate(&output(vec![glob]), 512).unwrap_err();
+        let error = validate(&output(vec![glob]), &limits).unwrap_err();
         assert!(error.contains("not one resource name"), "{error}");
 
         let mut greedy = registration("big", HandlerKind::Event);
         greedy.memory_mib = Some(1024);
-        let error = validate(&output(vec![greedy]), 512).unwrap_err();
+        let error = validate(&output(vec![greedy]), &limits).unwrap_err();
         assert!(
             error.contains("\"big\"") && error.contains("maximum of 512 MiB"),
             "{error}"
         );
 
+        let mut slow = registration("slow", HandlerKind::Event);
+        slow.deadline_ms = Some(3_600_000);
+        let error = validate(&output(vec![slow]), &limits).unwrap_err();
+        assert!(
+            error.contains("\"slow\"")
+                && error.contains("deadline of 3600000 ms")
+                && error.contains("maximum of 60000 ms"),
+            "{error}"
+        );
+
         let mut nan = registration("x", HandlerKind::Timer);
         nan.interval_seconds = Some(f64::NAN);
-        assert!(validate(&output(vec![nan]), 512).is_err());
+        assert!(validate(&output(vec![nan]), &limits).is_err());
     }
 }

@@ -6,13 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::GuestWorld;
 use super::cache::ComponentCache;
+use super::slots::Slots;
 use super::state::HostState;
+use super::turns::CpuTurns;
+use crate::limits::Limits;
 
 /// How often the epoch advances. Deadlines are checked at this granularity, and a guest that
 /// computes without calling the host yields to the executor this often.
@@ -24,37 +26,6 @@ const CORE_INSTANCES_PER_COMPONENT: u32 = 8;
 /// Linear memories and tables per component, for the same reason.
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 4;
-
-/// Sandbox settings of a host; the per-handler registration may lower or raise the
-/// defaults within the maxima.
-#[derive(Clone, Debug)]
-pub(crate) struct RuntimeConfig {
-    /// Wall-clock budget of one guest call when the registration names none.
-    pub(crate) default_deadline: Duration,
-    /// Memory cap of one guest call when the registration names none.
-    pub(crate) default_memory_mib: u32,
-    /// The largest memory cap a registration may ask for; also sizes the pooling allocator's
-    /// slots, so it bounds the address space reserved per instance.
-    pub(crate) max_memory_mib: u32,
-    /// Guest instances alive at once (calls plus `describe` at load); further calls wait.
-    /// Bounds the pooling allocator, so the host's memory is bounded too.
-    pub(crate) max_concurrent_calls: u32,
-    /// Where compiled guests are kept between starts (`--cache-dir`); none: compiled at
-    /// every start.
-    pub(crate) cache_dir: Option<PathBuf>,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        Self {
-            default_deadline: Duration::from_secs(5),
-            default_memory_mib: 64,
-            max_memory_mib: 512,
-            max_concurrent_calls: 64,
-            cache_dir: None,
-        }
-    }
-}
 
 /// The host could not set up its WebAssembly runtime.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +57,7 @@ pub(crate) struct Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("config", &self.inner.config)
+            .field("limits", &self.inner.limits)
             .finish_non_exhaustive()
     }
 }
@@ -97,9 +68,13 @@ pub(super) struct RuntimeInner {
     pub(super) engine: Engine,
     /// WASI plus the `host` interface, linked once; each guest pre-instantiates against it.
     pub(super) linker: Linker<HostState>,
-    pub(super) config: RuntimeConfig,
-    /// One permit per live instance, so a burst of calls waits instead of exhausting the pool.
-    pub(super) permits: Arc<Semaphore>,
+    /// The bounds on every call (and on what the guests ask of the host).
+    pub(super) limits: Arc<Limits>,
+    /// Every call holds slots while its instance lives: calls wait for slots instead of
+    /// exhausting the instance pool, and share them fairly.
+    pub(super) slots: Arc<Slots>,
+    /// Which calls compute now: fewer than the executor's threads.
+    pub(super) turns: CpuTurns,
     /// Compiled guests on disk, when asked for and usable.
     pub(super) cache: Option<ComponentCache>,
     /// Kept for its `Drop`: stops the ticker thread.
@@ -113,30 +88,25 @@ impl Runtime {
     /// # Errors
     /// A configuration out of range, or wasmtime refusing the engine (for example when the
     /// pool cannot reserve its address space).
-    pub(crate) fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        if config.default_memory_mib == 0 || config.default_memory_mib > config.max_memory_mib {
-            return Err(RuntimeError::Config(format!(
-                "default memory cap {} MiB must be between 1 and the maximum {} MiB",
-                config.default_memory_mib, config.max_memory_mib
-            )));
-        }
-        if config.max_memory_mib > 4096 {
-            return Err(RuntimeError::Config(format!(
-                "maximum memory cap {} MiB is above the 4096 MiB a 32-bit guest can address",
-                config.max_memory_mib
-            )));
-        }
-        if config.max_concurrent_calls == 0 || config.default_deadline.is_zero() {
-            return Err(RuntimeError::Config(
-                "the call limit and the default deadline must be positive".to_owned(),
-            ));
-        }
-        let engine = new_engine(&config).map_err(RuntimeError::Engine)?;
+    pub(crate) fn new(limits: Limits) -> Result<Runtime, RuntimeError> {
+        Runtime::with_cache(limits, None)
+    }
+
+    /// As [`Runtime::new`], keeping compiled guests in `cache_dir` between starts (a
+    /// folder that cannot be used is only warned about: the cache only saves time).
+    ///
+    /// # Errors
+    /// As [`Runtime::new`].
+    pub(crate) fn with_cache(
+        limits: Limits,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<Runtime, RuntimeError> {
+        limits.check().map_err(RuntimeError::Config)?;
+        let engine = new_engine(&limits).map_err(RuntimeError::Engine)?;
         let linker = new_linker(&engine).map_err(RuntimeError::Link)?;
         let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
-        let permits = Arc::new(Semaphore::new(config.max_concurrent_calls as usize));
         // The cache only saves time: a folder that cannot be used is worth a warning.
-        let cache = config.cache_dir.as_ref().and_then(|dir| {
+        let cache = cache_dir.as_ref().and_then(|dir| {
             ComponentCache::open(dir, &engine)
                 .inspect_err(|error| {
                     tracing::warn!(
@@ -146,26 +116,44 @@ impl Runtime {
                 })
                 .ok()
         });
+        let slots = Arc::new(Slots::new(&limits));
+        let turns = CpuTurns::new(limits.guest_threads as usize);
+        tracing::debug!(
+            "guest calls: {} call slots, {} background slots, {} activity slots; their \
+             declared memory caps add up to at most {} MiB; {} compute at once",
+            limits.call_slots,
+            limits.background_slots,
+            limits.activity_slots(),
+            limits.memory_budget_mib(),
+            limits.guest_threads
+        );
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 engine,
                 linker,
-                config,
-                permits,
+                limits: Arc::new(limits),
+                slots,
+                turns,
                 cache,
                 _ticker: ticker,
             }),
         })
     }
 
-    /// The sandbox settings this runtime was built with.
-    pub(crate) fn config(&self) -> &RuntimeConfig {
-        &self.inner.config
+    /// The bounds this runtime was built with.
+    pub(crate) fn limits(&self) -> &Arc<Limits> {
+        &self.inner.limits
+    }
+
+    /// The call slots: who runs now, who waits.
+    pub(crate) fn slots(&self) -> &Arc<Slots> {
+        &self.inner.slots
     }
 }
 
-fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
-    let instances = config.max_concurrent_calls;
+fn new_engine(limits: &Limits) -> wasmtime::Result<Engine> {
+    // Every live instance holds at least one slot: the pool can never run out.
+    let instances = limits.total_slots();
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
@@ -174,7 +162,7 @@ fn new_engine(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
         .total_stacks(instances)
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
         .max_tables_per_component(TABLES_PER_COMPONENT)
-        .max_memory_size(mib_to_bytes(config.max_memory_mib));
+        .max_memory_size(mib_to_bytes(limits.max_call_memory_mib));
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)

@@ -116,7 +116,8 @@ impl Guest {
         &self.inner.describe
     }
 
-    pub(super) fn runtime(&self) -> &Runtime {
+    /// The runtime the guest was loaded into (every guest of an operator shares one).
+    pub(crate) fn runtime(&self) -> &Runtime {
         &self.inner.runtime
     }
 

@@ -6,16 +6,88 @@ use std::time::Duration;
 
 use super::bindings::{HostImports, KubeError, Level, Selector, TypesImports};
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest};
-use super::state::HostState;
+use super::state::{HostState, over_limit};
 
 /// The longest a daemon's single sleep may ask for; longer requests are cut to this.
 const MAX_SLEEP: Duration = Duration::from_secs(365 * 24 * 3600);
 
 impl HostState {
-    async fn kube(&mut self, request: KubeRequest) -> Result<String, KubeError> {
+    /// Counts a log line against the call's limits; an error fails the call.
+    fn admit_log(&mut self, message: &str) -> wasmtime::Result<()> {
+        let limits = &self.limits;
+        if message.len() > limits.max_log_line_bytes {
+            let limit = limits.max_log_line_bytes;
+            return Err(self.refuse(over_limit(
+                "logged a line",
+                message.len(),
+                limit,
+                "max-log-line-bytes",
+            )));
+        }
+        self.usage.log_bytes = self.usage.log_bytes.saturating_add(message.len());
+        if self.usage.log_bytes > limits.max_log_bytes_per_call {
+            let (logged, limit) = (self.usage.log_bytes, limits.max_log_bytes_per_call);
+            return Err(self.refuse(over_limit(
+                "logged lines",
+                logged,
+                limit,
+                "max-log-bytes-per-call",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts an Event against the call's limits; an error fails the call.
+    fn admit_event(&mut self, event: &GuestEvent) -> wasmtime::Result<()> {
+        let limits = &self.limits;
+        self.usage.events = self.usage.events.saturating_add(1);
+        if self.usage.events > limits.max_events_per_call {
+            let message = format!(
+                "posted more than {} Events in one call (--max-events-per-call)",
+                limits.max_events_per_call
+            );
+            return Err(self.refuse(message));
+        }
+        let size = [&event.reason, &event.message, &event.event_type]
+            .iter()
+            .map(|text| text.len())
+            .chain(event.object.as_ref().map(String::len))
+            .fold(0_usize, usize::saturating_add);
+        if size > limits.max_event_bytes {
+            let limit = limits.max_event_bytes;
+            return Err(self.refuse(over_limit(
+                "posted an Event",
+                size,
+                limit,
+                "max-event-bytes",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the body of a Kubernetes request before anything parses it.
+    fn admit_request(&mut self, request: &KubeRequest) -> wasmtime::Result<()> {
+        let body = match request {
+            KubeRequest::Create { body, .. } => body,
+            KubeRequest::Patch { merge_patch, .. } => merge_patch,
+            _ => return Ok(()),
+        };
+        let limit = self.limits.max_patch_bytes;
+        if body.len() > limit {
+            let what = format!("sent a Kubernetes {} request", request.verb());
+            return Err(self.refuse(over_limit(&what, body.len(), limit, "max-patch-bytes")));
+        }
+        Ok(())
+    }
+
+    async fn kube(&mut self, request: KubeRequest) -> wasmtime::Result<Result<String, KubeError>> {
+        self.admit_request(&request)?;
         let verb = request.verb();
         let services = Arc::clone(&self.services);
+        // Waiting for the API server is no computing: the turn goes to another call.
+        self.turns.pause();
         let answer = services.kube(&self.caller, request).await;
+        self.turns.compute().await;
         if let Err(error) = &answer {
             tracing::debug!(
                 target: GUEST_LOG_TARGET,
@@ -27,7 +99,7 @@ impl HostState {
                 "a Kubernetes call of the guest failed",
             );
         }
-        answer
+        Ok(answer)
     }
 }
 
@@ -35,6 +107,7 @@ impl HostState {
 // handle travel inside the WIT result.
 impl HostImports for HostState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        self.admit_log(&message)?;
         let c = &self.caller;
         let (guest, handler, object) = (&*c.guest, c.handler_id.as_str(), c.object_ref());
         match level {
@@ -81,7 +154,17 @@ impl HostImports for HostState {
             reason,
             message,
         };
-        if let Err(error) = services.post_event(&self.caller, event).await {
+        self.admit_event(&event)?;
+        self.turns.pause();
+        let posted = services.post_event(&self.caller, event).await;
+        self.turns.compute().await;
+        if let Err(error) = &posted
+            && error.code == 429
+        {
+            // Past the guest's pace: the Event would be lost, so the call fails instead.
+            return Err(self.refuse(format!("could not post an Event: {}", error.message)));
+        }
+        if let Err(error) = posted {
             tracing::warn!(
                 target: GUEST_LOG_TARGET,
                 guest = %self.caller.guest,
@@ -100,13 +183,12 @@ impl HostImports for HostState {
         namespace: Option<String>,
         name: String,
     ) -> wasmtime::Result<Result<String, KubeError>> {
-        Ok(self
-            .kube(KubeRequest::Get {
-                target,
-                namespace,
-                name,
-            })
-            .await)
+        self.kube(KubeRequest::Get {
+            target,
+            namespace,
+            name,
+        })
+        .await
     }
 
     async fn list(
@@ -115,13 +197,12 @@ impl HostImports for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> wasmtime::Result<Result<String, KubeError>> {
-        Ok(self
-            .kube(KubeRequest::List {
-                target,
-                namespace,
-                label_selector,
-            })
-            .await)
+        self.kube(KubeRequest::List {
+            target,
+            namespace,
+            label_selector,
+        })
+        .await
     }
 
     async fn create(
@@ -130,13 +211,12 @@ impl HostImports for HostState {
         namespace: Option<String>,
         body: String,
     ) -> wasmtime::Result<Result<String, KubeError>> {
-        Ok(self
-            .kube(KubeRequest::Create {
-                target,
-                namespace,
-                body,
-            })
-            .await)
+        self.kube(KubeRequest::Create {
+            target,
+            namespace,
+            body,
+        })
+        .await
     }
 
     async fn patch(
@@ -146,14 +226,13 @@ impl HostImports for HostState {
         name: String,
         merge_patch: String,
     ) -> wasmtime::Result<Result<String, KubeError>> {
-        Ok(self
-            .kube(KubeRequest::Patch {
-                target,
-                namespace,
-                name,
-                merge_patch,
-            })
-            .await)
+        self.kube(KubeRequest::Patch {
+            target,
+            namespace,
+            name,
+            merge_patch,
+        })
+        .await
     }
 
     async fn delete(
@@ -168,7 +247,7 @@ impl HostImports for HostState {
                 namespace,
                 name,
             })
-            .await
+            .await?
             .map(drop))
     }
 
@@ -184,7 +263,9 @@ impl HostImports for HostState {
         let services = Arc::clone(&self.services);
         // A daemon's budget is for its work, not for its sleeps.
         self.deadline.pause();
+        self.turns.pause();
         let go_on = services.sleep_unless_stopped(&self.caller, duration).await;
+        self.turns.compute().await;
         self.deadline.resume();
         Ok(go_on)
     }
@@ -206,7 +287,12 @@ mod tests {
             "g".into(),
             ctx,
             1 << 20,
-            super::super::state::Deadline::new(Instant::now() + Duration::from_secs(1)),
+            super::super::deadline::Deadline::new(Instant::now() + Duration::from_secs(1)),
+            Arc::new(crate::limits::Limits::default()),
+            super::super::turns::CallTurns::new(
+                &super::super::turns::CpuTurns::new(1),
+                super::super::slots::Pool::Handlers,
+            ),
         )
     }
 
@@ -248,6 +334,56 @@ mod tests {
         );
         assert!(state.index_keys("i".into()).expect("no trap").is_empty());
         assert!(state.log(Level::Error, "hello".into()).is_ok());
+    }
+
+    /// What a guest hands over is refused past the limits, and the call remembers why.
+    #[tokio::test]
+    async fn data_past_the_limits_fails_the_call() {
+        let mut state = state();
+        assert!(state.log(Level::Info, "x".repeat(16 << 10)).is_ok());
+        let refused = state.log(Level::Info, "x".repeat((16 << 10) + 1));
+        let message = refused.expect_err("too long").to_string();
+        assert!(message.contains("--max-log-line-bytes"), "{message}");
+        assert_eq!(state.exceeded.as_deref(), Some(message.as_str()));
+
+        let mut state = super::tests::state();
+        for _ in 0..16 {
+            state
+                .log(Level::Debug, "y".repeat(16 << 10))
+                .expect("within");
+        }
+        let refused = state.log(Level::Debug, "y".repeat(16 << 10));
+        assert!(
+            refused
+                .expect_err("too much")
+                .to_string()
+                .contains("--max-log-bytes-per-call")
+        );
+
+        let mut state = super::tests::state();
+        let post = |state: &mut HostState, message: String| {
+            state.admit_event(&GuestEvent {
+                object: None,
+                event_type: "Normal".into(),
+                reason: "R".into(),
+                message,
+            })
+        };
+        assert!(post(&mut state, "m".repeat(1 << 20)).is_err(), "too large");
+        let mut state = super::tests::state();
+        for _ in 0..100 {
+            post(&mut state, "m".into()).expect("within");
+        }
+        let refused = post(&mut state, "m".into()).expect_err("too many");
+        assert!(refused.to_string().contains("--max-events-per-call"));
+
+        let mut state = super::tests::state();
+        let body = "b".repeat((1 << 20) + 1);
+        let refused = state
+            .create(pods(), None, body)
+            .await
+            .expect_err("too large a body fails the call");
+        assert!(refused.to_string().contains("--max-patch-bytes"));
     }
 
     #[test]

@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Reply};
+use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Outcome, Reply};
+use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
 use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::state::{Deadline, HostState};
+use super::state::{HostState, over_limit};
+use super::turns::CallTurns;
+use crate::limits::Limits;
 
 /// How long past its deadline a call may take before the host drops it. The epoch stops a
 /// computing guest at its deadline; this catches a guest parked in a host call that never
@@ -37,6 +40,10 @@ pub(crate) enum CallError {
         /// The cap the call had.
         limit_mib: u32,
     },
+    /// The guest handed the host more than a limit allows (a log line, an Event, a
+    /// result, a patch, a memo, index entries, random bytes ...): nothing of it is kept.
+    #[error("{0}")]
+    LimitExceeded(String),
     /// The guest trapped: a panic, an abort, an invalid value crossing the boundary, ...
     #[error("{message}{}", stderr_note(message, stderr_tail))]
     Trap {
@@ -131,20 +138,21 @@ impl Guest {
         }
     }
 
-    /// The budget of a call to `handler_id`: its registration's, else the defaults.
+    /// The budget of a call to `handler_id`: its registration's, else the defaults; never
+    /// above the maxima (a guest declaring more is refused at load already).
     fn budget(&self, handler_id: &str) -> Budget {
-        let config = self.runtime().config();
+        let limits = self.runtime().limits();
         let registration = self.describe().handlers.iter().find(|r| r.id == handler_id);
         Budget {
             deadline: registration
                 .and_then(|r| r.deadline_ms)
-                .map_or(config.default_deadline, |ms| {
-                    Duration::from_millis(ms.into())
+                .map_or(limits.call_deadline, |ms| {
+                    Duration::from_millis(ms.into()).min(limits.max_call_deadline)
                 }),
             memory_mib: registration
                 .and_then(|r| r.memory_mib)
-                .map_or(config.default_memory_mib, |mib| {
-                    mib.min(config.max_memory_mib)
+                .map_or(limits.call_memory_mib, |mib| {
+                    mib.min(limits.max_call_memory_mib)
                 }),
         }
     }
@@ -180,49 +188,70 @@ pub(super) async fn call_export(
     ctx: CallContext,
     export: Export,
 ) -> Result<Returned, CallError> {
-    // Waiting for a permit is not part of the call's budget: the guest has not started.
-    let permit = if ctx.long_running {
-        None
-    } else {
-        Some(
-            Arc::clone(&runtime.inner.permits)
-                .acquire_owned()
-                .await
-                .map_err(|_| CallError::HostBug("the runtime is shutting down".to_owned()))?,
+    // Waiting for slots is not part of the call's budget: the guest has not started.
+    let limits = runtime.limits();
+    let slot = runtime
+        .slots()
+        .acquire(
+            ctx.pool,
+            guest,
+            &ctx.handler_id,
+            limits.slots_for(budget.memory_mib),
         )
-    };
+        .await
+        .map_err(|_| CallError::HostBug("the runtime is shutting down".to_owned()))?;
     let deadline = Deadline::new(Instant::now() + budget.deadline);
+    let turns = CallTurns::new(&runtime.inner.turns, ctx.pool);
     let state = HostState::new(
         Arc::clone(guest),
         ctx,
         mib_to_bytes(budget.memory_mib),
         deadline.clone(),
+        Arc::clone(limits),
+        turns.clone(),
     );
     let mut store = Store::new(&runtime.inner.engine, state);
     store.limiter(|state| &mut state.limiter);
-    // Check the clock at every epoch tick: interrupt at the deadline, otherwise yield to
-    // the executor so a computing guest does not hold a worker thread for its whole budget.
+    // Check the clock at every epoch tick: interrupt at the deadline, otherwise give the
+    // CPU turn back and queue for the next one, so a computing guest holds neither a
+    // worker thread nor a turn for longer than a tick while others wait.
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut store| {
         let state = store.data_mut();
         if Instant::now() >= state.deadline.get() {
             state.timed_out = true;
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+            return Ok(UpdateDeadline::Interrupt);
         }
+        let turns = state.turns.clone();
+        turns.pause();
+        Ok(UpdateDeadline::YieldCustom(
+            1,
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                turns.compute().await;
+            }),
+        ))
     });
 
-    let outcome = bounded(run(&mut store, pre, export), &deadline).await;
+    let call = async {
+        turns.compute().await;
+        let returned = run(&mut store, pre, export).await;
+        turns.pause();
+        returned
+    };
+    let outcome = bounded(call, &deadline).await;
+    turns.pause();
     let result = match outcome {
-        Ok(Ok(returned)) => Ok(returned),
+        Ok(Ok(returned)) => within_limits(limits, &returned)
+            .map(|()| returned)
+            .map_err(CallError::LimitExceeded),
         Ok(Err(error)) => Err(classify(&error, store.data(), budget)),
         Err(_elapsed) => Err(CallError::Timeout {
             deadline: budget.deadline,
         }),
     };
     let state = store.into_data();
-    drop(permit);
+    drop(slot);
     log_output(&state);
     result
 }
@@ -246,6 +275,57 @@ async fn bounded<T>(
     }
 }
 
+/// Whether what the guest returned is within the limits; else what went past which.
+/// Checked before anything of the reply is parsed or kept.
+fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), String> {
+    let check = |what: &str, text: Option<&String>, limit: usize, flag: &str| match text {
+        Some(text) if text.len() > limit => Err(over_limit(what, text.len(), limit, flag)),
+        _ => Ok(()),
+    };
+    match returned {
+        Returned::Reply(reply) => {
+            let result = match &reply.outcome {
+                Outcome::Done(result) => result.as_ref(),
+                _ => None,
+            };
+            check(
+                "returned a result",
+                result,
+                limits.max_result_bytes,
+                "max-result-bytes",
+            )?;
+            check(
+                "returned a patch",
+                reply.patch.as_ref(),
+                limits.max_patch_bytes,
+                "max-patch-bytes",
+            )?;
+            check(
+                "left a memo",
+                reply.memo.as_ref(),
+                limits.max_memo_bytes,
+                "max-memo-bytes",
+            )
+        }
+        Returned::Index(IndexOutcome::Entries(entries)) => {
+            let size = entries
+                .iter()
+                .map(|(key, value)| key.len().saturating_add(value.len()))
+                .fold(0_usize, usize::saturating_add);
+            if size > limits.max_index_bytes {
+                return Err(over_limit(
+                    "returned index entries",
+                    size,
+                    limits.max_index_bytes,
+                    "max-index-bytes",
+                ));
+            }
+            Ok(())
+        }
+        Returned::Describe(_) | Returned::Index(_) | Returned::When(_) => Ok(()),
+    }
+}
+
 async fn run(
     store: &mut Store<HostState>,
     pre: &GuestWorldPre<HostState>,
@@ -263,6 +343,16 @@ async fn run(
 /// Tells a timeout, an out-of-memory and a trap apart. A Rust guest that runs out of memory
 /// aborts with the same `unreachable` trap as a panic; the limiter's record decides.
 fn classify(error: &wasmtime::Error, state: &HostState, budget: Budget) -> CallError {
+    if let Some(message) = &state.exceeded {
+        return CallError::LimitExceeded(message.clone());
+    }
+    let root = error.root_cause().to_string();
+    if root.starts_with("requested len") && root.contains("exceeds limit") {
+        // wasmtime-wasi's own refusal of a `get-random-bytes` call past our bound.
+        return CallError::LimitExceeded(format!(
+            "asked WASI for too many random bytes: {root} (--max-random-bytes)"
+        ));
+    }
     let trap = error.downcast_ref::<Trap>();
     if state.timed_out || trap == Some(&Trap::Interrupt) {
         return CallError::Timeout {

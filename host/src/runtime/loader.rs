@@ -16,6 +16,7 @@ use super::engine::Runtime;
 use super::guest::{Compilation, Guest, GuestInner};
 use super::invoke::{Budget, CallError, Export, Returned, call_export};
 use super::services::{CallContext, NoServices};
+use super::slots::Pool;
 use super::state::HostState;
 
 /// The magic number every WebAssembly binary starts with.
@@ -178,10 +179,11 @@ impl Runtime {
         let pre = self.link(path, &component)?;
         let name: Arc<str> = guest_name(path).into();
         let budget = Budget {
-            deadline: self.config().default_deadline,
-            memory_mib: self.config().default_memory_mib,
+            deadline: self.limits().call_deadline,
+            memory_mib: self.limits().call_memory_mib,
         };
-        let ctx = CallContext::new("describe", None, Arc::new(NoServices));
+        let ctx =
+            CallContext::new("describe", None, Arc::new(NoServices)).in_pool(Pool::Activities);
         let describe = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
             Ok(Returned::Describe(output)) => output,
             Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
@@ -192,11 +194,9 @@ impl Runtime {
                 });
             }
         };
-        validate(&describe, self.config().max_memory_mib).map_err(|reason| {
-            LoadError::InvalidRegistration {
-                path: path.to_owned(),
-                reason,
-            }
+        validate(&describe, self.limits()).map_err(|reason| LoadError::InvalidRegistration {
+            path: path.to_owned(),
+            reason,
         })?;
         // The operator announces loaded guests; this is for timing.
         tracing::debug!(

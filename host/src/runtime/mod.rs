@@ -6,11 +6,13 @@
 //! guests of the operator's paths, rescanned for hot reload), `cache` (compiled guests
 //! kept on disk between starts), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
-//! (per-call store data), `services` ([`HostServices`], what a call may use),
-//! `host_api` (the `host` imports), `pipe` (captured stdout/stderr).
+//! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps), `services` ([`HostServices`], what a call may use),
+//! `host_api` (the `host` imports), `pipe` (captured stdout/stderr), `slots` (who may
+//! run a call now: pools, fair shares), `turns` (which calls compute now).
 
 mod bindings;
 mod cache;
+mod deadline;
 mod describe;
 mod engine;
 mod guest;
@@ -20,19 +22,22 @@ mod library;
 mod loader;
 mod pipe;
 mod services;
+mod slots;
 mod state;
 #[cfg(test)]
 mod tests;
+mod turns;
 
 pub(crate) use bindings::{
     Cause, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter,
     Outcome, Permission, Registration, Resource, ResourceName, Selector,
 };
 pub(crate) use describe::describe_json;
-pub(crate) use engine::{Runtime, RuntimeConfig};
+pub(crate) use engine::Runtime;
 pub(crate) use guest::{Guest, ServedGuests};
 pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
     BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeRequest, not_available,
 };
+pub(crate) use slots::{Pool, Slots};

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{KubeError, Level, Selector};
+use super::deadline::Deadline;
+use super::slots::Pool;
 
 /// The tracing target of everything a guest says: its `log` calls, stdout and stderr.
 pub(crate) const GUEST_LOG_TARGET: &str = "kapsel::guest";
@@ -99,9 +101,9 @@ pub(crate) struct CallContext {
     pub(crate) object: Option<String>,
     /// What the guest may ask of the host during the call.
     pub(crate) services: Arc<dyn HostServices>,
-    /// A daemon's call, which lives as long as the daemon: it takes none of the permits
-    /// that bound the number of short calls at once (it would starve them).
-    pub(crate) long_running: bool,
+    /// Where the call takes its slots: timers and daemons apart from the short calls,
+    /// activities apart from both.
+    pub(crate) pool: Pool,
 }
 
 impl CallContext {
@@ -115,13 +117,13 @@ impl CallContext {
             handler_id: handler_id.into(),
             object,
             services,
-            long_running: false,
+            pool: Pool::Handlers,
         }
     }
 
-    /// Marks the call as a daemon's (see [`CallContext::long_running`]).
-    pub(crate) fn long_running(mut self, long_running: bool) -> Self {
-        self.long_running = long_running;
+    /// Takes the call's slots from `pool` (see [`CallContext::pool`]).
+    pub(crate) fn in_pool(mut self, pool: Pool) -> Self {
+        self.pool = pool;
         self
     }
 }
@@ -144,6 +146,9 @@ pub(crate) struct Caller {
     pub(crate) handler_id: String,
     /// The object's reference, `namespace/name` or `name`.
     pub(crate) object: Option<String>,
+    /// When the call's budget runs out: a request that would have to wait past it for
+    /// the guest's API rate is refused at once.
+    pub(crate) deadline: Deadline,
 }
 
 impl Caller {

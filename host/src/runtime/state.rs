@@ -1,14 +1,16 @@
 //! `HostState`: the data of one `Store`, i.e. of one guest call.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::deadline::Deadline;
 use super::pipe::TailPipe;
 use super::services::{CallContext, Caller, HostServices};
+use super::turns::CallTurns;
+use crate::limits::Limits;
 
 /// Table elements a guest may grow a table to; far above what compiled Rust needs, far below
 /// what would let a guest use the table to get around its memory cap.
@@ -37,72 +39,43 @@ pub(crate) struct HostState {
     pub(super) deadline: Deadline,
     /// Set by the epoch callback when it interrupted the guest at [`Self::deadline`].
     pub(super) timed_out: bool,
+    /// What the guest may hand the host during the call.
+    pub(super) limits: Arc<Limits>,
+    /// What it handed over so far.
+    pub(super) usage: Usage,
+    /// The first limit the guest went past: the call fails with this message.
+    pub(super) exceeded: Option<String>,
+    /// The call's CPU turns: it computes only while it holds one.
+    pub(super) turns: CallTurns,
 }
 
-/// A call's deadline, shared with the host's own bound on the call: a daemon's sleeps
-/// (`sleep-unless-stopped`) do not count against its budget. While the guest sleeps the
-/// deadline is paused (it moves on with the clock, so nothing times the call out in the
-/// middle of a sleep); when the sleep ends it has moved on by the time slept.
-#[derive(Debug, Clone)]
-pub(crate) struct Deadline(Arc<std::sync::Mutex<DeadlineState>>);
-
-#[derive(Debug)]
-struct DeadlineState {
-    at: Instant,
-    /// Since when the guest sleeps, if it does.
-    paused_since: Option<Instant>,
-}
-
-impl Deadline {
-    pub(super) fn new(at: Instant) -> Deadline {
-        Deadline(Arc::new(std::sync::Mutex::new(DeadlineState {
-            at,
-            paused_since: None,
-        })))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, DeadlineState> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// When the call's budget runs out, as things stand now.
-    pub(super) fn get(&self) -> Instant {
-        let state = self.lock();
-        match state.paused_since {
-            Some(since) => state.at.checked_add(since.elapsed()).unwrap_or(state.at),
-            None => state.at,
-        }
-    }
-
-    /// The guest starts sleeping: its budget stops running.
-    pub(super) fn pause(&self) {
-        self.lock().paused_since.get_or_insert_with(Instant::now);
-    }
-
-    /// The guest woke up: the deadline has moved on by the time slept.
-    pub(super) fn resume(&self) {
-        let mut state = self.lock();
-        if let Some(since) = state.paused_since.take() {
-            state.at = state.at.checked_add(since.elapsed()).unwrap_or(state.at);
-        }
-    }
+/// What a guest handed the host during one call, counted against its [`Limits`].
+#[derive(Debug, Default)]
+pub(super) struct Usage {
+    /// Bytes of log lines.
+    pub(super) log_bytes: usize,
+    /// Events posted.
+    pub(super) events: u32,
 }
 
 impl HostState {
-    /// State for one call of `guest`'s handler, capped at `memory_bytes`, due by `deadline`.
+    /// State for one call of `guest`'s handler, capped at `memory_bytes`, due by `deadline`,
+    /// within `limits`.
     pub(super) fn new(
         guest: Arc<str>,
         ctx: CallContext,
         memory_bytes: usize,
         deadline: Deadline,
+        limits: Arc<Limits>,
+        turns: CallTurns,
     ) -> Self {
         let stdout = TailPipe::default();
         let stderr = TailPipe::default();
         // Nothing is inherited from the host process: the builder starts with no env, args,
-        // preopens or network, and stdin closed. Clocks and randomness are harmless.
+        // preopens or network, and stdin closed. Clocks are harmless; randomness is
+        // generated in the host, synchronously, so one request is bounded.
         let wasi = WasiCtx::builder()
+            .max_random_size(limits.max_random_bytes)
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
@@ -120,14 +93,31 @@ impl HostState {
                 guest,
                 handler_id: ctx.handler_id,
                 object: ctx.object,
+                deadline: deadline.clone(),
             },
             services: ctx.services,
             stdout,
             stderr,
             deadline,
             timed_out: false,
+            limits,
+            usage: Usage::default(),
+            exceeded: None,
+            turns,
         }
     }
+
+    /// The guest went past a limit: the call fails with `message` (the first such
+    /// message, if it goes on), through the trap this error causes.
+    pub(super) fn refuse(&mut self, message: String) -> wasmtime::Error {
+        self.exceeded.get_or_insert_with(|| message.clone());
+        wasmtime::Error::msg(message)
+    }
+}
+
+/// The message of a refused datum: what, how big, the limit and the flag that sets it.
+pub(super) fn over_limit(what: &str, size: usize, limit: usize, flag: &str) -> String {
+    format!("{what} of {size} bytes, above the limit of {limit} bytes (--{flag})")
 }
 
 impl WasiView for HostState {

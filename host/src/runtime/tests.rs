@@ -45,7 +45,7 @@ fn guest_wasm(lib_name: &str) -> PathBuf {
 /// One runtime for all tests, as in the host.
 fn runtime() -> &'static Runtime {
     static RUNTIME: LazyLock<Runtime> =
-        LazyLock::new(|| Runtime::new(RuntimeConfig::default()).expect("runtime"));
+        LazyLock::new(|| Runtime::new(crate::limits::Limits::default()).expect("runtime"));
     &RUNTIME
 }
 
@@ -173,7 +173,7 @@ async fn a_spinning_guest_is_stopped_at_its_deadline_and_the_guest_still_works()
     // Not a timing assertion: the default deadline (5 s) would mean the registration's
     // 200 ms was ignored.
     assert!(
-        elapsed < RuntimeConfig::default().default_deadline,
+        elapsed < crate::limits::Limits::default().call_deadline,
         "took {elapsed:?}"
     );
     // A fresh store per call: the interrupted instance left nothing behind.

@@ -1,11 +1,13 @@
 //! The Kubernetes calls a guest makes while it handles an object (the WIT `get`, `list`,
-//! `create`, `patch` and `delete` imports): checked (`checks`: the resource, the
-//! guest's declared permissions, the namespace), then sent.
+//! `create`, `patch` and `delete` imports), and the Events it posts: checked (`checks`:
+//! the resource, the guest's declared permissions, the namespaces the operator serves),
+//! paced (`traffic`: a rate per guest), then sent.
 //!
 //! Every answer goes back to the guest as a value; nothing here fails the handler call,
 //! retries a request or panics on what a guest sends.
 
 mod checks;
+mod traffic;
 
 use std::sync::{Arc, RwLock};
 
@@ -14,9 +16,14 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Map, Value};
 
 use crate::cluster::discovery::Resource;
+use crate::cluster::events::{ObjectRef, event_namespace};
+use crate::cluster::scope::Scope;
 use crate::object_log::object_log;
 use crate::runtime::{Caller, Guest, KubeError, KubeRequest};
 use checks::{Action, Prepared, bad_request, prepare};
+
+pub(crate) use checks::{SENSITIVE, guest_may};
+pub(crate) use traffic::GuestTraffic;
 
 /// The resources discovered last, shared by the run loop (which replaces them on every
 /// rescan) and the guests' calls (which resolve selectors against them). Cheap to clone.
@@ -52,17 +59,29 @@ impl KnownResources {
     }
 }
 
-/// What guests' Kubernetes calls need from the operator: the cluster and what discovery
-/// found. Cheap to clone.
+/// What guests' Kubernetes calls and Events need from the operator: the cluster, what
+/// discovery found, the namespaces served, and each guest's pace. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct KubeAccess {
     client: Client,
     known: KnownResources,
+    scope: Scope,
+    traffic: GuestTraffic,
 }
 
 impl KubeAccess {
-    pub(crate) fn new(client: Client, known: KnownResources) -> Self {
-        Self { client, known }
+    pub(crate) fn new(
+        client: Client,
+        known: KnownResources,
+        scope: Scope,
+        traffic: GuestTraffic,
+    ) -> Self {
+        Self {
+            client,
+            known,
+            scope,
+            traffic,
+        }
     }
 
     /// Serves one Kubernetes call of `guest` while it handles `object` (whose namespace
@@ -82,11 +101,17 @@ impl KubeAccess {
             &caller.guest,
             &guest.describe().permissions,
             &known,
+            &self.scope,
             object_namespace,
             request,
         );
         match prepared {
-            Ok(prepared) => execute(&self.client, prepared).await,
+            Ok(prepared) => {
+                let verb = prepared.action.verb();
+                let until = caller.deadline.get();
+                self.traffic.admit(&caller.guest, verb, until).await?;
+                execute(&self.client, prepared).await
+            }
             Err(refused) => {
                 if refused.code == 403 {
                     object_log!(
@@ -101,6 +126,31 @@ impl KubeAccess {
                 Err(refused)
             }
         }
+    }
+}
+
+impl KubeAccess {
+    /// Lets an Event of `guest` about `involved` go: in a namespace the operator serves,
+    /// about an object the guest handles or may read (`own`: the object of the call,
+    /// which it handles), at the guest's pace. A refusal says why.
+    pub(crate) async fn admit_event(
+        &self,
+        guest: &Guest,
+        caller: &Caller,
+        involved: &ObjectRef,
+        own: bool,
+    ) -> Result<(), KubeError> {
+        let namespace = event_namespace(involved);
+        if !self.scope.includes(namespace) {
+            return Err(checks::outside_scope(&caller.guest, namespace));
+        }
+        if !own {
+            let known = self.known.current(&self.client).await;
+            checks::may_mention(guest, &known, involved)?;
+        }
+        self.traffic
+            .admit(&caller.guest, "event", caller.deadline.get())
+            .await
     }
 }
 

@@ -7,6 +7,11 @@
 //! `<prefix>/last-handled-configuration` as compact Python-style JSON plus `\n`.
 //! Key order matters for byte-identical annotations: Kopf deep-copies the body and
 //! deletes keys, then re-adds `metadata` at the end, so `spec` precedes `metadata`.
+//!
+//! Unlike Kopf, the essence of a Secret holds a digest of each value of `data` and
+//! `stringData` rather than the value: the annotation (and the causes' old/new/diff)
+//! must not copy credentials out of the Secret. A change of a value still changes its
+//! digest.
 
 use serde_json::{Map, Value};
 
@@ -52,6 +57,9 @@ impl DiffBaseStorage {
         }
         for field in extra_fields {
             cherrypick(body, &mut essence, field);
+        }
+        if is_secret(body) {
+            digest_secret_values(&mut essence, body);
         }
         remove_empty_stanzas(&mut essence);
         // The storage's own keys (relevant for non-`kopf.` prefixes without a marker yet).
@@ -109,6 +117,51 @@ impl DiffBaseStorage {
         }
         store_marker(&self.keys, body, patch);
     }
+}
+
+/// Whether the body is a core/v1 Secret.
+fn is_secret(body: &Value) -> bool {
+    body.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && body.get("kind").and_then(Value::as_str) == Some("Secret")
+}
+
+/// Replaces each value of a Secret's `data` and `stringData` with `sha256:<hex>` of the
+/// object's uid, the key and the value (salted with the uid, so equal values of two
+/// Secrets do not look equal).
+fn digest_secret_values(essence: &mut Map<String, Value>, body: &Value) {
+    let uid = body
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    for stanza in ["data", "stringData"] {
+        let Some(values) = essence.get_mut(stanza) else {
+            continue;
+        };
+        match values {
+            Value::Object(values) => {
+                for (key, value) in values.iter_mut() {
+                    *value = Value::String(digest(&[uid, key, &value.to_string()]));
+                }
+            }
+            other => *other = Value::String(digest(&[uid, stanza, &other.to_string()])),
+        }
+    }
+}
+
+/// `sha256:<hex>` of the parts, each prefixed with its length (no two splits collide).
+fn digest(parts: &[&str]) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in parts {
+        context.update(&(part.len() as u64).to_be_bytes());
+        context.update(part.as_bytes());
+    }
+    let hex: String = context
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// Copy `src[path]` into `dst[path]`, creating parents; silently skip absent values and
@@ -307,5 +360,40 @@ mod tests {
                 "example.com/last-handled-configuration": "{\"spec\":1}\n",
                 "example.com/kopf-managed": "yes"}}})
         );
+    }
+
+    #[test]
+    fn secrets_keep_digests_not_values() {
+        let secret = |password: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "s", "uid": "u-1", "labels": {"a": "b"}},
+                   "type": "Opaque",
+                   "data": {"password": password, "user": "YWRtaW4="},
+                   "stringData": {"token": "plain-text"}})
+        };
+        let essence = storage().build(
+            &secret("aHVudGVyMg=="),
+            &[vec!["data".into(), "user".into()]],
+        );
+        let stored = DiffBaseStorage::encode(&essence);
+        for value in ["aHVudGVyMg==", "YWRtaW4=", "plain-text"] {
+            assert!(!stored.contains(value), "{value} copied into {stored}");
+        }
+        assert_eq!(essence["type"], "Opaque");
+        assert_eq!(essence["metadata"]["labels"]["a"], "b");
+        let password = essence["data"]["password"].as_str().expect("a digest");
+        assert!(
+            password.starts_with("sha256:") && password.len() == 7 + 64,
+            "{password}"
+        );
+        let same = storage().build(&secret("aHVudGVyMg=="), &[]);
+        assert_eq!(same["data"], essence["data"], "digests are stable");
+        let changed = storage().build(&secret("c2VjcmV0"), &[]);
+        assert_ne!(changed["data"]["password"], essence["data"]["password"]);
+        assert_eq!(changed["data"]["user"], essence["data"]["user"]);
+        // Other kinds keep their values, as in Kopf.
+        let mut configmap = secret("x");
+        configmap["kind"] = json!("ConfigMap");
+        assert_eq!(storage().build(&configmap, &[])["data"]["password"], "x");
     }
 }

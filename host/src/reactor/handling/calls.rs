@@ -1,15 +1,14 @@
 //! [`Calls`]: how every stage calls a guest about an object — the cause built from the
-//! event, the services the guest may use, the bound on concurrent calls, the journal
+//! event, the services the guest may use, the pool its slots come from, the journal
 //! records, and Kopf's log line for how the attempt ended.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
 use super::EventContext;
-use crate::cluster::{KubeAccess, Poster};
+use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster};
 use crate::handlers::execution::{self, Decision, Executed, IndexEntries, Verdict};
 use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes};
 use crate::journal::Journal;
@@ -17,7 +16,7 @@ use crate::object_log::object_log;
 use crate::reactor::changes::Patch;
 use crate::reactor::objects::{EventType, ObjectMemory};
 use crate::recording::Recorder;
-use crate::runtime::{self, CallContext, HandlerKind};
+use crate::runtime::{self, CallContext, HandlerKind, Pool};
 
 /// What a changing handler's cause carries beyond the event (KOPF.md §1.13); timers and
 /// daemons carry the retry and time details only.
@@ -51,8 +50,6 @@ pub(super) enum Success {
 /// Guest calls about objects; shared by every stage (cheap to clone).
 #[derive(Clone)]
 pub(crate) struct Calls {
-    /// Bounds concurrent guest calls across all objects: guest calls are CPU work.
-    permits: Arc<Semaphore>,
     journal: Journal,
     indexes: Indexes,
     /// Kubernetes Events the guests post.
@@ -65,7 +62,6 @@ pub(crate) struct Calls {
 
 impl Calls {
     pub(crate) fn new(
-        max_concurrent: usize,
         journal: Journal,
         indexes: Indexes,
         poster: Poster,
@@ -73,7 +69,6 @@ impl Calls {
         recorder: Recorder,
     ) -> Calls {
         Calls {
-            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
             journal,
             indexes,
             poster,
@@ -118,12 +113,15 @@ impl Calls {
             Some(ctx.object.to_owned()),
             Arc::new(services),
         )
-        .long_running(handler.spec.kind == HandlerKind::Daemon)
+        .in_pool(match handler.spec.kind {
+            // Long-running calls have slots of their own: they never starve short ones.
+            HandlerKind::Timer | HandlerKind::Daemon => Pool::Background,
+            _ => Pool::Handlers,
+        })
     }
 
-    /// Calls an event, changing, timer or daemon handler: recorded in the journal, and
-    /// within the bound on concurrent guest calls (daemons, which last as long as they
-    /// like, hold no permit: they would starve the others).
+    /// Calls an event, changing, timer or daemon handler, recorded in the journal. (The
+    /// runtime bounds the calls at once: see `runtime::Pool`.)
     pub(super) async fn invoke(
         &self,
         handler: &Handler,
@@ -132,11 +130,6 @@ impl Calls {
         memo: Option<String>,
     ) -> Executed {
         handler.record_called(&self.journal, Self::about(ctx));
-        let _permit = if handler.spec.kind == HandlerKind::Daemon {
-            None
-        } else {
-            self.permits.acquire().await.ok()
-        };
         let cause = cause(handler, ctx, details, memo);
         let context = self.context(handler, ctx, details.and_then(|d| d.sleeps.clone()));
         execution::invoke(&handler.guest, cause, context).await
@@ -160,7 +153,15 @@ impl Calls {
         }
         if let Some(handler_patch) = executed.patch.as_deref() {
             match serde_json::from_str::<Value>(handler_patch) {
-                Ok(Value::Object(fields)) => merge_into(&mut patch.merge, fields),
+                Ok(Value::Object(fields)) => {
+                    if !fields.is_empty() {
+                        let mut state = memory.state();
+                        if !state.patched_by.contains(&handler.spec.id) {
+                            state.patched_by.push(handler.spec.id.clone());
+                        }
+                    }
+                    merge_into(&mut patch.merge, fields);
+                }
                 Ok(Value::Null) => {}
                 _ => object_log!(
                     warn,
@@ -180,7 +181,6 @@ impl Calls {
         ctx: &EventContext<'_>,
     ) -> Executed<IndexEntries> {
         handler.record_called(&self.journal, Self::about(ctx));
-        let _permit = self.permits.acquire().await.ok();
         let cause = cause(handler, ctx, None, None);
         let context = self.context(handler, ctx, None);
         execution::index(&handler.guest, cause, context).await
@@ -197,7 +197,6 @@ impl Calls {
         if !handler.spec.has_when {
             return true;
         }
-        let _permit = self.permits.acquire().await.ok();
         let cause = cause(handler, ctx, details, None);
         let context = self.context(handler, ctx, None);
         match handler.guest.when(cause, context).await {
@@ -245,6 +244,18 @@ impl Calls {
             line,
         };
         handler.record_finished(&self.journal, Self::about(ctx), ended);
+    }
+
+    /// Posts a Warning Event about the event's object, from the operator itself.
+    pub(super) fn warn_about(&self, ctx: &EventContext<'_>, reason: &str, message: String) {
+        if let Some(involved) = ObjectRef::of(&ctx.event.body) {
+            self.poster.post(PostedEvent {
+                involved,
+                event_type: "Warning".to_owned(),
+                reason: reason.to_owned(),
+                message,
+            });
+        }
     }
 
     /// Records an attempt that was not made: a precheck ended it (timeout, retries).

@@ -12,6 +12,7 @@ mod indexing;
 mod ticker;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,10 +21,12 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Clock;
 use crate::cluster::{KubeAccess, Poster, Resource};
 use crate::handlers::ResourceHandlers;
+use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{
-    ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, object_ref,
+    ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, Streak, object_ref,
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
@@ -135,6 +138,11 @@ pub(crate) struct Handling {
     memories: Memories,
     /// Handler time, for the throttling delays.
     clock: Arc<dyn Clock>,
+    /// When objects that re-trigger themselves are backed off.
+    limits: Arc<Limits>,
+    metrics: Metrics,
+    /// Calls, for the Events the operator posts about looping objects.
+    calls: Calls,
 }
 
 impl Handling {
@@ -146,11 +154,15 @@ impl Handling {
         shared: &Shared,
     ) -> Handling {
         let calls = Calls::new(
-            settings.max_concurrent_calls,
             shared.journal.clone(),
             shared.indexes.clone(),
             poster,
-            KubeAccess::new(client.clone(), shared.known.clone()),
+            KubeAccess::new(
+                client.clone(),
+                shared.known.clone(),
+                settings.scope.clone(),
+                shared.traffic.clone(),
+            ),
             shared.recorder.clone(),
         );
         let patcher = Patcher {
@@ -173,13 +185,16 @@ impl Handling {
                 clock: shared.clock.clone(),
             },
             daemons: Daemons {
-                calls,
+                calls: calls.clone(),
                 patcher,
                 clock: shared.clock.clone(),
                 settings: changes,
             },
             memories: shared.memories.clone(),
             clock: shared.clock.clone(),
+            limits: settings.limits.clone(),
+            metrics: shared.metrics.clone(),
+            calls,
         }
     }
 
@@ -203,10 +218,27 @@ impl Handling {
             .pointer("/metadata/resourceVersion")
             .and_then(serde_json::Value::as_str);
         let seq = memory.begin_event(version);
-        memory
-            .state()
-            .noticed_by_listing
-            .get_or_insert(event.event_type == EventType::Listed);
+        let (echo, writes) = {
+            let mut state = memory.state();
+            state
+                .noticed_by_listing
+                .get_or_insert(event.event_type == EventType::Listed);
+            state.patched_by.clear();
+            // Waiting for our own patch to come back: this event is (part of) it.
+            (state.expected_version.is_some(), state.writes)
+        };
+        let waited = if echo {
+            match self.back_off(&ctx, &memory, seq).await {
+                Some(waited) => waited,
+                None => {
+                    // A newer event came meanwhile: it carries the fresher state.
+                    memory.end_event();
+                    return;
+                }
+            }
+        } else {
+            Duration::ZERO
+        };
 
         self.indexing.run(&ctx).await;
 
@@ -241,8 +273,89 @@ impl Handling {
         }
         memory.state().daemons_match = !spawning.is_empty();
         self.handle_with_throttling(&ctx, &memory, seq, patch).await;
+        self.note_writes(&ctx, &memory, (echo, waited), writes);
         self.daemons.sync(stream, &ctx, &memory, &spawning).await;
         memory.end_event();
+    }
+
+    /// Waits before handling an echo of an object whose handlers keep re-triggering
+    /// themselves: how long it waited, or `None` when a newer event came meanwhile.
+    async fn back_off(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+    ) -> Option<Duration> {
+        let limits = &*self.limits;
+        let backoff = memory
+            .state()
+            .self_triggers
+            .backoff(limits.min_retry_delay, limits.self_trigger_limit);
+        let Some(delay) = backoff else {
+            return Some(Duration::ZERO);
+        };
+        object_log!(
+            debug,
+            ctx.object,
+            "Backing off for {} seconds: its handlers re-trigger themselves.",
+            delay.as_secs_f64()
+        );
+        let until = chrono::TimeDelta::from_std(delay)
+            .ok()
+            .and_then(|d| self.clock.now().checked_add_signed(d))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+        let newer = memory.idle_unless_newer(seq, &*self.clock, until).await;
+        (!newer).then_some(delay)
+    }
+
+    /// Counts the operator's write for the event (if it wrote), and reports an object
+    /// whose handlers re-trigger themselves through their own patches.
+    fn note_writes(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        (echo, waited): (bool, Duration),
+        writes: u64,
+    ) {
+        let limits = &*self.limits;
+        let (streak, handlers) = {
+            let mut state = memory.state();
+            let streak = if state.writes == writes {
+                state.self_triggers.settled()
+            } else {
+                // Half the shortest retry delay: a handler retried after a delay writes
+                // once right after its echo and once when the delay is over, and so is
+                // no loop; a loop writes right after every echo.
+                let (quick, limit) = (limits.min_retry_delay / 2, limits.self_trigger_limit);
+                state
+                    .self_triggers
+                    .written(echo, Instant::now(), waited, quick, limit)
+            };
+            let handlers = match state.patched_by.as_slice() {
+                [] => "its handlers".to_owned(),
+                ids => format!("handlers {}", ids.join(", ")),
+            };
+            (streak, handlers)
+        };
+        match streak {
+            Streak::Quiet => {}
+            Streak::Reached(count) => {
+                let message = format!(
+                    "The object's {handlers} re-trigger themselves through their own patches: \
+                     {count} writes in a row, each within {} s of the last. Handling is backed \
+                     off until they stop (--self-trigger-limit).",
+                    (limits.min_retry_delay / 2).as_secs_f64()
+                );
+                object_log!(warn, ctx.object, "{message}");
+                self.metrics.self_trigger_backoff(&ctx.resource_key);
+                self.calls.warn_about(ctx, "SelfTriggering", message);
+            }
+            Streak::Ended => object_log!(
+                info,
+                ctx.object,
+                "Its handlers no longer re-trigger themselves: back to normal handling."
+            ),
+        }
     }
 
     /// Runs the changing part (or just sends the on.event results), throttling this

@@ -1,7 +1,8 @@
 //! What the operator remembers about each object between its events (KOPF.md §6.3):
 //! whether it was first seen in a listing, whether it was fully handled once, its memo,
 //! the error throttler, the resourceVersion its last patch produced, and a finalizer
-//! change the server refused (422) that the next cycle retries.
+//! change the server refused (422) that the next cycle retries, and its own writes in a
+//! row (`self_triggers`).
 //!
 //! Memories outlive the per-object workers (which idle out after 5 s) and the watch
 //! streams (which stop while paused); they are forgotten when the object is deleted.
@@ -17,6 +18,7 @@ use tokio::sync::watch;
 
 use chrono::{DateTime, Utc};
 
+use super::self_triggers::SelfTriggers;
 use super::tasks::ObjectTasks;
 use crate::clock::{Clock, Sleep};
 use crate::handlers::ObjectKey;
@@ -148,6 +150,12 @@ pub(crate) struct MemoryState {
     pub(crate) sleeping_until: Option<DateTime<Utc>>,
     /// Timers or daemons match the object as last seen: they need the finalizer (KOPF.md §4.6).
     pub(crate) daemons_match: bool,
+    /// Patches the operator sent for the object (a change of this count: it wrote).
+    pub(crate) writes: u64,
+    /// The handlers whose patch went into the current event's write, for reports.
+    pub(crate) patched_by: Vec<String>,
+    /// Whether its handlers re-trigger themselves through their own patches.
+    pub(crate) self_triggers: SelfTriggers,
 }
 
 impl ObjectMemory {

@@ -141,7 +141,7 @@ pub(super) async fn run(
     }
     // Compiled once for all cases; a guest that cannot load would fail every case the
     // same way: say it once.
-    let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig::default())
+    let runtime = crate::runtime::Runtime::new(crate::limits::Limits::default())
         .map_err(|e| TestError::Guest(crate::error_chain(&e)))?;
     let guest = runtime
         .load(&request.guest)

@@ -183,7 +183,7 @@ impl World {
         let client = cluster.client();
         let liveness = Liveness::new(
             ServedGuests::new(vec![guest.clone()]),
-            activities_context(&client, &operator.shared),
+            activities_context(&client, &operator.shared, &operator.settings.scope),
             operator.shared.metrics.clone(),
         );
         World {

@@ -389,6 +389,7 @@ impl Changing {
             Applied::FinalizerRefused { fresh, .. } => (fresh, true),
         };
         let mut state = memory.state();
+        state.writes += 1;
         if releasing && !refused {
             state.released = true;
         }

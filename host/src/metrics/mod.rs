@@ -8,7 +8,11 @@
 //! | `kapsel_handler_failures_total` (final, retried or ignored) | counter | guest, handler, kind |
 //! | `kapsel_handler_retries_total` (failures that will be retried) | counter | guest, handler, kind |
 //! | `kapsel_handler_duration_seconds` | histogram | guest, handler, kind |
-//! | `kapsel_sandbox_faults_total` | counter | guest, handler, kind, fault (`trap`, `timeout`, `memory`) |
+//! | `kapsel_sandbox_faults_total` | counter | guest, handler, kind, fault (`trap`, `timeout`, `memory`, `limit`) |
+//! | `kapsel_call_slots`, `_busy`, `_waiting` (slots of a pool, held, calls waiting) | gauge | pool |
+//! | `kapsel_guest_api_requests_total` (Kubernetes requests and Events of guests) | counter | guest, verb |
+//! | `kapsel_guest_api_throttled_total` (of those, delayed or refused by the guest's rate) | counter | guest |
+//! | `kapsel_self_trigger_backoffs_total` (objects backed off for re-triggering themselves) | counter | resource |
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
 //! | `kapsel_paused` (1 while peering pauses the operator) | gauge | |
@@ -20,11 +24,13 @@
 //! through a [`Metrics`] handle.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::journal::Record;
+use exposition::{Exposition, Histogram};
+
+mod exposition;
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -35,6 +41,21 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 const DURATION_BUCKETS: [f64; 15] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
+
+/// How busy one pool of call slots is (see `runtime::Pool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotLoad {
+    pub(crate) pool: &'static str,
+    /// Slots in the pool.
+    pub(crate) size: u32,
+    /// Slots held by running calls.
+    pub(crate) busy: u32,
+    /// Calls waiting for slots.
+    pub(crate) waiting: usize,
+}
+
+/// Where the slot figures come from (the runtime, once it runs).
+type SlotSource = Arc<dyn Fn() -> Vec<SlotLoad> + Send + Sync>;
 
 /// The operator's metrics; cheap to clone (all clones share the figures).
 #[derive(Clone, Default)]
@@ -68,6 +89,13 @@ struct State {
     dead_loops: BTreeSet<String>,
     /// Guest reloads by (guest, result).
     reloads: BTreeMap<(String, String), u64>,
+    slots: Option<SlotSource>,
+    /// Guests' Kubernetes requests and Events, by guest and verb.
+    guest_requests: BTreeMap<(String, String), u64>,
+    /// Of those, the ones the guest's rate delayed or refused, by guest.
+    guest_throttled: BTreeMap<String, u64>,
+    /// Objects backed off for re-triggering their handlers with their own patches.
+    self_triggers: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -161,6 +189,33 @@ impl Metrics {
         *self
             .state()
             .restarts
+            .entry(resource.to_owned())
+            .or_default() += 1;
+    }
+
+    /// Reads the call slots' figures from `source` when rendering.
+    pub(crate) fn report_slots(&self, source: impl Fn() -> Vec<SlotLoad> + Send + Sync + 'static) {
+        self.state().slots = Some(Arc::new(source));
+    }
+
+    /// A guest made a Kubernetes request (`verb`) or posted an Event (`event`); `throttled`
+    /// when its rate delayed or refused it.
+    pub(crate) fn guest_request(&self, guest: &str, verb: &str, throttled: bool) {
+        let mut state = self.state();
+        *state
+            .guest_requests
+            .entry((guest.to_owned(), verb.to_owned()))
+            .or_default() += 1;
+        if throttled {
+            *state.guest_throttled.entry(guest.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// An object of `resource` was backed off: its handlers re-trigger themselves.
+    pub(crate) fn self_trigger_backoff(&self, resource: &str) {
+        *self
+            .state()
+            .self_triggers
             .entry(resource.to_owned())
             .or_default() += 1;
     }
@@ -297,6 +352,7 @@ impl Metrics {
                 gauge.load(Ordering::Relaxed).max(0),
             );
         }
+        render_containment(&state, &mut out);
         out.family(
             "kapsel_guest_reloads_total",
             "Guests changed while the operator ran, by result: added, replaced, removed, or refused (the version before keeps serving).",
@@ -320,6 +376,75 @@ impl Metrics {
             u8::from(self.inner.paused.load(Ordering::Relaxed)),
         );
         out.text
+    }
+}
+
+/// A gauge of the call slots: its name, its help, and its value for one pool.
+type SlotGauge = (&'static str, &'static str, fn(&SlotLoad) -> u64);
+
+/// The call slots, the guests' requests, and the self-trigger back-offs.
+fn render_containment(state: &State, out: &mut Exposition) {
+    let load = state
+        .slots
+        .as_ref()
+        .map(|source| source())
+        .unwrap_or_default();
+    let gauges: [SlotGauge; 3] = [
+        ("kapsel_call_slots", "Call slots of a pool.", |l| {
+            u64::from(l.size)
+        }),
+        (
+            "kapsel_call_slots_busy",
+            "Call slots held by running guest calls.",
+            |l| u64::from(l.busy),
+        ),
+        (
+            "kapsel_call_slots_waiting",
+            "Guest calls waiting for call slots.",
+            |l| l.waiting as u64,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        out.family(name, help, "gauge");
+        for pool in &load {
+            out.sample(name, &[("pool", pool.pool.to_owned())], value(pool));
+        }
+    }
+    out.family(
+        "kapsel_guest_api_requests_total",
+        "Kubernetes requests and Events (verb `event`) of guests.",
+        "counter",
+    );
+    for ((guest, verb), count) in &state.guest_requests {
+        out.sample(
+            "kapsel_guest_api_requests_total",
+            &[("guest", guest.clone()), ("verb", verb.clone())],
+            *count,
+        );
+    }
+    out.family(
+        "kapsel_guest_api_throttled_total",
+        "Guest requests and Events delayed or refused by the guest's API rate.",
+        "counter",
+    );
+    for (guest, count) in &state.guest_throttled {
+        out.sample(
+            "kapsel_guest_api_throttled_total",
+            &[("guest", guest.clone())],
+            *count,
+        );
+    }
+    out.family(
+        "kapsel_self_trigger_backoffs_total",
+        "Objects backed off because their handlers re-trigger themselves with their own patches.",
+        "counter",
+    );
+    for (resource, count) in &state.self_triggers {
+        out.sample(
+            "kapsel_self_trigger_backoffs_total",
+            &[("resource", resource.clone())],
+            *count,
+        );
     }
 }
 
@@ -355,106 +480,6 @@ impl Drop for LoopWatch {
     }
 }
 
-/// A Prometheus histogram: counts per bucket, the sum and the count of observations.
-#[derive(Debug, Clone)]
-struct Histogram {
-    /// Upper bounds, ascending; `+Inf` is implied.
-    bounds: &'static [f64],
-    /// Observations per bucket (not cumulative); the last entry is `+Inf`'s own.
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
-            bounds,
-            counts: vec![0; bounds.len() + 1],
-            sum: 0.0,
-            count: 0,
-        }
-    }
-
-    fn observe(&mut self, value: f64) {
-        // A broken clock must not poison the sum forever.
-        let value = if value.is_finite() {
-            value.max(0.0)
-        } else {
-            0.0
-        };
-        let bucket = self
-            .bounds
-            .iter()
-            .position(|bound| value <= *bound)
-            .unwrap_or(self.bounds.len());
-        self.counts[bucket] += 1;
-        self.sum += value;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut Exposition, name: &str, labels: &[(&str, String)]) {
-        let bucket = format!("{name}_bucket");
-        let mut cumulative = 0;
-        let bounds = self
-            .bounds
-            .iter()
-            .map(|b| b.to_string())
-            .chain(["+Inf".to_owned()]);
-        for (bound, count) in bounds.zip(&self.counts) {
-            cumulative += count;
-            let mut with_le = labels.to_vec();
-            with_le.push(("le", bound));
-            out.sample(&bucket, &with_le, cumulative);
-        }
-        out.sample(&format!("{name}_sum"), labels, self.sum);
-        out.sample(&format!("{name}_count"), labels, self.count);
-    }
-}
-
-/// Builds the text exposition format: `# HELP`/`# TYPE` lines, then samples.
-#[derive(Default)]
-struct Exposition {
-    text: String,
-}
-
-impl Exposition {
-    fn family(&mut self, name: &str, help: &str, kind: &str) {
-        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: impl std::fmt::Display) {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            self.text.push('{');
-            for (i, (key, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.text.push(',');
-                }
-                let _ = write!(self.text, "{key}=\"{}\"", escape_label(value));
-            }
-            self.text.push('}');
-        }
-        let _ = writeln!(self.text, " {value}");
-    }
-}
-
-/// Label values escape backslashes, double quotes and newlines.
-fn escape_label(value: &str) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,24 +501,6 @@ mod tests {
         text.lines()
             .filter(|l| l.starts_with(name) && !l.starts_with('#'))
             .collect()
-    }
-
-    #[test]
-    fn histograms_count_cumulatively_with_sum_and_count() {
-        let mut h = Histogram::new(&[0.125, 1.0]);
-        for value in [0.0625, 0.125, 0.5, 3.0, f64::NAN] {
-            h.observe(value);
-        }
-        let mut out = Exposition::default();
-        h.render(&mut out, "d", &[("h", "x".to_owned())]);
-        assert_eq!(
-            out.text,
-            "d_bucket{h=\"x\",le=\"0.125\"} 3\n\
-             d_bucket{h=\"x\",le=\"1\"} 4\n\
-             d_bucket{h=\"x\",le=\"+Inf\"} 5\n\
-             d_sum{h=\"x\"} 3.6875\n\
-             d_count{h=\"x\"} 5\n"
-        );
     }
 
     #[test]
@@ -542,6 +549,12 @@ mod tests {
             "kapsel_watch_stream_restarts_total counter",
             "kapsel_queue_objects gauge",
             "kapsel_guest_reloads_total counter",
+            "kapsel_call_slots gauge",
+            "kapsel_call_slots_busy gauge",
+            "kapsel_call_slots_waiting gauge",
+            "kapsel_guest_api_requests_total counter",
+            "kapsel_guest_api_throttled_total counter",
+            "kapsel_self_trigger_backoffs_total counter",
             "kapsel_paused gauge",
         ] {
             let line = format!("# TYPE {family}");
@@ -598,11 +611,32 @@ mod tests {
     }
 
     #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        let mut out = Exposition::default();
-        out.sample("m", &[("id", "x\"y".to_owned())], 1);
-        assert_eq!(out.text, "m{id=\"x\\\"y\"} 1\n");
+    fn slots_guest_requests_and_backoffs_are_reported() {
+        let metrics = Metrics::default();
+        metrics.report_slots(|| {
+            vec![SlotLoad {
+                pool: "handlers",
+                size: 16,
+                busy: 3,
+                waiting: 2,
+            }]
+        });
+        metrics.guest_request("g", "get", false);
+        metrics.guest_request("g", "get", true);
+        metrics.guest_request("g", "event", false);
+        metrics.self_trigger_backoff("configmaps.v1");
+        let text = metrics.render();
+        for line in [
+            "kapsel_call_slots{pool=\"handlers\"} 16\n",
+            "kapsel_call_slots_busy{pool=\"handlers\"} 3\n",
+            "kapsel_call_slots_waiting{pool=\"handlers\"} 2\n",
+            "kapsel_guest_api_requests_total{guest=\"g\",verb=\"get\"} 2\n",
+            "kapsel_guest_api_requests_total{guest=\"g\",verb=\"event\"} 1\n",
+            "kapsel_guest_api_throttled_total{guest=\"g\"} 1\n",
+            "kapsel_self_trigger_backoffs_total{resource=\"configmaps.v1\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line}");
+        }
     }
 
     #[test]

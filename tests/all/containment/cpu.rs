@@ -1,0 +1,250 @@
+//! CPU: a deadline a guest may not raise past the host's maximum, call slots shared
+//! fairly between guests and handlers, timers and daemons apart from the short calls,
+//! the instance pool never exhausted by daemons, and liveness failing when calls starve.
+
+use std::time::{Duration, Instant};
+
+use kapsel_host::{Operator, Record};
+use kapsel_tests::*;
+use serde_json::json;
+
+use super::{Stage, rss_mib, sample, test_limits};
+
+/// Waits until the metrics show `busy` slots held and at least `waiting` calls waiting
+/// in `pool`; returns the metrics then.
+async fn slots_reach(stage: &Stage, pool: &str, busy: f64, waiting: f64) -> String {
+    let deadline = Instant::now() + PATIENCE * 2;
+    loop {
+        let metrics = stage.metrics().await;
+        let held = sample(
+            &metrics,
+            &format!("kapsel_call_slots_busy{{pool=\"{pool}\"}}"),
+        );
+        let queued = sample(
+            &metrics,
+            &format!("kapsel_call_slots_waiting{{pool=\"{pool}\"}}"),
+        );
+        if held == Some(busy) && queued.is_some_and(|q| q >= waiting) {
+            return metrics;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the {pool} pool never had {busy} slots busy and {waiting} calls waiting: {held:?}, {queued:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Measured: 16 spinning objects took all 16 call slots and nothing else completed for
+/// 40–60 s; 4 daemons with long budgets made the other handlers 9–21× slower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spinning_handlers_and_daemons_leave_the_others_room() {
+    let stage = Stage::start(&["hostile", "polite"], test_limits(), &[]).await;
+    let rss_before = rss_mib();
+    let baseline = stage.baseline().await;
+
+    for i in 0..16 {
+        stage.attack(&format!("spin-{i}"), "spin").await;
+    }
+    for i in 0..4 {
+        stage
+            .attack(&format!("spin-daemon-{i}"), "spin-daemon")
+            .await;
+    }
+    // The spinning handler holds its share (half of the 8 slots) and no more: its
+    // other 12 calls wait. The daemons hold slots of their own pool.
+    slots_reach(&stage, "handlers", 4.0, 12.0).await;
+    slots_reach(&stage, "background", 4.0, 0.0).await;
+
+    for i in 0..3 {
+        stage
+            .assert_polite(&format!("under-spin-{i}"), baseline)
+            .await;
+    }
+    let metrics = stage.metrics().await;
+    assert_eq!(
+        sample(&metrics, "kapsel_call_slots_busy{pool=\"handlers\"}"),
+        Some(4.0),
+        "the polite calls came and went; the spinners still hold their share only"
+    );
+    stage.assert_healthy().await;
+    // The spinning calls end at the deadline they declared (the host's maximum).
+    let failure = stage.failure_of("spin", "spin-0").await;
+    assert!(failure.contains("deadline of 2000 ms"), "{failure}");
+    let grown = rss_mib().saturating_sub(rss_before);
+    assert!(grown < 200, "RSS grew by {grown} MiB");
+    stage.stop().await;
+}
+
+/// Measured: a guest granted itself an hour per call.
+#[tokio::test]
+async fn a_guest_cannot_grant_itself_an_hour() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let operator = cluster.start_operator(Operator::new([guest("greedy"), guest("polite")]));
+    let journal = operator.journal().clone();
+    journal
+        .wait_for(PATIENCE, |records| {
+            records
+                .iter()
+                .any(|r| matches!(r, Record::GuestRejected { .. }))
+        })
+        .await
+        .expect("greedy is refused at load");
+    let rejected: Vec<String> = journal
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GuestRejected { path, error } => Some(format!("{path}: {error}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(
+        rejected[0].contains("greedy.wasm")
+            && rejected[0].contains("deadline of 3600000 ms")
+            && rejected[0].contains("maximum of 60000 ms"),
+        "{rejected:?}"
+    );
+    // The other guest runs.
+    create(
+        &cluster.client(),
+        &core("ConfigMap", "configmaps"),
+        Some("default"),
+        configmap("after-greedy", json!({"kapsel.test/polite": "yes"})),
+    )
+    .await;
+    journal
+        .wait_for(PATIENCE, |r| !calls(r, "polite").is_empty())
+        .await
+        .expect("the polite guest runs");
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// Measured: a spinning index handler on 16 objects at start-up, and nothing else ever
+/// ran (the readiness gate waits for the indexes). Now the indexers end at their
+/// deadline: the gate opens after ⌈16 / 4⌉ rounds of 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spinning_indexers_at_start_end_at_their_deadline() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    for i in 0..16 {
+        create(
+            &client,
+            &core("ConfigMap", "configmaps"),
+            Some("default"),
+            configmap(
+                &format!("spin-index-{i}"),
+                json!({"kapsel.test/hostile": "spin-index"}),
+            ),
+        )
+        .await;
+    }
+    let started = Instant::now();
+    let stage = Stage::start_on(cluster, &["hostile", "polite"], test_limits(), &[]).await;
+    let first = stage.polite_latency("first").await;
+    let rounds = 16_u32.div_ceil(4);
+    let bound = test_limits().call_deadline * rounds + Duration::from_secs(5);
+    assert!(
+        started.elapsed() <= bound,
+        "the first polite call ended {:?} after the start ({first:?} after its object), \
+         allowed {bound:?}",
+        started.elapsed()
+    );
+    let baseline = stage.baseline().await;
+    // The indexers spin again on every change: the others keep their pace.
+    for i in 0..16 {
+        patch(
+            &stage.client,
+            &core("ConfigMap", "configmaps"),
+            Some("default"),
+            &format!("spin-index-{i}"),
+            json!({"metadata": {"annotations": {"touched": "yes"}}}),
+        )
+        .await;
+    }
+    slots_reach(&stage, "handlers", 4.0, 1.0).await;
+    stage.assert_polite("while-indexing", baseline).await;
+    stage.assert_healthy().await;
+    stage.stop().await;
+}
+
+/// Measured: 64 well-behaved daemons held all 64 instances; every other call then failed
+/// with "maximum concurrent limit of 64 … reached", and liveness said 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_cannot_hold_every_instance() {
+    let mut limits = test_limits();
+    limits.background_slots = 4;
+    limits.guest_share_percent = 100;
+    limits.handler_share_percent = 100;
+    let stage = Stage::start(&["polite"], limits, &[]).await;
+    let baseline = stage.baseline().await;
+    for i in 0..20 {
+        stage
+            .configmap(&format!("sleepy-{i}"), json!({"kapsel.test/sleepy": "yes"}))
+            .await;
+    }
+    // Four daemons run, sixteen wait for a background slot; the short calls have theirs.
+    slots_reach(&stage, "background", 4.0, 16.0).await;
+    for i in 0..3 {
+        stage
+            .assert_polite(&format!("beside-daemons-{i}"), baseline)
+            .await;
+    }
+    let failures: Vec<String> = stage
+        .journal
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::HandlerFailed { error, .. } => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    stage.assert_healthy().await;
+    stage.stop().await;
+}
+
+/// When calls do starve (here: a pool of two slots that one handler may take whole),
+/// liveness says so, and recovers once they get slots again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starved_calls_fail_liveness() {
+    let mut limits = test_limits();
+    limits.call_slots = 2;
+    limits.guest_share_percent = 100;
+    limits.handler_share_percent = 100;
+    // The hostile guest declares 64 MiB calls: they must fit in a handler's share.
+    limits.call_memory_mib = 32;
+    limits.starved_after = Duration::from_millis(500);
+    let stage = Stage::start(&["hostile"], limits, &[]).await;
+    stage.assert_healthy().await;
+    for i in 0..6 {
+        stage.attack(&format!("starving-{i}"), "spin").await;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let body = loop {
+        let (code, body, _) = stage.health().await;
+        if code == 500 {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "liveness never said the calls starve"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        body.contains("calls are starved") && body.contains("wait for a call slot"),
+        "{body}"
+    );
+    // Three rounds of 2 s: then nothing waits, and liveness is fine again.
+    stage
+        .journal
+        .wait_for(PATIENCE, |records| {
+            (0..6).all(|i| !outcomes(records, "spin", &format!("default/starving-{i}")).is_empty())
+        })
+        .await
+        .expect("every spinning call ended");
+    stage.assert_healthy().await;
+    stage.stop().await;
+}
