@@ -6,7 +6,8 @@
 //! CRUD with every patch type, server-side apply with field ownership (`managedFields`,
 //! conflicts, force), finalizers, owner-reference garbage collection, status subresources,
 //! selectors, and watches with bookmarks and 410 Gone. With a state file, every
-//! acknowledged write survives a crash. Tests can inject faults through [`Faults`].
+//! acknowledged write survives a crash. Tests can inject faults through [`Faults`]; every
+//! request is counted ([`ApiServer::request_counts`], `GET /metrics`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kapsel_apiserver::Error> {
@@ -17,6 +18,7 @@
 //! ```
 
 mod builtins;
+mod counts;
 mod crd;
 mod defaults;
 mod discovery;
@@ -48,6 +50,7 @@ mod table;
 mod validate;
 mod watch;
 
+pub use counts::{RequestCount, RequestKind};
 pub use faults::{Fault, RequestMatcher};
 
 use serde_json::json;
@@ -265,6 +268,13 @@ impl ApiServer {
     /// A kubeconfig (YAML) for this server: cluster, context and user `kapsel`.
     pub fn kubeconfig(&self) -> String {
         kubeconfig::kubeconfig(&self.url())
+    }
+
+    /// How many requests of each kind (client, verb, resource, status code) the server
+    /// answered since it started, sorted by kind; `GET /metrics` serves the same as
+    /// Prometheus text (`apiserver_request_total`).
+    pub fn request_counts(&self) -> Vec<RequestCount> {
+        self.shared.counts.snapshot()
     }
 
     /// The fault-injection handle.
