@@ -26,7 +26,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use operators::{Kind, Operators, Startup};
-use results::{Machine, Results, Settings};
+use results::{InProgress, Machine, Results, Settings};
 use scenarios::Context;
 
 /// Kapsel side by side with Kopf (and a bare watcher), on fresh in-memory clusters.
@@ -45,6 +45,13 @@ struct Args {
     /// Leave Kopf out (its columns stay empty).
     #[arg(long)]
     skip_kopf: bool,
+    /// Which runs: startup, running, backlog (comma-separated; default all).
+    #[arg(long, value_delimiter = ',', value_parser = ["startup", "running", "backlog"])]
+    only: Vec<String>,
+    /// More environment for Kapsel's process, KEY=VALUE (repeatable), for experiments
+    /// (e.g. GLIBC_TUNABLES=glibc.malloc.arena_max=1); recorded in the results.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    kapsel_env: Vec<(String, String)>,
     /// How long to wait per object, beyond a fixed 120 s, for handling or deletion.
     #[arg(long, default_value_t = 100)]
     wait_per_object_ms: u64,
@@ -57,6 +64,12 @@ struct Args {
     /// Where the results, logs and Kopf's virtual environment go (default: TARGET/bench).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {text:?}"))
 }
 
 /// The repository (this crate's parent).
@@ -138,6 +151,11 @@ async fn main() -> std::process::ExitCode {
         quick: args.quick,
         kapsel: kapsel.display().to_string(),
         guest: guest.display().to_string(),
+        kapsel_env: args
+            .kapsel_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
     };
     let shared: Shared = Arc::new(Mutex::new(Results::new(Machine::now(), settings)));
     let operators = Operators {
@@ -149,13 +167,18 @@ async fn main() -> std::process::ExitCode {
             .join("operator")
             .join("kopf_operator.py"),
         kopf: Err("not installed".into()),
+        kapsel_env: args.kapsel_env.clone(),
     };
     let ctx = Context {
         operators,
         dir: out.join("runs"),
         wait_per_object: Duration::from_millis(args.wait_per_object_ms),
     };
+    let only = |what: &str| args.only.is_empty() || args.only.iter().any(|o| o == what);
     let plan = Plan {
+        startup: only("startup"),
+        running: only("running"),
+        backlog: only("backlog"),
         sizes,
         repetitions,
         skip_kopf: args.skip_kopf,
@@ -170,7 +193,9 @@ async fn main() -> std::process::ExitCode {
     };
     // The bench's future is dropped here: its processes are killed (kill_on_drop).
     let mut results = lock(&shared).clone();
-    results.interrupted = interrupted;
+    if interrupted {
+        results.interrupt();
+    }
     results.machine.load_at_end = results::load();
     let sections = figures::sections(&results);
     println!("{}", report::text(&results, &sections));
@@ -191,6 +216,9 @@ async fn main() -> std::process::ExitCode {
 
 /// What to run.
 struct Plan {
+    startup: bool,
+    running: bool,
+    backlog: bool,
     sizes: Vec<usize>,
     repetitions: usize,
     skip_kopf: bool,
@@ -241,7 +269,8 @@ async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
     }
     save(shared, &plan.json);
 
-    for repetition in 0..plan.repetitions {
+    let repetitions = if plan.startup { plan.repetitions } else { 0 };
+    for repetition in 0..repetitions {
         for &kind in &operators {
             let variants: &[Startup] = if kind == Kind::Kapsel {
                 Startup::ALL
@@ -265,27 +294,38 @@ async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
         save(shared, &plan.json);
     }
     for &n in &plan.sizes {
-        for &kind in operators.iter().chain([&Kind::Watcher]) {
+        let running: &[Kind] = if plan.running { &operators } else { &[] };
+        let floor: &[Kind] = if plan.running { &[Kind::Watcher] } else { &[] };
+        for &kind in running.iter().chain(floor) {
             eprintln!("running, N={n}: {}", kind.name());
-            let run = scenarios::running(&ctx, kind, n).await;
+            let progress = |run: &scenarios::RunningRun| {
+                lock(shared).in_progress = Some(InProgress::Running(Box::new(run.clone())));
+            };
+            let run = scenarios::running(&ctx, kind, n, &progress).await;
             if let Some(e) = &run.error {
                 eprintln!("  {e}");
             }
             let mut results = lock(shared);
             results.errors.extend(run.error.clone());
             results.running.push(run);
+            results.in_progress = None;
             drop(results);
             save(shared, &plan.json);
         }
-        for &kind in &operators {
+        let backlog: &[Kind] = if plan.backlog { &operators } else { &[] };
+        for &kind in backlog {
             eprintln!("backlog, N={n}: {}", kind.name());
-            let run = scenarios::backlog(&ctx, kind, n).await;
+            let progress = |run: &scenarios::BacklogRun| {
+                lock(shared).in_progress = Some(InProgress::Backlog(Box::new(run.clone())));
+            };
+            let run = scenarios::backlog(&ctx, kind, n, &progress).await;
             if let Some(e) = &run.error {
                 eprintln!("  {e}");
             }
             let mut results = lock(shared);
             results.errors.extend(run.error.clone());
             results.backlog.push(run);
+            results.in_progress = None;
             drop(results);
             save(shared, &plan.json);
         }

@@ -45,6 +45,8 @@ pub(crate) struct Operators {
     pub(crate) kopf_script: PathBuf,
     /// `kopf` in the virtual environment, or why Kopf cannot run.
     pub(crate) kopf: Result<PathBuf, String>,
+    /// More environment for Kapsel's runs (`--kapsel-env`), e.g. allocator settings.
+    pub(crate) kapsel_env: Vec<(String, String)>,
 }
 
 /// A variant of Kapsel's start-up: today only without a compiled-guest cache; "with
@@ -90,7 +92,7 @@ impl Operators {
                 Launch {
                     program: self.kapsel.clone(),
                     args,
-                    env,
+                    env: [env, self.kapsel_env.clone()].concat(),
                     marks: vec![KAPSEL_RUNNING.to_owned()],
                 }
             }

@@ -29,6 +29,8 @@ fn ratio(v: f64) -> String {
 fn met(row: &Row) -> String {
     match (row.met, row.of_target, row.target) {
         (Some(true), _, _) => "yes".into(),
+        // Just over the bound: enough digits to show it is over.
+        (Some(false), Some(of), _) if of < 1.005 => format!("NO (×{of:.4} the bound)"),
         (Some(false), Some(of), _) => format!("NO (×{of:.2} the bound)"),
         (_, _, Some(_)) => "not measured".into(),
         _ => String::new(),
@@ -116,6 +118,13 @@ pub(crate) fn text(results: &Results, sections: &[Section]) -> String {
         text,
         "Ratios are Kapsel ÷ baseline, both measured in this run; RSS after settling (≤ 2 % CPU over 2 s)."
     );
+    if !results.settings.kapsel_env.is_empty() {
+        let _ = writeln!(
+            text,
+            "Kapsel ran with: {}",
+            results.settings.kapsel_env.join(" ")
+        );
+    }
     for s in sections {
         text.push_str(&section(s));
     }

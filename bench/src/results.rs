@@ -55,6 +55,13 @@ pub(crate) fn load() -> String {
         .join(" ")
 }
 
+/// A run under way.
+#[derive(Debug, Clone)]
+pub(crate) enum InProgress {
+    Running(Box<RunningRun>),
+    Backlog(Box<BacklogRun>),
+}
+
 /// What the bench was asked to do.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Settings {
@@ -63,6 +70,8 @@ pub(crate) struct Settings {
     pub(crate) quick: bool,
     pub(crate) kapsel: String,
     pub(crate) guest: String,
+    /// `--kapsel-env`: more environment for Kapsel's process.
+    pub(crate) kapsel_env: Vec<String>,
 }
 
 /// Everything measured so far.
@@ -76,6 +85,9 @@ pub(crate) struct Results {
     pub(crate) startup: Vec<StartupRun>,
     pub(crate) running: Vec<RunningRun>,
     pub(crate) backlog: Vec<BacklogRun>,
+    /// The run under way, as far as it got (kept if the bench is interrupted).
+    #[serde(skip)]
+    pub(crate) in_progress: Option<InProgress>,
     /// Every failed step, in order.
     pub(crate) errors: Vec<String>,
     /// Whether the bench was interrupted before the end.
@@ -92,8 +104,28 @@ impl Results {
             startup: Vec::new(),
             running: Vec::new(),
             backlog: Vec::new(),
+            in_progress: None,
             errors: Vec::new(),
             interrupted: false,
+        }
+    }
+}
+
+impl Results {
+    /// The bench was interrupted: the run under way is kept as far as it got.
+    pub(crate) fn interrupt(&mut self) {
+        self.interrupted = true;
+        let error = "interrupted during this run".to_owned();
+        match self.in_progress.take() {
+            Some(InProgress::Running(mut run)) => {
+                run.error = Some(error);
+                self.running.push(*run);
+            }
+            Some(InProgress::Backlog(mut run)) => {
+                run.error = Some(error);
+                self.backlog.push(*run);
+            }
+            None => {}
         }
     }
 }

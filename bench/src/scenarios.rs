@@ -119,6 +119,9 @@ pub(crate) struct RunningRun {
     pub(crate) after_deleted: Option<Sample>,
     pub(crate) requests_deleted: Option<Requests>,
     pub(crate) server_deleted: Option<ServerCost>,
+    /// How often the bench's own watch had to relist (the server's history expired);
+    /// objects gone during a relist count as gone when it ends.
+    pub(crate) bench_watch_relists: u64,
     pub(crate) output: Option<OutputSummary>,
     pub(crate) log: Option<PathBuf>,
     /// The step that failed, and why.
@@ -276,7 +279,12 @@ fn latency(samples: &mut [f64]) -> Option<Latency> {
 }
 
 /// Idle, then `n` creations while running, then `n` deletions.
-pub(crate) async fn running(ctx: &Context, kind: Kind, n: usize) -> RunningRun {
+pub(crate) async fn running(
+    ctx: &Context,
+    kind: Kind,
+    n: usize,
+    progress: &(dyn Fn(&RunningRun) + Sync),
+) -> RunningRun {
     let mut run = RunningRun {
         operator: kind,
         n,
@@ -297,12 +305,13 @@ pub(crate) async fn running(ctx: &Context, kind: Kind, n: usize) -> RunningRun {
         after_deleted: None,
         requests_deleted: None,
         server_deleted: None,
+        bench_watch_relists: 0,
         output: None,
         log: None,
         error: None,
     };
     let mut live = Live::default();
-    if let Err(e) = running_steps(ctx, kind, n, &mut run, &mut live).await {
+    if let Err(e) = running_steps(ctx, kind, n, &mut run, &mut live, progress).await {
         run.error = Some(format!("{} running N={n}: {e}", kind.name()));
     }
     (run.output, run.log) = live.stop().await;
@@ -315,6 +324,7 @@ async fn running_steps(
     n: usize,
     run: &mut RunningRun,
     live: &mut Live,
+    progress: &(dyn Fn(&RunningRun) + Sync),
 ) -> Result<(), String> {
     let name = format!("running-{n}-{}", kind.name());
     let what = kind.name();
@@ -331,6 +341,7 @@ async fn running_steps(
     let idle = operator.sample()?;
     run.idle = Some(idle);
     run.idle_mappings = operator.mappings();
+    progress(run);
 
     let tracker = Tracker::start(&cluster.client);
     wait_tracking(cluster).await?;
@@ -354,6 +365,8 @@ async fn running_steps(
                 Some(last.saturating_duration_since(first).as_secs_f64());
         }
         run.latency = latency(&mut tracker.latencies());
+        run.bench_watch_relists = tracker.relists();
+        progress(run);
     }
     run.after_created_settled =
         Some(settle(operator, SETTLE_WINDOW, QUIET, Duration::from_secs(120)).await?);
@@ -367,6 +380,7 @@ async fn running_steps(
         (&counts0, &server0),
         (&counts1, &server1),
     ));
+    progress(run);
     if kind == Kind::Watcher {
         return Ok(());
     }
@@ -385,6 +399,7 @@ async fn running_steps(
             || operator.check_alive(),
         )
         .await?;
+    run.bench_watch_relists = tracker.relists();
     if let (Some(first), Some(last)) = (deleting.first, tracker.last_gone()) {
         run.first_delete_to_all_gone_s = Some(last.saturating_duration_since(first).as_secs_f64());
     }
@@ -400,7 +415,12 @@ async fn running_steps(
 }
 
 /// `n` objects exist; the operator starts and handles them all.
-pub(crate) async fn backlog(ctx: &Context, kind: Kind, n: usize) -> BacklogRun {
+pub(crate) async fn backlog(
+    ctx: &Context,
+    kind: Kind,
+    n: usize,
+    progress: &(dyn Fn(&BacklogRun) + Sync),
+) -> BacklogRun {
     let mut run = BacklogRun {
         operator: kind,
         n,
@@ -417,7 +437,7 @@ pub(crate) async fn backlog(ctx: &Context, kind: Kind, n: usize) -> BacklogRun {
         error: None,
     };
     let mut live = Live::default();
-    if let Err(e) = backlog_steps(ctx, kind, n, &mut run, &mut live).await {
+    if let Err(e) = backlog_steps(ctx, kind, n, &mut run, &mut live, progress).await {
         run.error = Some(format!("{} backlog N={n}: {e}", kind.name()));
     }
     (run.output, run.log) = live.stop().await;
@@ -430,6 +450,7 @@ async fn backlog_steps(
     n: usize,
     run: &mut BacklogRun,
     live: &mut Live,
+    progress: &(dyn Fn(&BacklogRun) + Sync),
 ) -> Result<(), String> {
     let name = format!("backlog-{n}-{}", kind.name());
     let what = kind.name();
@@ -472,6 +493,7 @@ async fn backlog_steps(
     if let Some((first, _)) = tracker.handled_span() {
         run.spawn_to_first_handled_s = Some(first.saturating_duration_since(spawned).as_secs_f64());
     }
+    progress(run);
     let waiting = format!("{what} to handle the backlog of {n}");
     tracker
         .wait(&waiting, n, ctx.limit(n), Tracker::handled, || {
@@ -481,6 +503,7 @@ async fn backlog_steps(
     if let Some((_, last)) = tracker.handled_span() {
         run.spawn_to_all_handled_s = Some(last.saturating_duration_since(spawned).as_secs_f64());
     }
+    progress(run);
     run.settled = Some(settle(operator, SETTLE_WINDOW, QUIET, Duration::from_secs(120)).await?);
     let after = operator.sample()?;
     run.after = Some(after);

@@ -4,7 +4,7 @@
 //! kopfexamples that notes when each was sent, handled (`status.create_fn` shows up)
 //! and gone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -158,8 +158,12 @@ fn summarize(first: Instant, results: Vec<(bool, Result<(), String>)>) -> Sent {
 struct Seen {
     sent: HashMap<String, Instant>,
     handled: HashMap<String, Instant>,
-    present: HashMap<String, ()>,
+    present: HashSet<String>,
     gone: HashMap<String, Instant>,
+    /// While the watch relists (after 410 Gone), the objects listed so far: those
+    /// present before and not listed are gone (the watcher sends no Delete for them).
+    relisting: Option<HashSet<String>>,
+    relists: u64,
     watch_errors: u64,
     last_watch_error: Option<String>,
 }
@@ -255,6 +259,11 @@ impl Tracker {
             .collect()
     }
 
+    /// How many times the watch had to relist (its history expired at the server).
+    pub(crate) fn relists(&self) -> u64 {
+        self.lock().relists
+    }
+
     /// Errors of the watch itself, if any.
     pub(crate) fn watch_errors(&self) -> Option<String> {
         let seen = self.lock();
@@ -307,15 +316,17 @@ fn note_error(seen: &Mutex<Seen>, error: &watcher::Error) {
 
 fn note(seen: &Mutex<Seen>, event: watcher::Event<DynamicObject>, at: Instant) {
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    let key_of = |object: &DynamicObject| {
+        Some(key(
+            object.metadata.namespace.as_deref()?,
+            object.metadata.name.as_deref()?,
+        ))
+    };
     match event {
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-            let (Some(ns), Some(name)) = (
-                object.metadata.namespace.as_deref(),
-                object.metadata.name.as_deref(),
-            ) else {
+            let Some(k) = key_of(&object) else {
                 return;
             };
-            let k = key(ns, name);
             if object
                 .data
                 .get("status")
@@ -324,20 +335,33 @@ fn note(seen: &Mutex<Seen>, event: watcher::Event<DynamicObject>, at: Instant) {
             {
                 seen.handled.entry(k.clone()).or_insert(at);
             }
-            seen.present.insert(k, ());
+            if let Some(listed) = &mut seen.relisting {
+                listed.insert(k.clone());
+            }
+            seen.present.insert(k);
         }
         watcher::Event::Delete(object) => {
-            let (Some(ns), Some(name)) = (
-                object.metadata.namespace.as_deref(),
-                object.metadata.name.as_deref(),
-            ) else {
+            let Some(k) = key_of(&object) else {
                 return;
             };
-            let k = key(ns, name);
             seen.present.remove(&k);
             seen.gone.entry(k).or_insert(at);
         }
-        watcher::Event::Init | watcher::Event::InitDone => {}
+        watcher::Event::Init => {
+            if !seen.present.is_empty() {
+                seen.relists += 1;
+            }
+            seen.relisting = Some(HashSet::new());
+        }
+        watcher::Event::InitDone => {
+            let listed = seen.relisting.take().unwrap_or_default();
+            let vanished: Vec<String> = seen.present.difference(&listed).cloned().collect();
+            for k in vanished {
+                // Gone some time before this relist: noted now (an upper bound).
+                seen.present.remove(&k);
+                seen.gone.entry(k).or_insert(at);
+            }
+        }
     }
 }
 
@@ -357,5 +381,37 @@ mod tests {
         assert_eq!(kex.data["spec"]["field"], "value");
         let pod = body(&objects[10]);
         assert_eq!(pod.types.map(|t| t.kind), Some("Pod".to_owned()));
+    }
+
+    fn kex(name: &str, handled: bool) -> DynamicObject {
+        let mut object = body(&ObjectRef {
+            namespace: "bench-0".into(),
+            name: name.into(),
+            pod: false,
+        });
+        if handled {
+            object.data["status"] = json!({HANDLED_BY: {"message": "hi"}});
+        }
+        object
+    }
+
+    #[test]
+    fn objects_missing_from_a_relist_are_gone() {
+        let seen = Mutex::new(Seen::default());
+        let t0 = Instant::now();
+        note(&seen, watcher::Event::Init, t0);
+        note(&seen, watcher::Event::InitApply(kex("a", false)), t0);
+        note(&seen, watcher::Event::InitApply(kex("b", true)), t0);
+        note(&seen, watcher::Event::InitDone, t0);
+        note(&seen, watcher::Event::Apply(kex("a", true)), t0);
+        note(&seen, watcher::Event::Delete(kex("a", true)), t0);
+        // The history expired: a relist finds neither.
+        note(&seen, watcher::Event::Init, t0);
+        note(&seen, watcher::Event::InitDone, t0);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.handled.len(), 2);
+        assert_eq!(seen.gone.len(), 2);
+        assert!(seen.present.is_empty());
+        assert_eq!(seen.relists, 1);
     }
 }
