@@ -1,4 +1,5 @@
-# Kapsel: `make demo` runs the example operator on the embedded cluster; `make test` runs every check.
+# Kapsel: `make demo` runs the example operator on the embedded cluster; `make test` runs every check;
+# `make bench` measures Kapsel beside Kopf (not part of `make test`).
 CARGO ?= cargo
 WASM_TARGET := wasm32-wasip2
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
@@ -7,7 +8,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy unit cases demo deploy-manifests image clean
+.PHONY: all setup guests build test fmt clippy unit cases demo bench deploy-manifests image clean
 
 all: build guests
 
@@ -60,6 +61,15 @@ IMAGE ?= kapsel:dev
 IMAGE_TOOL ?= docker
 image:
 	$(IMAGE_TOOL) build -t $(IMAGE) .
+
+# Kapsel side by side with Kopf 1.45 (installed from PyPI into $(TARGET_DIR)/bench/venv)
+# and a bare kube-rs watcher, on fresh in-memory clusters: a table, and
+# $(TARGET_DIR)/bench/results.json. `make bench BENCH_ARGS=--quick` for a fast sanity run;
+# `BENCH_ARGS="--n 1000 --repeat 5"` to choose; `--help` for the rest. Release builds:
+# kapsel-cli and the bench in one cargo call, so they share their dependencies' build.
+bench: setup guests
+	$(CARGO) build --release -p kapsel-cli -p kapsel-bench
+	$(TARGET_DIR)/release/kapsel-bench $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -6,7 +6,8 @@
 //! CRUD with every patch type, server-side apply with field ownership (`managedFields`,
 //! conflicts, force), finalizers, owner-reference garbage collection, status subresources,
 //! selectors, and watches with bookmarks and 410 Gone. With a state file, every
-//! acknowledged write survives a crash. Tests can inject faults through [`Faults`].
+//! acknowledged write survives a crash. Tests can inject faults through [`Faults`]; every
+//! request is counted ([`ApiServer::request_counts`], `GET /metrics`).
 //!
 //! With [`Config::rbac`] (`kapsel dev-cluster --rbac`), every request is authenticated
 //! and authorized with RBAC as kube-apiserver does: the server's [`ApiServer::kubeconfig`]
@@ -25,6 +26,7 @@
 
 mod auth;
 mod builtins;
+mod counts;
 mod crd;
 mod defaults;
 mod discovery;
@@ -59,6 +61,7 @@ mod validate;
 mod watch;
 
 pub use auth::StaticToken;
+pub use counts::{RequestCount, RequestKind};
 pub use faults::{Fault, RequestMatcher};
 
 use serde_json::json;
@@ -431,6 +434,13 @@ impl ApiServer {
             .issue(sa, &[auth::ISSUER.to_string()], seconds)
             .map_err(error)?;
         Ok(token)
+    }
+
+    /// How many requests of each kind (client, verb, resource, status code) the server
+    /// answered since it started, sorted by kind; `GET /metrics` serves the same as
+    /// Prometheus text (`apiserver_request_total`).
+    pub fn request_counts(&self) -> Vec<RequestCount> {
+        self.shared.counts.snapshot()
     }
 
     /// The fault-injection handle.

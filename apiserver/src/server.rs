@@ -2,6 +2,7 @@
 //! authorizes (with RBAC on), and dispatches to discovery, object handlers and watches.
 
 use crate::auth::User;
+use crate::counts::RequestKind;
 use crate::faults::RequestInfo;
 use crate::requests::ResPath;
 use crate::state::Shared;
@@ -109,7 +110,55 @@ fn verb_of(method: &Method, p: &ResPath, watch: bool) -> &'static str {
     }
 }
 
+/// Serves `GET /metrics` (the request counts), and counts every other request by its
+/// answer.
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    if req.uri().path() == "/metrics" && req.method() == Method::GET {
+        let text = shared.counts.prometheus();
+        return ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response();
+    }
+    let kind = request_kind(&req);
+    let response = respond(&shared, req).await;
+    shared.counts.record(RequestKind {
+        code: response.status().as_u16(),
+        ..kind
+    });
+    response
+}
+
+/// What a request is about, as counted (the code is the answer's, set later).
+fn request_kind(req: &Request) -> RequestKind {
+    let user_agent = req.headers().get(header::USER_AGENT);
+    let client = crate::counts::client_of(user_agent.and_then(|v| v.to_str().ok()).unwrap_or(""));
+    let watch = req.uri().query().is_some_and(|q| {
+        q.split('&').any(|p| {
+            matches!(
+                p,
+                "watch=1" | "watch=true" | "watch=True" | "watch=t" | "watch=T" | "watch=TRUE"
+            )
+        })
+    });
+    match parse_path(req.uri().path()) {
+        Route::Resource(p) => RequestKind {
+            client,
+            verb: verb_of(req.method(), &p, p.watch || watch).to_owned(),
+            group: p.group,
+            resource: p.plural,
+            subresource: p.sub.unwrap_or_default(),
+            code: 0,
+        },
+        _ => RequestKind {
+            client,
+            verb: req.method().as_str().to_lowercase(),
+            group: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            code: 0,
+        },
+    }
+}
+
+async fn respond(shared: &Arc<Shared>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let query: HashMap<String, String> =
         match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
@@ -178,7 +227,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let view = crate::table::view(accept);
     let result = match route {
         Route::Resource(path) => crate::requests::resource_request(
-            &shared,
+            shared,
             crate::requests::ResourceRequest {
                 method: &parts.method,
                 path,
@@ -198,7 +247,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
         ),
-        other => discovery_request(&shared, other, parts.uri.path(), accept),
+        other => discovery_request(shared, other, parts.uri.path(), accept),
     };
     let writes = !matches!(parts.method, Method::GET | Method::HEAD);
     if writes && let Some(why) = shared.lock().journal_error() {

@@ -1,11 +1,12 @@
 //! The state every request shares: the store (behind a lock whose release makes changes
-//! durable), the injected faults, and what open watches listen to.
+//! durable), the injected faults, the request counts, and what open watches listen to.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::auth::Authenticator;
+use crate::counts::RequestCounts;
 use crate::faults::FaultTable;
 use crate::store::Store;
 
@@ -14,6 +15,8 @@ use crate::store::Store;
 pub(crate) struct Shared {
     store: Mutex<Store>,
     pub(crate) faults: FaultTable,
+    /// Requests answered, by kind (`/metrics`).
+    pub(crate) counts: RequestCounts,
     pub(crate) bookmark_interval: Duration,
     /// Bumped to close every open watch (fault injection, shutdown).
     pub(crate) closer: tokio::sync::watch::Sender<u64>,
@@ -35,6 +38,7 @@ impl Shared {
         Shared {
             store: Mutex::new(store),
             faults: FaultTable::default(),
+            counts: RequestCounts::default(),
             bookmark_interval,
             closer: tokio::sync::watch::channel(0).0,
             addr,

@@ -10,7 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The crates whose modules are checked, by source folder.
-const CRATES: [&str; 4] = ["host/src", "cli/src", "apiserver/src", "guest-sdk/src"];
+const CRATES: [&str; 5] = [
+    "host/src",
+    "cli/src",
+    "apiserver/src",
+    "guest-sdk/src",
+    "bench/src",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

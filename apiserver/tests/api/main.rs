@@ -8,6 +8,7 @@
 
 mod apply;
 mod bodies;
+mod counting;
 mod crud;
 mod discovery;
 mod faults;

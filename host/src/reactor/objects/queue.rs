@@ -18,17 +18,38 @@ const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Routes each object's events to that object's worker, creating workers on
 /// demand. One router serves one stream.
+///
+/// A worker with nothing to do for [`WORKER_IDLE_TIMEOUT`] takes itself out of the map
+/// and ends: an idle object costs no task, no channel and no entry here (its memory
+/// lives on in `objects::memory`). Routing and retiring happen under the map's lock, so
+/// an event is never sent to a worker that is retiring.
 pub(crate) struct Router<F> {
-    workers: HashMap<ObjectKey, Worker>,
+    workers: Arc<Mutex<Workers>>,
     process: Arc<F>,
     /// Counts the objects with events queued or in progress (a metric).
     gauge: QueueGauge,
+}
+
+/// The live workers by object, each with the generation that tells it from a later
+/// worker of the same object.
+#[derive(Default)]
+struct Workers {
+    by_key: HashMap<ObjectKey, Worker>,
+    generation: u64,
 }
 
 struct Worker {
     tx: mpsc::UnboundedSender<ObjectEvent>,
     task: JoinHandle<()>,
     pending: Arc<Pending>,
+    generation: u64,
+}
+
+fn lock(workers: &Mutex<Workers>) -> std::sync::MutexGuard<'_, Workers> {
+    // Every change under this lock is a single insert or remove: a panic cannot tear it.
+    workers
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The events routed to one worker and not yet processed. The gauge counts the workers
@@ -89,7 +110,7 @@ where
 {
     pub(crate) fn new(process: F) -> Self {
         Router {
-            workers: HashMap::new(),
+            workers: Arc::default(),
             process: Arc::new(process),
             gauge: QueueGauge::default(),
         }
@@ -105,12 +126,13 @@ where
     pub(crate) fn route(&mut self, event: ObjectEvent) {
         let key = event.key.clone();
         let deleted = event.event_type == EventType::Deleted;
-        let event = match self.workers.get(&key) {
+        let mut workers = lock(&self.workers);
+        let event = match workers.by_key.get(&key) {
             Some(worker) => {
                 worker.pending.add();
                 match worker.tx.send(event) {
                     Ok(()) => None,
-                    // The worker went idle and closed its queue: start a new one below.
+                    // The worker died (panicked) without retiring: start a new one below.
                     Err(mpsc::error::SendError(event)) => {
                         worker.pending.done();
                         Some(event)
@@ -120,22 +142,19 @@ where
             None => Some(event),
         };
         if let Some(event) = event {
-            let previous = self.workers.remove(&key).map(|w| w.task);
-            let worker = self.spawn(previous, event);
-            self.workers.insert(key.clone(), worker);
+            workers.generation += 1;
+            let generation = workers.generation;
+            let worker = self.spawn(key.clone(), generation, event);
+            workers.by_key.insert(key.clone(), worker);
         }
         if deleted {
             // The worker drains its queue and ends once the sender is gone;
             // uids are never reused, so nothing else will come for this key.
-            self.workers.remove(&key);
-        }
-        if self.workers.len().is_multiple_of(1024) {
-            self.workers
-                .retain(|_, w| !(w.tx.is_closed() && w.task.is_finished()));
+            workers.by_key.remove(&key);
         }
     }
 
-    fn spawn(&self, previous: Option<JoinHandle<()>>, first: ObjectEvent) -> Worker {
+    fn spawn(&self, key: ObjectKey, generation: u64, first: ObjectEvent) -> Worker {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Pending {
             events: Mutex::new(0),
@@ -144,37 +163,50 @@ where
         pending.add();
         let _ = tx.send(first);
         let process = self.process.clone();
+        let workers = self.workers.clone();
         let done = ClearOnDrop(pending.clone());
         let task = tokio::spawn(async move {
-            // A previous worker of this object may still be draining its queue;
-            // waiting for it keeps the object's events in order.
-            if let Some(previous) = previous {
-                let _ = previous.await;
-            }
             loop {
-                match tokio::time::timeout(WORKER_IDLE_TIMEOUT, rx.recv()).await {
-                    Ok(Some(event)) => {
-                        process(event).await;
-                        done.0.done();
-                    }
+                let event = match tokio::time::timeout(WORKER_IDLE_TIMEOUT, rx.recv()).await {
+                    Ok(Some(event)) => event,
+                    // Routed a deletion: the router let go of this worker.
                     Ok(None) => return,
                     Err(_idle) => {
-                        rx.close();
-                        while let Ok(event) = rx.try_recv() {
-                            process(event).await;
-                            done.0.done();
+                        let mut live = lock(&workers);
+                        match rx.try_recv() {
+                            // Routed just before the lock was taken: not idle after all.
+                            Ok(event) => event,
+                            Err(_) => {
+                                if live
+                                    .by_key
+                                    .get(&key)
+                                    .is_some_and(|w| w.generation == generation)
+                                {
+                                    live.by_key.remove(&key);
+                                }
+                                return;
+                            }
                         }
-                        return;
                     }
-                }
+                };
+                process(event).await;
+                done.0.done();
             }
         });
-        Worker { tx, task, pending }
+        Worker {
+            tx,
+            task,
+            pending,
+            generation,
+        }
     }
 
     /// Stops routing; workers finish what they have (bounded by `grace`), then are aborted.
     pub(crate) async fn shutdown(self, grace: Duration) {
-        let tasks: Vec<JoinHandle<()>> = self.workers.into_values().map(|w| w.task).collect();
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut lock(&self.workers).by_key)
+            .into_values()
+            .map(|w| w.task)
+            .collect();
         let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
         if tokio::time::timeout(grace, futures::future::join_all(tasks))
             .await
@@ -239,6 +271,30 @@ mod tests {
             (0..5).map(|n| ("b".to_owned(), n)).collect::<Vec<_>>(),
             "objects are processed in parallel"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_workers_leave_and_come_back() {
+        let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let log = seen.clone();
+        let mut router = Router::new(move |e: ObjectEvent| {
+            let log = log.clone();
+            async move {
+                let n = e.body["n"].as_u64().unwrap_or_default();
+                log.lock().unwrap().push(n);
+            }
+        });
+        router.route(ev("a", 0));
+        tokio::time::sleep(WORKER_IDLE_TIMEOUT * 2).await;
+        assert_eq!(
+            lock(&router.workers).by_key.len(),
+            0,
+            "an idle worker keeps no task, queue or entry"
+        );
+        router.route(ev("a", 1));
+        router.route(ev("a", 2));
+        router.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2]);
     }
 
     fn queued(metrics: &crate::metrics::Metrics) -> Option<String> {

@@ -1,7 +1,7 @@
 //! One watch stream per (resource × namespace): kube-runtime's watcher (list+watch,
 //! bookmarks, 410 → relist, backoff, idle timeout) turned into Kopf's raw events.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,8 +106,13 @@ pub(crate) async fn run(
     config.page_size = settings.page_size;
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
 
-    let mut known: HashMap<ObjectKey, Arc<Value>> = HashMap::new();
-    let mut relisted: Option<HashMap<ObjectKey, Arc<Value>>> = None;
+    // Every object the stream knows, as compact JSON text: the key tells an addition from
+    // a modification, and the text is the body of the DELETED event of an object that
+    // vanished while the stream was down. Text, not a parsed `Value`: a parsed body
+    // takes several times the memory, and is needed only for those rare deletions.
+    let mut known: HashMap<ObjectKey, Box<str>> = HashMap::new();
+    // The objects listed so far while a (re)listing is under way.
+    let mut relisted: Option<HashSet<ObjectKey>> = None;
     let mut listings: u64 = 0;
     let stream_name = match &namespace {
         Some(ns) => format!("{} in {ns}", resource.key()),
@@ -129,11 +134,11 @@ pub(crate) async fn run(
                     continue;
                 };
                 // Not recorded: these come from memory, not from the cluster.
-                let known = known.iter().map(|(key, body)| {
+                let known = known.iter().map(|(key, text)| {
                     StreamSignal::Object(ObjectEvent {
                         event_type: EventType::Listed,
                         key: key.clone(),
-                        body: body.clone(),
+                        body: Arc::new(serde_json::from_str(text).unwrap_or(Value::Null)),
                     })
                 });
                 for signal in known.chain([StreamSignal::Replayed(seq)]) {
@@ -156,16 +161,16 @@ pub(crate) async fn run(
         };
         let signal = match event {
             Event::Init => {
-                relisted = Some(HashMap::new());
+                relisted = Some(HashSet::new());
                 continue;
             }
             Event::InitApply(obj) => {
                 let body = body_of(obj, &resource);
                 let key = object_key(&body);
                 if let Some(listed) = relisted.as_mut() {
-                    listed.insert(key.clone(), body.clone());
+                    listed.insert(key.clone());
                 }
-                known.insert(key.clone(), body.clone());
+                known.insert(key.clone(), compact(&body));
                 StreamSignal::Object(ObjectEvent {
                     event_type: EventType::Listed,
                     key,
@@ -176,15 +181,15 @@ pub(crate) async fn run(
                 if let Some(listed) = relisted.take() {
                     let vanished: Vec<ObjectKey> = known
                         .keys()
-                        .filter(|k| !listed.contains_key(*k))
+                        .filter(|k| !listed.contains(*k))
                         .cloned()
                         .collect();
                     for key in vanished {
-                        if let Some(body) = known.remove(&key) {
+                        if let Some(text) = known.remove(&key) {
                             let deleted = ObjectEvent {
                                 event_type: EventType::Deleted,
                                 key,
-                                body,
+                                body: Arc::new(serde_json::from_str(&text).unwrap_or(Value::Null)),
                             };
                             record(&recorder, &resource, &deleted);
                             if out.send(StreamSignal::Object(deleted)).is_err() {
@@ -201,7 +206,7 @@ pub(crate) async fn run(
             Event::Apply(obj) => {
                 let body = body_of(obj, &resource);
                 let key = object_key(&body);
-                let event_type = if known.insert(key.clone(), body.clone()).is_some() {
+                let event_type = if known.insert(key.clone(), compact(&body)).is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
@@ -230,6 +235,13 @@ pub(crate) async fn run(
             return;
         }
     }
+}
+
+/// The body as compact JSON text (serialising a `Value` cannot fail).
+fn compact(body: &Value) -> Box<str> {
+    serde_json::to_string(body)
+        .unwrap_or_default()
+        .into_boxed_str()
 }
 
 fn record(recorder: &Recorder, resource: &Resource, event: &ObjectEvent) {
