@@ -195,7 +195,7 @@ async fn respond(shared: &Arc<Shared>, req: Request) -> Response {
         return err.into_response();
     }
     let user = if shared.rbac {
-        match authorize(&shared, &parts, &query) {
+        match authorize(shared, &parts, &query) {
             Ok(user) => Some(Arc::new(user)),
             Err(e) => return e.into_response(),
         }

@@ -127,9 +127,11 @@ impl DevCluster {
     }
 
     /// The peering CRDs and the cluster-wide `default` peering object
-    /// (`deploy/peering-crds.yaml`), so that `kapsel run -A` writes its peer record there.
+    /// (`deploy/operator/`), so that `kapsel run -A` writes its peer record there.
     pub(crate) fn with_peering(&self) {
-        let text = std::fs::read_to_string(repository().join("deploy/peering-crds.yaml")).unwrap();
+        let deploy = repository().join("deploy/operator");
+        let read = |file: &str| std::fs::read_to_string(deploy.join(file)).unwrap();
+        let text = read("peering-crds.yaml") + "\n---\n" + &read("peering-default.yaml");
         for doc in text.split("\n---") {
             let doc: Value = serde_yaml::from_str(doc).unwrap();
             match doc["kind"].as_str() {
