@@ -245,7 +245,8 @@ fn run_reads_the_kubeconfig_it_is_given() {
         .unwrap();
     interrupt_and_wait(child);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // A guest that cannot be loaded is an input error (exit 2), not a cluster failure.
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no guest could be loaded"), "{stderr}");
     assert!(
         !stderr.contains("cannot find a Kubernetes cluster"),

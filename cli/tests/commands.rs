@@ -113,7 +113,14 @@ fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
         .unwrap(),
     );
     let output = kapsel()
-        .args(["rbac", "--namespace", "ops", "--service-account", "op"])
+        .args([
+            "rbac",
+            "-A",
+            "--operator-namespace",
+            "ops",
+            "--service-account",
+            "op",
+        ])
         .arg(guest("kube_calls"))
         .env("KUBECONFIG", &cluster.kubeconfig)
         .env("HOME", &dir)

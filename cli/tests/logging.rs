@@ -21,7 +21,8 @@ fn run_without_guests(name: &str, logging: &[&str]) -> Output {
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    // A guest that cannot be loaded is an input error.
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
     output
 }
 

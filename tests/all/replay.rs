@@ -280,8 +280,13 @@ async fn changes_of_what_guests_read_unwatched_are_replayed() {
             )
             .await;
             wait_for(&client, "team", "kex", |o| {
+                // The cycle is over once the diff-base (written after the results) has it.
                 o.is_some_and(|o| {
-                    o["status"]["read_settings"]["level"] == level && o["spec"]["size"] == size
+                    o["status"]["read_settings"]["level"] == level
+                        && o["metadata"]["annotations"]
+                            ["kopf.zalando.org/last-handled-configuration"]
+                            .as_str()
+                            .is_some_and(|d| d.contains(&format!("\"size\":{size}")))
                 })
             })
             .await;

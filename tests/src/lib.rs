@@ -288,6 +288,15 @@ pub fn configmap(name: &str, labels: Value) -> Value {
     })
 }
 
+/// An operator of the `changes` guest, whose handlers use Kopf's sub-second delays and
+/// backoffs (0.3 s, 0.5 s): these tests check Kopf's timing, so the host's floor on
+/// retry delays (1 s by default, against retry storms) is lowered for them.
+pub fn changes_operator() -> kapsel_host::Operator {
+    let mut limits = kapsel_host::Limits::default();
+    limits.min_retry_delay = Duration::from_millis(10);
+    kapsel_host::Operator::new([guest("changes")]).limits(limits)
+}
+
 /// How long tests wait for the operator to react.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -444,15 +453,14 @@ impl Scene {
 
     /// Starts an operator with the `changes` guest.
     pub fn operator(&self) -> kapsel_host::testing::RunningOperator {
-        self.cluster
-            .start_operator(kapsel_host::Operator::new([guest("changes")]))
+        self.cluster.start_operator(changes_operator())
     }
 
     /// Starts an operator with the `changes` guest on handler time: retry delays and
     /// backoffs pass only when the test advances it.
     pub fn operator_on_handler_time(&self) -> kapsel_host::testing::RunningOperator {
         self.cluster
-            .start_operator_on_handler_time(kapsel_host::Operator::new([guest("changes")]))
+            .start_operator_on_handler_time(changes_operator())
     }
 
     /// `namespace/name`, as the journal names objects.

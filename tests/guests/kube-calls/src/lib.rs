@@ -209,9 +209,17 @@ mod tests {
     #[test]
     fn peek_secret_is_forbidden() {
         testing::reset();
+        let refused = peek_secret(&example(json!({})));
         assert_eq!(
-            peek_secret(&example(json!({}))),
-            json!({"code": 403, "reason": "Forbidden"})
+            (&refused["code"], &refused["reason"]),
+            (&json!(403), &json!("Forbidden"))
+        );
+        // The fake host names the declaration to add, as the real one does.
+        assert!(
+            refused["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("kapsel::permit!(\"v1\", \"secrets\"")),
+            "{refused}"
         );
         let calls = testing::api::calls();
         assert_eq!(

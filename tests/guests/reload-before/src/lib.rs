@@ -36,7 +36,7 @@ fn stamp() -> Value {
 #[kapsel::on::create(
     "kopfexamples",
     labels("reload.test/slow" = present),
-    deadline_ms = 120000
+    deadline_ms = 60000
 )]
 fn slow(cause: &Cause) -> kapsel::Result<Value> {
     kapsel::info!("slow {VERSION} started for {}", name(cause));
