@@ -8,77 +8,14 @@
     reason = "test helpers: a failed step is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::time::Duration;
 
 use kapsel_host::testing::{Cluster, Fault, RequestMatcher};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-/// The longest wait for something the operator must do.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The compiled guests (`scripts/build-guests`, as `make` builds them).
-fn guest(name: &str) -> PathBuf {
-    let output = Command::new(repository().join("scripts/build-guests"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()).join(format!("{name}.wasm"))
-}
-
-fn manifest(name: &str) -> Value {
-    let path = repository().join("examples/manifests").join(name);
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn kopfexamples(client: &kube::Client) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "kopf.dev".into(),
-        version: "v1".into(),
-        api_version: "kopf.dev/v1".into(),
-        kind: "KopfExample".into(),
-        plural: "kopfexamples".into(),
-    };
-    Api::namespaced_with(client.clone(), "default", &resource)
-}
-
-/// Serves the kopfexamples of `examples/manifests`.
-async fn create_crd(client: &kube::Client) {
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource {
-            group: "apiextensions.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            plural: "customresourcedefinitions".into(),
-        },
-    );
-    let crd = serde_json::from_value(manifest("kopfexamples-crd.yaml")).unwrap();
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-}
-
-/// `kapsel run` of a guest on the cluster the kubeconfig names.
-fn start_operator(kubeconfig: &Path, guest: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kapsel"))
-        .args(["run", "-A", "--standalone", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(guest)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
+use support::{PATIENCE, create_crd, guest, kopfexamples, manifest, start_operator};
 
 /// Polls until `done` holds for the object, or panics after [`PATIENCE`] with its last body.
 async fn until(api: &Api<DynamicObject>, name: &str, what: &str, done: impl Fn(&Value) -> bool) {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::Value;
 
 /// How long the tests wait for the operator to get somewhere.
@@ -176,4 +177,54 @@ pub(crate) fn wait_until<T>(what: &str, mut found: impl FnMut() -> Option<T>) ->
         assert!(Instant::now() < deadline, "{what}: not within {PATIENCE:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+pub(crate) fn manifest(name: &str) -> Value {
+    let path = repository().join("examples/manifests").join(name);
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+pub(crate) fn kopfexamples(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "kopf.dev".into(),
+        version: "v1".into(),
+        api_version: "kopf.dev/v1".into(),
+        kind: "KopfExample".into(),
+        plural: "kopfexamples".into(),
+    };
+    Api::namespaced_with(client.clone(), "default", &resource)
+}
+
+/// Serves the kopfexamples of `examples/manifests`.
+pub(crate) async fn create_crd(client: &kube::Client) {
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+        },
+    );
+    let crd = serde_json::from_value(manifest("kopfexamples-crd.yaml")).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+}
+
+/// `kapsel run` of a guest on the cluster the kubeconfig names.
+pub(crate) fn start_operator(kubeconfig: &Path, guest: &Path) -> Child {
+    start_operator_with(kubeconfig, guest, &[])
+}
+
+/// `kapsel run` of a guest on the cluster the kubeconfig names, with more flags.
+pub(crate) fn start_operator_with(kubeconfig: &Path, guest: &Path, flags: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kapsel"))
+        .args(["run", "-A", "--standalone", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(flags)
+        .arg(guest)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
