@@ -15,6 +15,7 @@
 //! | `kapsel_self_trigger_backoffs_total` (objects backed off for re-triggering themselves) | counter | resource |
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
+//! | `kapsel_objects_remembered` (objects the operator keeps state for) | gauge | |
 //! | `kapsel_paused` (1 while peering pauses the operator) | gauge | |
 //! | `kapsel_guest_reloads_total` (guests changed while running) | counter | guest, result (`added`, `replaced`, `removed`, `refused`) |
 //!
@@ -85,6 +86,8 @@ struct State {
     restarts: BTreeMap<String, u64>,
     /// Shared with every queue of the resource (one per namespace).
     queues: BTreeMap<String, Arc<AtomicI64>>,
+    /// Shared with the objects' memories.
+    remembered: Arc<AtomicI64>,
     /// Operator loops that ended in a panic; liveness fails while any is listed.
     dead_loops: BTreeSet<String>,
     /// Guest reloads by (guest, result).
@@ -221,8 +224,13 @@ impl Metrics {
     }
 
     /// The gauge of objects in the queues of `resource`.
-    pub(crate) fn queue(&self, resource: &str) -> QueueGauge {
-        QueueGauge(
+    /// The gauge of objects the operator keeps state for (it forgets deleted ones).
+    pub(crate) fn remembered_objects(&self) -> Gauge {
+        Gauge(self.state().remembered.clone())
+    }
+
+    pub(crate) fn queue(&self, resource: &str) -> Gauge {
+        Gauge(
             self.state()
                 .queues
                 .entry(resource.to_owned())
@@ -352,6 +360,16 @@ impl Metrics {
                 gauge.load(Ordering::Relaxed).max(0),
             );
         }
+        out.family(
+            "kapsel_objects_remembered",
+            "Objects the operator keeps state for (deleted ones are forgotten).",
+            "gauge",
+        );
+        out.sample(
+            "kapsel_objects_remembered",
+            &[],
+            state.remembered.load(Ordering::Relaxed).max(0),
+        );
         render_containment(&state, &mut out);
         out.family(
             "kapsel_guest_reloads_total",
@@ -448,11 +466,12 @@ fn render_containment(state: &State, out: &mut Exposition) {
     }
 }
 
-/// The count of objects with work in one resource's queues.
+/// A count others move up and down (objects with work in a resource's queues,
+/// objects remembered).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct QueueGauge(Arc<AtomicI64>);
+pub(crate) struct Gauge(Arc<AtomicI64>);
 
-impl QueueGauge {
+impl Gauge {
     pub(crate) fn increment(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }

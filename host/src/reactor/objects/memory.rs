@@ -22,6 +22,7 @@ use super::self_triggers::SelfTriggers;
 use super::tasks::ObjectTasks;
 use crate::clock::{Clock, Sleep};
 use crate::handlers::ObjectKey;
+use crate::metrics::Gauge;
 use crate::reactor::changes::FinalizerChange;
 
 /// Every object's memory, shared by all streams (keys are uids: unique cluster-wide).
@@ -30,12 +31,22 @@ pub(crate) struct Memories {
     map: Arc<Mutex<HashMap<ObjectKey, Arc<ObjectMemory>>>>,
     /// Objects forgotten lately (deleted): all their versions count as seen.
     forgotten: Arc<Mutex<VecDeque<ObjectKey>>>,
+    /// How many objects are remembered, for the metrics.
+    gauge: Gauge,
 }
 
 /// How many deleted objects [`Memories::has_seen`] remembers as seen.
 const FORGOTTEN: usize = 256;
 
 impl Memories {
+    /// Memories that count themselves on `gauge`.
+    pub(crate) fn counted(gauge: Gauge) -> Memories {
+        Memories {
+            gauge,
+            ..Memories::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, Arc<ObjectMemory>>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -48,12 +59,20 @@ impl Memories {
 
     /// The object's memory, created on first use.
     pub(crate) fn get(&self, key: &ObjectKey) -> Arc<ObjectMemory> {
-        self.lock().entry(key.clone()).or_default().clone()
+        self.lock()
+            .entry(key.clone())
+            .or_insert_with(|| {
+                self.gauge.increment();
+                Arc::default()
+            })
+            .clone()
     }
 
     /// The object is gone: forget it.
     pub(crate) fn forget(&self, key: &ObjectKey) {
-        self.lock().remove(key);
+        if self.lock().remove(key).is_some() {
+            self.gauge.decrement();
+        }
         let mut forgotten = self.forgotten.lock().unwrap_or_else(|p| p.into_inner());
         if forgotten.len() == FORGOTTEN {
             forgotten.pop_front();

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::events::{EventType, ObjectEvent};
 use crate::handlers::ObjectKey;
-use crate::metrics::QueueGauge;
+use crate::metrics::Gauge;
 
 /// Kopf's `queueing.idle_timeout`: a worker with nothing to do goes away.
 const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,7 +27,7 @@ pub(crate) struct Router<F> {
     workers: Arc<Mutex<Workers>>,
     process: Arc<F>,
     /// Counts the objects with events queued or in progress (a metric).
-    gauge: QueueGauge,
+    gauge: Gauge,
 }
 
 /// The live workers by object, each with the generation that tells it from a later
@@ -58,7 +58,7 @@ fn lock(workers: &Mutex<Workers>) -> std::sync::MutexGuard<'_, Workers> {
 /// adds 0 or 1.
 struct Pending {
     events: Mutex<usize>,
-    gauge: QueueGauge,
+    gauge: Gauge,
 }
 
 impl Pending {
@@ -112,12 +112,12 @@ where
         Router {
             workers: Arc::default(),
             process: Arc::new(process),
-            gauge: QueueGauge::default(),
+            gauge: Gauge::default(),
         }
     }
 
     /// Counts this router's objects with work in `gauge`.
-    pub(crate) fn counted(mut self, gauge: QueueGauge) -> Self {
+    pub(crate) fn counted(mut self, gauge: Gauge) -> Self {
         self.gauge = gauge;
         self
     }
