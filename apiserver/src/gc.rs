@@ -1,7 +1,7 @@
 //! Deletion: finalizers and `deletionTimestamp`, owner-reference garbage collection,
 //! namespace and CRD cleanup (the work kube's controllers do, done inline here).
 
-use crate::objects::{meta_mut, now};
+use crate::meta::{meta_mut, now};
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str};
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! Object writes and reads with kube-apiserver's rules: create, get, update (PUT and the
 //! common tail of every patch), metadata bookkeeping, generation and status subresources.
 
-pub(crate) use crate::meta::{meta_mut, now};
+use crate::meta::{meta_mut, now};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, Target};
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str, res_of};

@@ -110,7 +110,7 @@ pub(crate) fn apply_scale(
     let mut out = obj.clone();
     let rv = meta_str(scale, "resourceVersion");
     if !rv.is_empty() {
-        crate::objects::meta_mut(&mut out).insert("resourceVersion".into(), json!(rv));
+        crate::meta::meta_mut(&mut out).insert("resourceVersion".into(), json!(rv));
     }
     let mut cur = &mut out;
     let ptr = pointer(&p.spec);

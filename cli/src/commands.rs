@@ -107,7 +107,7 @@ impl Cli {
     }
 }
 
-/// The operator a `kapsel run` command line describes, for [`crate::Runner`]: the
+/// The operator a `kapsel run` command line describes, for `Runner`: the
 /// arguments after `kapsel` (`["run", "-A", "guest.wasm"]`). `--embedded` is ignored:
 /// the runner brings its own cluster.
 ///

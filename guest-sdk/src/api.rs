@@ -54,7 +54,7 @@
 //! the guest has not declared the call with `permit!`, or code 0 when the request
 //! never reached the API server. `?` turns it into an arbitrary handler error.
 //!
-//! In native tests, calls go to the fake API of [`testing::api`](crate::testing::api).
+//! In native tests, calls go to the fake API of `kapsel::testing::api`.
 
 use serde::Serialize;
 use serde_json::Value;

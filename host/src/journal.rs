@@ -166,10 +166,8 @@ type Observer = Arc<dyn Fn(&Record) + Send + Sync>;
 /// A shared, append-only list of [`Record`]s that can be waited on.
 ///
 /// By default it keeps only the most recent records (a bounded ring): an operator
-/// nobody watches must not accumulate its history in memory. [`Operator::journal`]
-/// (and so [`crate::testing`]) switches it to keep every record, which tests read.
-///
-/// [`Operator::journal`]: crate::Operator::journal
+/// nobody watches must not accumulate its history in memory. `Operator::journal`
+/// (and so the `testing` harness) switches it to keep every record, which tests read.
 #[derive(Clone)]
 pub struct Journal {
     shared: Arc<Shared>,
@@ -262,7 +260,7 @@ impl Journal {
         self.changed.send_modify(|pushed| *pushed += 1);
     }
 
-    /// A copy of the records kept so far: every record once [`crate::Operator::journal`]
+    /// A copy of the records kept so far: every record once `Operator::journal`
     /// was asked for, else the most recent ones.
     pub fn records(&self) -> Vec<Record> {
         self.lock().records.iter().cloned().collect()

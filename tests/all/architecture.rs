@@ -2,9 +2,10 @@
 //! and every source file says what it is in a `//!` line (ARCHITECTURE.md).
 //!
 //! Module dependencies are read from the source text: every `crate::`, `super::` and
-//! `self::` path (in `use` trees and inline) is resolved to the module it names, and each
-//! one becomes an edge between the two children of the folder that holds both. Test
-//! modules (`#[cfg(test)] mod tests`, `tests.rs`) are left out: they may look anywhere.
+//! `self::` path (in `use` trees, inline, and in doc links) is resolved to the module it
+//! names as written and, through re-exports, to the module that defines it; each becomes
+//! an edge between the two children of the folder that holds both. Test modules count
+//! too: a test that reaches up a layer ties the layers together as much as code does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -345,22 +346,21 @@ fn crate_cycles(src: &Path) -> Vec<String> {
     let aliases = re_exports(&files);
     let mut graph: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (module, path) in &files {
-        if path.file_stem().is_some_and(|s| s == "tests") {
-            continue;
-        }
         let source = std::fs::read_to_string(path).unwrap_or_default();
-        for named in named_paths(&production_text(&source)) {
-            let Some(target) = resolve(module, &named) else {
+        for named in named_paths(&source) {
+            let Some(written) = resolve(module, &named) else {
                 continue;
             };
-            let target = unalias(target, &aliases);
-            if let Some((folder, from, to)) = sibling_edge(module, &target, &folders) {
-                graph
-                    .entry(folder)
-                    .or_default()
-                    .entry(from)
-                    .or_default()
-                    .insert(to);
+            let defined = unalias(written.clone(), &aliases);
+            for target in [written, defined] {
+                if let Some((folder, from, to)) = sibling_edge(module, &target, &folders) {
+                    graph
+                        .entry(folder)
+                        .or_default()
+                        .entry(from)
+                        .or_default()
+                        .insert(to);
+                }
             }
         }
     }
@@ -414,8 +414,8 @@ fn the_cycle_check_finds_cycles() {
     let found = crate_cycles(&src);
     assert_eq!(
         found,
-        vec!["(crate root): {a, b}".to_owned()],
-        "c's test module does not count"
+        vec!["(crate root): {a, b, c}".to_owned()],
+        "c's test module counts"
     );
     // Through a re-export of the crate root: `crate::D` is `d::D`.
     std::fs::remove_dir_all(src.join("a")).expect("remove a");
@@ -424,11 +424,34 @@ fn the_cycle_check_finds_cycles() {
     std::fs::write(src.join("c.rs"), "//! c\nuse crate::D;\n").expect("write");
     std::fs::write(src.join("d.rs"), "//! d\nfn f() { crate::c::g(); }\n").expect("write");
     let found = crate_cycles(&src);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         found,
         vec!["(crate root): {c, d}".to_owned()],
         "re-exports are followed"
+    );
+    // Through a module that re-exports another's item (`crate::e::f` is `g::f`), and
+    // through a doc link: both name the module as written.
+    std::fs::write(src.join("lib.rs"), "//! x\nmod e;\nmod g;\nmod h;\n").expect("write");
+    std::fs::write(src.join("g.rs"), "//! g\npub(crate) fn f() {}\n").expect("write");
+    std::fs::write(
+        src.join("h.rs"),
+        "//! h, see [`E`](crate::e::E)\nfn k() { crate::e::f(); }\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("e.rs"),
+        "//! e\npub(crate) use crate::g::f;\nuse crate::h;\n",
+    )
+    .expect("write");
+    for gone in ["c.rs", "d.rs"] {
+        std::fs::remove_file(src.join(gone)).expect("remove");
+    }
+    let found = crate_cycles(&src);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        found,
+        vec!["(crate root): {e, h}".to_owned()],
+        "paths count as written"
     );
 }
 

@@ -103,7 +103,7 @@ fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
             v
         })
         .collect();
-    let meta = crate::objects::meta_mut(obj);
+    let meta = crate::meta::meta_mut(obj);
     if list.is_empty() {
         meta.remove("managedFields");
     } else {
@@ -224,7 +224,7 @@ pub(crate) fn record_update(
         e.set = e.set.difference(&taken);
     }
     let api_version = rt.api_version();
-    let now = crate::objects::now();
+    let now = crate::meta::now();
     match entries.iter_mut().find(|e| e.is(who, "Update")) {
         Some(e) => {
             e.set = e.set.union(&changed_set);
@@ -317,7 +317,7 @@ pub(crate) fn apply(
         e.set = e.set.difference(&removed);
     }
     let object_changed = !changed_set.is_empty() || !removed.is_empty();
-    let now = crate::objects::now();
+    let now = crate::meta::now();
     match entries.iter_mut().find(|e| e.is(who, "Apply")) {
         Some(e) => {
             if object_changed || e.set != config_set {

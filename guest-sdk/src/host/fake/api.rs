@@ -21,7 +21,7 @@ pub struct Call {
     pub verb: String,
     /// The resource as the handler named it, in Kopf's `name[.version[.group]]`
     /// form: `configmaps.v1` for `Api::new("v1", "configmaps")`,
-    /// `KopfExample.v1.kopf.dev` for [`Api::of`](crate::api::Api::of) on a
+    /// `KopfExample.v1.kopf.dev` for `Api::of` on a
     /// `kopf.dev/v1` `KopfExample`.
     pub target: String,
     /// The namespace the handler gave (`None`: none).
@@ -400,7 +400,7 @@ pub fn fail_next(verb: &str, error: ApiError) {
 }
 
 /// Sets the current object's namespace, which calls without a namespace use
-/// (building a [`Cause`](crate::Cause) with [`cause()`](crate::testing::cause) sets it
+/// (building a `Cause` with `kapsel::testing::cause()` sets it
 /// from the body).
 pub fn set_current_namespace(namespace: Option<&str>) {
     API.with_borrow_mut(|api| {
@@ -411,107 +411,4 @@ pub fn set_current_namespace(namespace: Option<&str>) {
 /// Forgets objects, types, calls and scripted failures.
 pub(crate) fn reset() {
     API.with_borrow_mut(|api| *api = FakeApi::default());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::Api;
-
-    crate::permit!(
-        "v1",
-        "configmaps",
-        verbs = ["get", "list", "create", "patch", "delete"]
-    );
-    crate::permit!(group = "kopf.dev", kind = "KopfExample", verbs = ["list"]);
-
-    #[test]
-    fn behaves_like_an_api_server() {
-        crate::testing::reset();
-        set_current_namespace(Some("here"));
-        let cms = Api::new("v1", "configmaps");
-        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                          "metadata": {"name": "a", "labels": {"app": "x"}}, "data": {"k": "1"}});
-        let created = cms.create(&body).unwrap();
-        assert_eq!(created["metadata"]["namespace"], "here");
-        assert_eq!(created["metadata"]["resourceVersion"], "1");
-        assert!(created["metadata"]["uid"].is_string());
-        assert_eq!(cms.create(&body).unwrap_err().reason, "AlreadyExists");
-        let elsewhere = cms.clone().namespace("there");
-        let error = elsewhere.create(&body).unwrap();
-        assert_eq!(error["metadata"]["namespace"], "there");
-        let mismatch = json!({"metadata": {"name": "b", "namespace": "other"}});
-        assert_eq!(elsewhere.create(&mismatch).unwrap_err().code, 400);
-
-        assert_eq!(cms.get("a").unwrap()["data"]["k"], "1");
-        assert!(elsewhere.get("missing").unwrap_err().is_not_found());
-        let patched = cms
-            .patch(
-                "a",
-                &json!({"data": {"k": null, "j": "2"}, "metadata": {"name": "z"}}),
-            )
-            .unwrap();
-        assert_eq!(patched["data"], json!({"j": "2"}));
-        assert_eq!(patched["metadata"]["name"], "a");
-        assert_ne!(
-            patched["metadata"]["resourceVersion"],
-            created["metadata"]["resourceVersion"]
-        );
-
-        assert_eq!(cms.list(None).unwrap().len(), 2);
-        assert_eq!(
-            cms.clone()
-                .namespace("here")
-                .list(Some("app=x"))
-                .unwrap()
-                .len(),
-            1
-        );
-        assert_eq!(cms.list(Some("app!=x")).unwrap().len(), 0);
-        let kinds = Api::of(&patched).list(None).unwrap();
-        assert_eq!(kinds[0]["kind"], "ConfigMap");
-        assert_eq!(cms.list(Some("a in (b)")).unwrap_err().reason, "BadRequest");
-
-        insert(json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                      "metadata": {"name": "k", "namespace": "here"}}));
-        assert_eq!(
-            Api::new("kopf.dev/v1", "kopfexamples")
-                .list(None)
-                .unwrap()
-                .len(),
-            1
-        );
-        assert!(
-            Api::new("kopf.dev/v1", "kopfexample")
-                .get("k")
-                .unwrap_err()
-                .is_forbidden()
-        );
-
-        cms.delete("a").unwrap();
-        assert!(cms.delete("a").unwrap_err().is_not_found());
-        assert!(get("v1", "ConfigMap", Some("here"), "a").is_none());
-        assert!(get("v1", "ConfigMap", Some("there"), "a").is_some());
-        assert_eq!(objects().len(), 2);
-        let verbs: Vec<String> = calls().into_iter().map(|c| c.verb).collect();
-        assert_eq!(verbs[..4], ["create", "create", "create", "create"]);
-    }
-
-    #[test]
-    fn undeclared_calls_are_forbidden() {
-        crate::testing::reset();
-        let error = Api::namespaced("v1", "secrets", "ns").get("x").unwrap_err();
-        assert_eq!((error.code, error.reason.as_str()), (403, "Forbidden"));
-        assert!(
-            error
-                .message
-                .contains(r#"kapsel::permit!("v1", "secrets", verbs = ["get"]);"#),
-            "{}",
-            error.message
-        );
-        assert_eq!(calls()[0].target, "secrets.v1");
-        fail_next("get", ApiError::new(500, "InternalError", "boom"));
-        assert_eq!(Api::new("v1", "secrets").get("x").unwrap_err().code, 500);
-        assert_eq!(Api::new("v1", "secrets").get("x").unwrap_err().code, 403);
-    }
 }
