@@ -88,8 +88,18 @@ fn broken_guest_files_are_refused_naming_the_file_and_the_fault() {
         std::fs::write(&path, bytes).unwrap();
         let path = path.to_str().unwrap();
         refused(&["inspect", path], &[name, reason]);
+        // The embedded cluster's kubeconfig goes to the scratch folder, not the checkout.
+        let kubeconfig = dir.join("kubeconfig");
         refused(
-            &["run", "--embedded", "-A", "--standalone", path],
+            &[
+                "run",
+                "--embedded",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "-A",
+                "--standalone",
+                path,
+            ],
             &[name, reason],
         );
     }
