@@ -17,34 +17,19 @@ use chrono::{DateTime, TimeDelta, Utc};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::scenario::step_with;
+use super::scenario::{on, on_delete, on_field, step_with};
 use super::*;
 use crate::handlers::execution::Attempt;
 
 const FIN: &str = "kopf.zalando.org/KopfFinalizerMarker";
 
 fn handlers() -> Vec<ChangingHandler> {
-    let on = |id: &str, reason| ChangingHandler {
-        id: id.into(),
-        guest: "g".into(),
-        reason: Some(reason),
-        ..Default::default()
-    };
     vec![
         on("create_fn", Reason::Create),
         on("update_fn", Reason::Update),
         on("resume_fn", Reason::Resume),
-        ChangingHandler {
-            id: "field_fn/spec.a".into(),
-            guest: "g".into(),
-            field: Some(vec!["spec".into(), "a".into()]),
-            field_needs_change: true,
-            ..Default::default()
-        },
-        ChangingHandler {
-            requires_finalizer: true,
-            ..on("delete_fn", Reason::Delete)
-        },
+        on_field("spec.a"),
+        on_delete("delete_fn"),
     ]
 }
 

@@ -27,28 +27,42 @@ fn p(path: &str) -> Vec<String> {
     path.split('.').map(str::to_owned).collect()
 }
 
-fn handlers() -> Vec<ChangingHandler> {
-    let on = |id: &str, reason| ChangingHandler {
+/// A handler of guest `g` for one reason.
+pub(super) fn on(id: &str, reason: Reason) -> ChangingHandler {
+    ChangingHandler {
         id: id.into(),
         guest: "g".into(),
         reason: Some(reason),
         ..Default::default()
-    };
+    }
+}
+
+/// A handler of guest `g` for changes of the field at `path` (`on.field`).
+pub(super) fn on_field(path: &str) -> ChangingHandler {
+    ChangingHandler {
+        id: format!("field_fn/{path}"),
+        guest: "g".into(),
+        field: Some(p(path)),
+        field_needs_change: true,
+        ..Default::default()
+    }
+}
+
+/// A deletion handler of guest `g` (it needs the finalizer).
+pub(super) fn on_delete(id: &str) -> ChangingHandler {
+    ChangingHandler {
+        requires_finalizer: true,
+        ..on(id, Reason::Delete)
+    }
+}
+
+fn handlers() -> Vec<ChangingHandler> {
     vec![
         on("create_fn", Reason::Create),
         on("create_2", Reason::Create),
         on("update_fn", Reason::Update),
-        ChangingHandler {
-            id: "field_fn/spec.field".into(),
-            guest: "g".into(),
-            field: Some(p("spec.field")),
-            field_needs_change: true,
-            ..Default::default()
-        },
-        ChangingHandler {
-            requires_finalizer: true,
-            ..on("delete_fn", Reason::Delete)
-        },
+        on_field("spec.field"),
+        on_delete("delete_fn"),
     ]
 }
 
