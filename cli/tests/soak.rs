@@ -39,27 +39,12 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// One sample of the operator's own gauge from its metrics endpoint.
 async fn gauge(url: &str, name: &str) -> Option<i64> {
-    let text = reqwest_lite(url).await?;
+    let (_, text) = kapsel_tests::http("GET", url).await?;
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
         .reduce(|a, b| a + b)
         .or(Some(0))
-}
-
-/// A plain HTTP GET over a TCP stream (the metrics endpoint speaks HTTP/1.1).
-async fn reqwest_lite(url: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/')?;
-    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.ok()?;
-    answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
 }
 
 /// Waits until `done` holds for the list of kopfexamples, or panics saying `what`.
@@ -98,11 +83,7 @@ async fn rounds_of_churn_leave_nothing_behind_and_memory_flat() {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, cluster.server().kubeconfig()).unwrap();
     create_crd(&client).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = kapsel_tests::free_port();
     let metrics = format!("http://127.0.0.1:{port}/metrics");
     let mut operator =
         start_operator_with(&kubeconfig, &guest("durable"), &["--metrics", &metrics]);

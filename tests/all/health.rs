@@ -7,39 +7,11 @@ use kapsel_host::testing::{Cluster, Fault, RequestMatcher};
 use kapsel_host::{Operator, Record};
 use kapsel_tests::*;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// One HTTP/1.1 request; the status code and the body. `None` when nothing listens.
+/// One HTTP/1.1 request to the operator's endpoint; the status code and the body.
+/// `None` when nothing listens.
 async fn http(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let request =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    tokio::time::timeout(PATIENCE * 2, stream.read_to_string(&mut response))
-        .await
-        .expect("an answer in time")
-        .expect("a readable answer");
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    Some((code, body))
+    kapsel_tests::http(method, &format!("http://127.0.0.1:{port}{path}")).await
 }
 
 /// The first answer once the operator serves on `port`.

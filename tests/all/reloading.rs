@@ -186,27 +186,9 @@ fn free_port() -> u16 {
 
 /// One GET over HTTP/1.1: the status code and the body.
 async fn get(port: u16, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    kapsel_tests::http("GET", &format!("http://127.0.0.1:{port}{path}"))
         .await
-        .expect("the operator serves");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("sent");
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .await
-        .expect("an answer");
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (code, body)
+        .expect("the operator serves")
 }
 
 #[tokio::test]

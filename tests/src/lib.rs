@@ -297,6 +297,39 @@ pub fn changes_operator() -> kapsel_host::Operator {
     kapsel_host::Operator::new([guest("changes")]).limits(limits)
 }
 
+/// A port nothing listens on now, for an endpoint a test starts.
+///
+/// # Panics
+/// When no port can be bound.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One plain HTTP/1.1 request to `url` (`http://host:port/path`, as the operator's
+/// liveness and metrics endpoints serve): the status code and the body. `None` while
+/// nothing answers there.
+pub async fn http(method: &str, url: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (host, path) = url.strip_prefix("http://")?.split_once('/')?;
+    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
+    let request = format!("{method} /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    tokio::time::timeout(PATIENCE * 2, stream.read_to_string(&mut response))
+        .await
+        .ok()?
+        .ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
 /// How long tests wait for the operator to react.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 

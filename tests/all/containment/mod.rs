@@ -20,7 +20,6 @@ use kapsel_host::testing::{Cluster, RunningOperator};
 use kapsel_host::{Journal, Limits, Operator, Record};
 use kapsel_tests::*;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How much slower the polite handler may be under attack than at baseline.
 pub(crate) const LATENCY_FACTOR: u32 = 25;
@@ -58,29 +57,9 @@ pub(crate) fn rss_mib() -> u64 {
         .expect("a VmRSS line")
 }
 
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// One HTTP/1.1 GET: the status code and the body; `None` while nothing listens.
 async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let code = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    Some((code, body))
+    kapsel_tests::http("GET", &format!("http://127.0.0.1:{port}{path}")).await
 }
 
 /// A cluster, and an operator of the given guests with liveness and metrics served.
