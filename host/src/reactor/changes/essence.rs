@@ -11,11 +11,13 @@
 //! Unlike Kopf, the essence of a Secret holds a digest of each value of `data` and
 //! `stringData` rather than the value: the annotation (and the causes' old/new/diff)
 //! must not copy credentials out of the Secret. A change of a value still changes its
-//! digest.
+//! digest. Also unlike Kopf, an essence too large for the annotations is stored with its
+//! largest values as digests (see `oversized`).
 
 use serde_json::{Map, Value};
 
 use super::keys::{KeyScheme, marked_prefixes};
+use super::oversized::{self, Shrunk, digest};
 use super::patch::{Patch, body_annotation, store_marker};
 use crate::pyformat::{self, falsy};
 
@@ -109,14 +111,49 @@ impl DiffBaseStorage {
         (None, warnings)
     }
 
-    /// Put the diff-base into the patch under every key, plus the prefix marker.
-    pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) {
-        let encoded = Self::encode(essence);
-        for key in self.keys.keys(&self.key) {
+    /// The stored essence (`None` for "create") and the fresh one, with the stored one's
+    /// digests of values that did not change put back (see `oversized`), and warnings
+    /// about unreadable records.
+    pub(crate) fn essences(
+        &self,
+        body: &Value,
+        extra_fields: &[Vec<String>],
+    ) -> (Option<Value>, Value, Vec<String>) {
+        let (old, warnings) = self.fetch(body);
+        let new = self.build(body, extra_fields);
+        let old = old.map(|old| oversized::restore(old, &new));
+        (old, new, warnings)
+    }
+
+    /// Put the diff-base into the patch under every key, plus the prefix marker. An
+    /// essence too large for what the object's annotations leave (after the patch) is
+    /// stored with digests; the first time that happens to the object (its stored
+    /// diff-base has none yet), what was done is returned to be reported.
+    pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
+        let keys = self.keys.keys(&self.key);
+        let budget = oversized::budget(body_annotations(body), patch_annotations(patch), &keys);
+        let mut essence = essence.clone();
+        let shrunk = oversized::shrink(&mut essence, budget);
+        let encoded = Self::encode(&essence);
+        let reported_before = shrunk.is_some()
+            && self
+                .fetch(body)
+                .0
+                .is_some_and(|stored| oversized::has_digests(&stored));
+        for key in keys {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
         store_marker(&self.keys, body, patch);
+        shrunk.filter(|_| !reported_before)
     }
+}
+
+fn body_annotations(body: &Value) -> Option<&Map<String, Value>> {
+    body.get("metadata")?.get("annotations")?.as_object()
+}
+
+fn patch_annotations(patch: &Patch) -> Option<&Map<String, Value>> {
+    patch.merge.get("metadata")?.get("annotations")?.as_object()
 }
 
 /// Whether the body is a core/v1 Secret.
@@ -146,22 +183,6 @@ fn digest_secret_values(essence: &mut Map<String, Value>, body: &Value) {
             other => *other = Value::String(digest(&[uid, stanza, &other.to_string()])),
         }
     }
-}
-
-/// `sha256:<hex>` of the parts, each prefixed with its length (no two splits collide).
-fn digest(parts: &[&str]) -> String {
-    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-    for part in parts {
-        context.update(&(part.len() as u64).to_be_bytes());
-        context.update(part.as_bytes());
-    }
-    let hex: String = context
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("sha256:{hex}")
 }
 
 /// Copy `src[path]` into `dst[path]`, creating parents; silently skip absent values and
@@ -395,5 +416,46 @@ mod tests {
         let mut configmap = secret("x");
         configmap["kind"] = json!("ConfigMap");
         assert_eq!(storage().build(&configmap, &[])["data"]["password"], "x");
+    }
+
+    #[test]
+    fn a_huge_essence_is_stored_with_digests_and_reported_once() {
+        let s = storage();
+        let key = "kopf.zalando.org/last-handled-configuration";
+        let mut body = json!({"metadata": {"annotations": {"user": "u".repeat(100_000)}},
+                              "spec": {"blob": "b".repeat(300_000), "f": 1}});
+        let (old, new, _) = s.essences(&body, &[]);
+        assert_eq!(old, None);
+        let mut patch = Patch::default();
+        let shrunk = s.store(&body, &mut patch, &new).expect("reported");
+        assert_eq!(shrunk.paths, vec!["spec.blob"]);
+        let stored = patch.merge["metadata"]["annotations"][key]
+            .as_str()
+            .expect("stored")
+            .to_owned();
+        assert_eq!(stored.len(), shrunk.to);
+        assert!(
+            stored.len() + key.len() + 100_005 + 4096 <= oversized::ANNOTATIONS_LIMIT,
+            "{}",
+            stored.len()
+        );
+        // The next cycle: the stored digest stands for the unchanged blob, so nothing
+        // changed; storing again is not reported again.
+        body["metadata"]["annotations"][key] = json!(stored);
+        let (old, new, warnings) = s.essences(&body, &[]);
+        assert!(warnings.is_empty());
+        assert_eq!(old.as_ref(), Some(&new));
+        assert_eq!(s.store(&body, &mut Patch::default(), &new), None);
+        // A changed blob: the old essence keeps the digest, the change shows.
+        body["spec"]["blob"] = json!("c".repeat(300_000));
+        let (old, new, _) = s.essences(&body, &[]);
+        let old = old.expect("stored");
+        assert!(
+            old["spec"]["blob"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("kapsel-digest:sha256:"))
+        );
+        assert_eq!(old["spec"]["f"], 1);
+        assert_ne!(Some(old), Some(new));
     }
 }

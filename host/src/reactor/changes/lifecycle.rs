@@ -271,6 +271,9 @@ pub(crate) struct CycleEnd {
     pub(crate) log: Vec<String>,
     /// The object counts as fully handled once (no more resume handlers in this process).
     pub(crate) fully_handled: bool,
+    /// The diff-base was too large and stored with digests, for the first time: the
+    /// warning to log and post.
+    pub(crate) oversized: Option<String>,
 }
 
 /// Apply the outcomes: records, results, and on completion the purge and the diff-base.
@@ -314,17 +317,22 @@ pub(crate) fn finish(
         delays = cycle.state.delays(ctx.now);
         done
     };
+    let mut oversized = None;
     if done
         && let Some(new) = &cause.new
         && !cause.old.as_ref().is_some_and(|old| py_eq(old, new))
     {
-        ctx.diffbase.store(ctx.body, patch, new);
+        oversized = ctx
+            .diffbase
+            .store(ctx.body, patch, new)
+            .map(|shrunk| shrunk.message());
     }
     CycleEnd {
         done,
         delays,
         log,
         fully_handled: done,
+        oversized,
     }
 }
 

@@ -6,7 +6,7 @@
 //! byte for byte, so objects migrate between Kopf and Kapsel in both directions.
 //!
 //! One cycle, as the integration drives it:
-//! 1. [`DiffBaseStorage::fetch`] + [`DiffBaseStorage::build`] → old/new essences;
+//! 1. [`DiffBaseStorage::essences`] → old/new essences;
 //!    [`detect_cause`]; [`select_handlers`] (then `when` in the guest);
 //! 2. [`finalizers::decide`] (add/remove the finalizer and stop there, or go on);
 //! 3. [`lifecycle::begin`] → plan; per planned handler `execution::precheck`, else
@@ -22,6 +22,7 @@ mod essence;
 mod finalizers;
 mod keys;
 mod lifecycle;
+mod oversized;
 mod patch;
 mod progress;
 #[cfg(test)]

@@ -124,8 +124,7 @@ pub(super) fn step_with(
     let extra: Vec<Vec<String>> = handlers.iter().filter_map(|h| h.field.clone()).collect();
     let mut never = |_: &ChangingHandler, _: CallbackSlot<'_>, _: Option<&Value>| false;
 
-    let (old, warnings) = diffbase.fetch(body);
-    let new = diffbase.build(body, &extra);
+    let (old, new, warnings) = diffbase.essences(body, &extra);
     let cause = detect_cause(false, body, &settings.finalizer, old, new, initial);
     let selected: Vec<String> = select_handlers(handlers, &cause, body, &mut never)
         .into_iter()

@@ -24,7 +24,10 @@
 //!   old/new transitions, `when`);
 //! - `events`: `event_marker`, a raw event handler whose patch marks the object;
 //! - `posting`: `post_events` posts a Kubernetes Event of each kind about its object
-//!   (`kapsel::events::info`, `warn`, `exception`).
+//!   (`kapsel::events::info`, `warn`, `exception`);
+//! - `huge`: `huge_create` and `huge_update` return the size of `spec.blob` and the diff
+//!   they were given, with long values cut to their length (objects larger than the
+//!   annotations' limit).
 //!
 //! Results land in `status.<handler id>`, so tests read what each handler saw there.
 //!
@@ -362,4 +365,50 @@ fn post_events(cause: &Cause) {
     kapsel::events::info(cause.body(), "Noticed", &format!("noticed {name}"));
     kapsel::events::warn(cause.body(), "Suspicious", &format!("{name} looks odd"));
     kapsel::events::exception(cause.body(), "Broken", &format!("{name} is broken"));
+}
+
+// ---- huge: objects larger than the annotations' limit ----------------------------------
+
+/// What a diff value looks like in a result: short values as they are, long ones as
+/// their length (a result of the whole value would exceed the host's result limit).
+fn summary(value: &Value) -> Value {
+    match value.as_str() {
+        Some(text) if text.len() > 200 => json!(format!("<{} chars>", text.len())),
+        _ => value.clone(),
+    }
+}
+
+/// Returns the size of the blob it saw.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/huge" = present))]
+fn huge_create(cause: &Cause) -> Value {
+    let blob = cause
+        .spec()
+        .get("blob")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    json!({"blob": blob.len()})
+}
+
+/// Returns the diff it was given, long values summarised, and whether the old blob was
+/// given whole.
+#[kapsel::on::update("kopfexamples", labels("kapsel.test/huge" = present))]
+fn huge_update(cause: &Cause) -> Value {
+    let diff: Vec<Value> = cause
+        .diff()
+        .iter()
+        .map(|item| {
+            let value = |v: &Option<Value>| v.as_ref().map_or(Value::Null, summary);
+            json!([
+                item.op.as_str(),
+                item.path,
+                value(&item.old),
+                value(&item.new)
+            ])
+        })
+        .collect();
+    let old_blob = cause
+        .old()
+        .and_then(|old| old.pointer("/spec/blob"))
+        .map(summary);
+    json!({"diff": diff, "old_blob": old_blob})
 }

@@ -84,11 +84,10 @@ impl Changing {
             return self.send(ctx, memory, patch).await.map(drop);
         }
 
-        let (old, warnings) = diffbase.fetch(body);
+        let (old, new, warnings) = diffbase.essences(body, &changing.extra_fields);
         for warning in warnings {
             object_log!(warn, object, "{warning}");
         }
-        let new = diffbase.build(body, &changing.extra_fields);
         let initial = {
             let state = memory.state();
             state.noticed_by_listing == Some(true) && !state.fully_handled_once
@@ -345,6 +344,10 @@ impl Changing {
         let end = changes::finish(&cycle_ctx, cause, cycle, outcomes, patch);
         for line in &end.log {
             object_log!(info, object, "{line}");
+        }
+        if let Some(message) = end.oversized {
+            object_log!(warn, object, "{message}");
+            self.calls.warn_about(ctx, "DiffBaseDigested", message);
         }
         if end.fully_handled {
             memory.state().fully_handled_once = true;
