@@ -26,5 +26,6 @@ mod replay;
 mod resumes;
 mod retries;
 mod sandbox;
+mod schemas;
 mod streams;
 mod timers;

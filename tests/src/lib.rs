@@ -469,11 +469,24 @@ impl Scene {
     /// # Panics
     /// When the cluster cannot start.
     pub async fn start_with(namespace: &str, config: kapsel_host::testing::ServerConfig) -> Scene {
+        Scene::start_with_crd(namespace, config, manifest("kopfexamples-crd.yaml")).await
+    }
+
+    /// Starts a cluster served as `config` says, with `crd` (a kopfexamples CRD of
+    /// another shape) and the namespace.
+    ///
+    /// # Panics
+    /// When the cluster cannot start or refuses the CRD.
+    pub async fn start_with_crd(
+        namespace: &str,
+        config: kapsel_host::testing::ServerConfig,
+        crd: Value,
+    ) -> Scene {
         let cluster = kapsel_host::testing::Cluster::start_with(config)
             .await
             .expect("cluster");
         let client = cluster.client();
-        create_kopfexamples_crd(&client).await;
+        create(&client, &crds(), None, crd).await;
         create_namespace(&client, namespace).await;
         let tracker = Tracker::start(&client, namespace).await;
         Scene {

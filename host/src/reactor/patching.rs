@@ -12,13 +12,20 @@
 //! after the restart (at least once, as Kopf promises) and nothing is lost.
 //! Every request is retried as Kopf retries API requests (`cluster::retried`); a 404
 //! means the object is gone.
+//!
+//! Results the resource's schema refuses (422 Invalid on the patch that carries
+//! `status`) can never be stored: unlike Kopf, which fails the whole cycle and so runs the
+//! handlers again at every later event, the rest of the patch is sent without them (the
+//! outcome, the diff-base, the finalizer) and the refusal is logged and posted as a
+//! Warning Event `ResultsRefused` with the API server's reason.
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
 use serde_json::Value;
 
 use super::changes::{Patch, inconsistencies};
-use crate::cluster::{RequestError, Resource, SENSITIVE, retried};
+use crate::cluster::{ObjectRef, PostedEvent, Poster, RequestError, Resource, SENSITIVE, retried};
+use crate::object_log::object_log;
 use crate::recording::Recorder;
 
 /// Which object a patch is for.
@@ -72,6 +79,8 @@ pub(crate) enum Applied {
 pub(crate) struct Patcher {
     pub(crate) client: Client,
     pub(crate) recorder: Recorder,
+    /// Where refused results are reported.
+    pub(crate) poster: Poster,
 }
 
 impl Patcher {
@@ -82,7 +91,27 @@ impl Patcher {
         body: &Value,
         patch: &Patch,
     ) -> Result<Applied, RequestError> {
-        apply(&self.client, target, body, patch, &self.recorder).await
+        let (applied, refused) = apply(&self.client, target, body, patch, &self.recorder).await?;
+        if let Some(error) = refused {
+            let message = format!(
+                "The handlers' results could not be stored: the API server refused them: {}",
+                error.source
+            );
+            let object = match target.namespace {
+                Some(namespace) => format!("{namespace}/{}", target.name),
+                None => target.name.to_owned(),
+            };
+            object_log!(error, object.as_str(), "{message}");
+            if let Some(involved) = ObjectRef::of(body) {
+                self.poster.post(PostedEvent {
+                    involved,
+                    event_type: "Warning".to_owned(),
+                    reason: "ResultsRefused".to_owned(),
+                    message,
+                });
+            }
+        }
+        Ok(applied)
     }
 }
 
@@ -93,13 +122,14 @@ fn holds_credentials(resource: &Resource) -> bool {
         .any(|(group, plural)| resource.group == *group && resource.plural == *plural)
 }
 
+/// Applies the parts; the refusal of the results (see the module's docs) beside.
 async fn apply(
     client: &Client,
     target: Target<'_>,
     body: &Value,
     patch: &Patch,
     recorder: &Recorder,
-) -> Result<Applied, RequestError> {
+) -> Result<(Applied, Option<RequestError>), RequestError> {
     let record = |part: &str, response: &Value| {
         recorder.write(
             target.resource,
@@ -113,26 +143,27 @@ async fn apply(
     let status_subresource = target.resource.subresources.iter().any(|s| s == "status");
     let (main, status) = patch.merge_patches(status_subresource);
     let mut freshest: Option<Value> = None;
+    let mut refused = None;
     // The results before the record that the cause was handled: see the module's docs.
     for (part, is_status) in [(status, true), (main, false)] {
-        let Some(part) = part else { continue };
-        let what = if is_status {
-            "patching the status"
-        } else {
-            "patching the object"
-        };
-        let sent = retried(what, || async {
-            let params = PatchParams::default();
-            let merge = KubePatch::Merge(&part);
-            if is_status {
-                api.patch_status(target.name, &params, &merge).await
-            } else {
-                api.patch(target.name, &params, &merge).await
+        let Some(mut part) = part else { continue };
+        let sent = loop {
+            match merge(&api, target.name, &part, is_status).await {
+                Err(e) if e.status() == Some(422) && part.get("status").is_some() => {
+                    refused = Some(e);
+                    match part.as_object_mut() {
+                        Some(map) if map.len() > 1 => {
+                            map.shift_remove("status");
+                        }
+                        _ => break None, // nothing but the results
+                    }
+                }
+                other => break Some(other),
             }
-        })
-        .await;
+        };
         match sent {
-            Ok(object) => {
+            None => {}
+            Some(Ok(object)) => {
                 let response = serde_json::to_value(object).unwrap_or(Value::Null);
                 record(if is_status { "status" } else { "object" }, &response);
                 let missed = inconsistencies(&part, &response);
@@ -148,11 +179,47 @@ async fn apply(
                 }
                 freshest = Some(response);
             }
-            Err(e) if e.status() == Some(404) => return Ok(Applied::Gone),
-            Err(e) => return Err(e),
+            Some(Err(e)) if e.status() == Some(404) => return Ok((Applied::Gone, refused)),
+            Some(Err(e)) => return Err(e),
         }
     }
+    let applied = finalizers(&api, target, body, patch, freshest, record).await?;
+    Ok((applied, refused))
+}
 
+/// One merge-patch of the object or its `/status`, retried.
+async fn merge(
+    api: &Api<DynamicObject>,
+    name: &str,
+    part: &Value,
+    is_status: bool,
+) -> Result<DynamicObject, RequestError> {
+    let what = if is_status {
+        "patching the status"
+    } else {
+        "patching the object"
+    };
+    retried(what, || async {
+        let params = PatchParams::default();
+        let merge = KubePatch::Merge(part);
+        if is_status {
+            api.patch_status(name, &params, &merge).await
+        } else {
+            api.patch(name, &params, &merge).await
+        }
+    })
+    .await
+}
+
+/// The finalizer change, as a JSON patch tested against the freshest body.
+async fn finalizers(
+    api: &Api<DynamicObject>,
+    target: Target<'_>,
+    body: &Value,
+    patch: &Patch,
+    freshest: Option<Value>,
+    record: impl Fn(&str, &Value),
+) -> Result<Applied, RequestError> {
     let latest = freshest.as_ref().unwrap_or(body);
     let Some(ops) = patch.finalizer_json_patch(latest) else {
         return Ok(Applied::Done(freshest));

@@ -156,7 +156,7 @@ impl Handling {
         let calls = Calls::new(
             shared.journal.clone(),
             shared.indexes.clone(),
-            poster,
+            poster.clone(),
             KubeAccess::new(
                 client.clone(),
                 shared.known.clone(),
@@ -168,6 +168,7 @@ impl Handling {
         let patcher = Patcher {
             client,
             recorder: shared.recorder.clone(),
+            poster,
         };
         let changes = Arc::new(settings.changes.clone());
         Handling {
