@@ -11,13 +11,13 @@
 use std::time::{Duration, Instant};
 
 use chrono::TimeDelta;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use super::replies::taken;
+
 use crate::pyformat::{py_repr_str, py_seconds, py_timedelta, seconds};
-use crate::runtime::{
-    CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind, IndexOutcome, Outcome as Reply,
-};
+use crate::runtime::{CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind, IndexOutcome};
 
 /// Kopf's `DEFAULT_RETRY_DELAY`, in seconds: the delay after an arbitrary failure (unless
 /// the handler's `backoff` says otherwise) and of a `TemporaryError` without a usable one.
@@ -297,8 +297,8 @@ pub(crate) const LONGEST_DELAY: f64 = 366.0 * 24.0 * 3600.0;
 #[derive(Debug)]
 pub(crate) struct Executed<T = Value> {
     pub(crate) attempt: Attempt<T>,
-    /// The handler's merge-patch for its object, JSON.
-    pub(crate) patch: Option<String>,
+    /// The handler's merge-patch for its object.
+    pub(crate) patch: Option<Map<String, Value>>,
     /// The memo for later calls, JSON.
     pub(crate) memo: Option<String>,
     /// What the sandbox stopped, if anything: `trap`, `timeout`, `memory` or `limit`.
@@ -337,27 +337,16 @@ pub(crate) async fn invoke(guest: &Guest, cause: Cause, context: CallContext) ->
     let answer = guest.invoke(cause, context).instrument(span).await;
     let elapsed = started.elapsed();
     match answer {
-        Ok(reply) => Executed {
-            attempt: match reply.outcome {
-                Reply::Done(None) => Attempt::Success(Value::Null),
-                Reply::Done(Some(text)) => match serde_json::from_str(&text) {
-                    Ok(result) => Attempt::Success(result),
-                    Err(e) => Attempt::Permanent {
-                        message: format!("returned a result that is not JSON: {e}"),
-                    },
-                },
-                Reply::Temporary((message, seconds)) => Attempt::Temporary {
-                    message,
-                    delay: Some(usable_delay(seconds)),
-                },
-                Reply::Permanent(message) => Attempt::Permanent { message },
-                Reply::Failed(message) => Attempt::Arbitrary { message },
-            },
-            patch: reply.patch,
-            memo: reply.memo,
-            fault: None,
-            elapsed,
-        },
+        Ok(reply) => {
+            let (attempt, patch) = taken(reply.outcome, reply.patch);
+            Executed {
+                attempt,
+                patch,
+                memo: reply.memo,
+                fault: None,
+                elapsed,
+            }
+        }
         Err(error) => failed(&error, elapsed),
     }
 }

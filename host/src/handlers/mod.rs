@@ -9,6 +9,7 @@ mod filters;
 mod indexes;
 mod journaling;
 mod registry;
+mod replies;
 mod services;
 mod spec;
 

@@ -151,25 +151,14 @@ impl Calls {
         if let Some(memo) = &executed.memo {
             memory.state().memo = Some(memo.clone());
         }
-        if let Some(handler_patch) = executed.patch.as_deref() {
-            match serde_json::from_str::<Value>(handler_patch) {
-                Ok(Value::Object(fields)) => {
-                    if !fields.is_empty() {
-                        let mut state = memory.state();
-                        if !state.patched_by.contains(&handler.spec.id) {
-                            state.patched_by.push(handler.spec.id.clone());
-                        }
-                    }
-                    merge_into(&mut patch.merge, fields);
+        if let Some(fields) = &executed.patch {
+            if !fields.is_empty() {
+                let mut state = memory.state();
+                if !state.patched_by.contains(&handler.spec.id) {
+                    state.patched_by.push(handler.spec.id.clone());
                 }
-                Ok(Value::Null) => {}
-                _ => object_log!(
-                    warn,
-                    ctx.object,
-                    "Handler '{}' returned a patch that is not a JSON object; ignored.",
-                    handler.spec.id
-                ),
             }
+            merge_into(&mut patch.merge, fields.clone());
         }
         executed
     }
