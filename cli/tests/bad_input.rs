@@ -1,6 +1,7 @@
 //! Bad input to the `kapsel` command (issue 16.4): every kind of broken guest file, a
-//! missing one, bad flags and odd values. Each is refused with exit code 2 and a message
-//! that names the file (or flag) and says what is wrong; nothing panics.
+//! missing one, folders without guests, bad flags and odd values. Each is refused with
+//! exit code 2 and a message that names the file (or flag) and says what is wrong;
+//! nothing panics.
 #![allow(
     clippy::unwrap_used,
     reason = "test helpers: a failed step is a failed test"
@@ -130,4 +131,36 @@ fn bad_flags_are_usage_errors() {
     refused(&["run", "--no-such-flag", "x.wasm"], &["--no-such-flag"]);
     refused(&["frobnicate"], &["frobnicate"]);
     refused(&["run", "-A"], &["GUESTS"]);
+}
+
+/// Guest folders that cannot serve: empty, a dangling link, missing. (Permission bits
+/// cannot make a folder unreadable to root, which these tests may run as.)
+#[test]
+fn folders_without_guests_are_refused_naming_the_folder() {
+    // Not `scratch()`: that clears the folder the other test works in.
+    let dir = std::env::temp_dir().join(format!("kapsel-bad-folders-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    for (name, reason) in [
+        ("empty", "holds no .wasm files"),
+        ("dangling", "No such file or directory"),
+        ("missing/", "No such file or directory"),
+    ] {
+        let path = dir.join(name);
+        refused(
+            &[
+                "run",
+                "--embedded",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "-A",
+                "--standalone",
+                path.to_str().unwrap(),
+            ],
+            &[name, reason, "no guest could be loaded"],
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
