@@ -9,7 +9,6 @@ mod filters;
 mod indexes;
 mod journaling;
 mod registry;
-mod replies;
 mod services;
 mod spec;
 

@@ -8,13 +8,15 @@
 //! makes it final when the next attempt would exceed either limit, so `retries=N` means
 //! N attempts in total. The messages end up in progress records, hence the wording.
 
+mod replies;
+
 use std::time::{Duration, Instant};
 
 use chrono::TimeDelta;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use super::replies::taken;
+use replies::taken;
 
 use crate::pyformat::{py_repr_str, py_seconds, py_timedelta, seconds};
 use crate::runtime::{CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind, IndexOutcome};

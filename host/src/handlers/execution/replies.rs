@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::execution::{Attempt, usable_delay};
+use super::{Attempt, usable_delay};
 use crate::runtime::Outcome as Reply;
 
 /// The attempt a reply stands for, and the handler's patch.
