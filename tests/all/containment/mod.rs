@@ -107,7 +107,8 @@ impl Stage {
             journal,
             port,
         };
-        let deadline = Instant::now() + PATIENCE;
+        // Compiling the guests takes seconds on a loaded machine.
+        let deadline = Instant::now() + PATIENCE * 3;
         while http_get(stage.port, "/healthz").await.is_none() {
             assert!(Instant::now() < deadline, "liveness is never served");
             assert!(!stage.operator.is_finished(), "the operator stopped");
