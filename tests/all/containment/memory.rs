@@ -9,46 +9,134 @@ use kapsel_host::Record;
 use kapsel_tests::*;
 use kube::api::Api;
 
-use super::{Stage, rss_mib, sample, test_limits};
+use super::{Figure, Stage, assert_no_events, rss_mib, sample, test_limits};
+
+/// The size a failure says was refused (`... of <n> bytes, above the limit ...`, or
+/// `more than <n> Events`), for the figures; `?` when it names none.
+fn refused_size(failure: &str) -> String {
+    let digits_before = |text: &str| {
+        let digits: String = text
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.chars().rev().collect::<String>()
+    };
+    failure
+        .split_once(" bytes, above the limit")
+        .map(|(before, _)| digits_before(before))
+        .filter(|size| !size.is_empty())
+        .unwrap_or_else(|| "?".to_owned())
+}
 
 /// Measured: one call logging 200 MiB kept +205 MiB (512 MiB of debug lines under `-q`:
 /// +528 MiB); memos 8 × 40 MB kept +322 MiB; index entries 8 × 20 MB +162 MiB; 500
 /// Events of 4 MiB peaked at 718 MiB; a 50 MB result disappeared after the handler
 /// "succeeded"; four guests asking WASI for 64 MiB of random bytes made `/healthz` take
-/// 3.7–8 s.
+/// 3.7–8 s; one call posted 10,000 Events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guest_data_is_bounded_before_it_is_kept() {
-    let stage = Stage::start(&["hostile", "polite"], test_limits(), &[]).await;
+    let mut limits = test_limits();
+    // Below the guest's API burst, so that the Events per call are refused by their own
+    // limit and not by the pace.
+    limits.max_events_per_call = 10;
+    let stage = Stage::start(&["hostile", "polite"], limits.clone(), &[]).await;
     let rss_before = rss_mib();
     let baseline = stage.baseline().await;
     let (_, _, health_baseline) = stage.health().await;
 
-    // (handler, attack, what the failure must name)
+    // (handler, attack, what the failure must name, the limit)
     let attacks = [
-        ("log_line", "log-line", "--max-log-line-bytes"),
-        ("log_flood", "log-flood", "--max-log-bytes-per-call"),
-        ("memo_hog", "memo-hog", "--max-memo-bytes"),
-        ("index_hog", "index-hog", "--max-index-bytes"),
-        ("event_hog", "event-hog", "--max-event-bytes"),
-        ("big_result", "big-result", "--max-result-bytes"),
-        ("big_patch", "big-patch", "--max-patch-bytes"),
-        ("random", "random", "--max-random-bytes"),
+        // First, so that liveness is asked while these calls run.
+        (
+            "random",
+            "random",
+            "--max-random-bytes",
+            limits.max_random_bytes,
+        ),
+        (
+            "log_line",
+            "log-line",
+            "--max-log-line-bytes",
+            limits.max_log_line_bytes as u64,
+        ),
+        (
+            "log_flood",
+            "log-flood",
+            "--max-log-bytes-per-call",
+            limits.max_log_bytes_per_call as u64,
+        ),
+        (
+            "memo_hog",
+            "memo-hog",
+            "--max-memo-bytes",
+            limits.max_memo_bytes as u64,
+        ),
+        (
+            "index_hog",
+            "index-hog",
+            "--max-index-bytes",
+            limits.max_index_bytes as u64,
+        ),
+        (
+            "event_hog",
+            "event-hog",
+            "--max-event-bytes",
+            limits.max_event_bytes as u64,
+        ),
+        (
+            "event_flood",
+            "event-flood",
+            "--max-events-per-call",
+            u64::from(limits.max_events_per_call),
+        ),
+        (
+            "big_result",
+            "big-result",
+            "--max-result-bytes",
+            limits.max_result_bytes as u64,
+        ),
+        (
+            "big_patch",
+            "big-patch",
+            "--max-patch-bytes",
+            limits.max_patch_bytes as u64,
+        ),
+        (
+            "big_request",
+            "big-request",
+            "--max-patch-bytes",
+            limits.max_patch_bytes as u64,
+        ),
     ];
     for round in 0..4 {
-        for (_, attack, _) in attacks {
+        for (_, attack, _, _) in attacks {
             stage.attack(&format!("{attack}-{round}"), attack).await;
         }
     }
-    let (code, body, took) = stage.health().await;
-    assert_eq!(code, 200, "{body}");
+    // Liveness answers in time while the calls run: nothing a guest asks for (64 MiB of
+    // random bytes) holds up the executor.
     let allowed = (health_baseline * 25).max(Duration::from_secs(1));
+    let mut took = Duration::ZERO;
+    let polling = Instant::now();
+    while polling.elapsed() < Duration::from_secs(3) {
+        let (code, body, answered) = stage.health().await;
+        assert_eq!(code, 200, "{body}");
+        took = took.max(answered);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         took <= allowed,
         "liveness took {took:?} (baseline {health_baseline:?})"
     );
-    for (handler, attack, flag) in attacks {
+    for (handler, attack, flag, limit) in attacks {
         let failure = stage.failure_of(handler, &format!("{attack}-0")).await;
         assert!(failure.contains(flag), "{handler}: {failure}");
+        Figure::new(attack)
+            .with("refused_bytes", refused_size(&failure))
+            .with("bound", limit)
+            .with("flag", flag)
+            .print();
     }
 
     // Nothing of it was kept: no log line above the limit, no annotation, no result.
@@ -74,6 +162,11 @@ async fn guest_data_is_bounded_before_it_is_kept() {
         !annotations.contains_key("hostile/big"),
         "the 2 MiB patch landed"
     );
+    let created = configmaps
+        .get_opt("big-request-0-big")
+        .await
+        .expect("a lookup");
+    assert!(created.is_none(), "the 2 MiB ConfigMap was created");
     // The handler with the big result failed, so the object is not handled: no diff-base.
     let unhandled = configmaps.get("big-result-0").await.expect("the object");
     let annotations = unhandled.metadata.annotations.unwrap_or_default();
@@ -81,23 +174,38 @@ async fn guest_data_is_bounded_before_it_is_kept() {
         !annotations.contains_key("kopf.zalando.org/last-handled-configuration"),
         "{annotations:?}"
     );
-    let events =
+    // No Event of 4 MiB, and no more Events of one call than the limit.
+    assert_no_events(&stage.client, &["Hog"]).await;
+    let flood =
         Api::<k8s_openapi::api::core::v1::Event>::namespaced(stage.client.clone(), "default")
             .list(&Default::default())
             .await
-            .expect("events");
-    assert!(
-        events
+            .expect("events")
             .items
-            .iter()
-            .all(|e| e.reason.as_deref() != Some("Hog")),
-        "an Event of 4 MiB went out"
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("Flood")
+                    && e.involved_object.name.as_deref() == Some("event-flood-0")
+            })
+            .count();
+    assert!(
+        flood <= limits.max_events_per_call as usize,
+        "{flood} Events of one call"
     );
 
-    stage.assert_polite("after-data", baseline).await;
+    let under = stage.assert_polite("after-data", baseline).await;
     stage.assert_healthy().await;
     let grown = rss_mib().saturating_sub(rss_before);
     assert!(grown < 256, "RSS grew by {grown} MiB");
+    Figure::new("guest-data")
+        .polite(baseline, &[under])
+        .ms("healthz_baseline", health_baseline)
+        .ms("healthz_under_attack", took)
+        .ms("healthz_allowed", allowed)
+        .with("flood_events_posted", flood)
+        .with("rss_grown_mib", grown)
+        .with("rss_bound_mib", 256)
+        .print();
     stage.stop().await;
 }
 
@@ -137,6 +245,7 @@ async fn declared_memory_shares_one_budget() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let took = started.elapsed();
     assert!(
         peak_busy <= 4.0,
         "greedy calls held {peak_busy} slots at once"
@@ -145,7 +254,68 @@ async fn declared_memory_shares_one_budget() {
     let grown = peak_rss.saturating_sub(rss_before);
     // Six at once would be 6 × 48 MiB; one at a time is 48 MiB.
     assert!(grown < 200, "RSS grew by {grown} MiB");
-    stage.assert_polite("beside-greedy", baseline).await;
+    // One at a time: the six calls of 1.5 s each take 9 s (the first may have started
+    // while the others were created). Four at once (one slot each, as many as the
+    // handler's share) would take two rounds, 3 s, within the ceiling above.
+    assert!(
+        took >= Duration::from_millis(7000),
+        "six greedy calls ended within {took:?}: several ran at once (RSS grew by \
+         {grown} MiB)"
+    );
+    let under = stage.assert_polite("beside-greedy", baseline).await;
     stage.assert_healthy().await;
+    Figure::new("declared-memory")
+        .polite(baseline, &[under])
+        .with("peak_slots_busy", peak_busy)
+        .ms("six_calls_took", took)
+        .ms("six_calls_at_least", Duration::from_millis(7000))
+        .with("peak_rss_grown_mib", grown)
+        .with("rss_bound_mib", 200)
+        .print();
+    stage.stop().await;
+}
+
+/// Measured: six handlers declaring 512 MiB each took 2.9 GiB. A handler may declare no
+/// more than its share of the slots holds (here 2 of 4 slots of 16 MiB: 32 MiB), so the
+/// slots bound the sum of the caps; a guest declaring more (the hostile one: 64 MiB) is
+/// refused at load, and the others run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_cannot_declare_more_memory_than_its_share() {
+    let mut limits = test_limits();
+    limits.call_slots = 4;
+    let stage = Stage::start(&["hostile", "polite"], limits, &[]).await;
+    stage
+        .journal
+        .wait_for(PATIENCE, |records| {
+            records
+                .iter()
+                .any(|r| matches!(r, Record::GuestRejected { .. }))
+        })
+        .await
+        .expect("hostile is refused at load");
+    let rejected: Vec<String> = stage
+        .journal
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GuestRejected { path, error } => Some(format!("{path}: {error}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(
+        rejected[0].contains("hostile.wasm")
+            && rejected[0].contains("asks for 64 MiB of memory")
+            && rejected[0].contains("maximum of 32 MiB"),
+        "{rejected:?}"
+    );
+    let latency = stage.polite_latency("beside-refused").await;
+    stage.assert_healthy().await;
+    Figure::new("declared-memory-at-load")
+        .with("declared_mib", 64)
+        .with("bound_mib", 32)
+        .with("refused_at_load", rejected.len())
+        .ms("polite_after_refusal", latency)
+        .print();
     stage.stop().await;
 }

@@ -8,7 +8,7 @@ use kapsel_tests::*;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::{Stage, test_limits};
+use super::{Figure, Stage, assert_no_events, test_limits};
 
 fn parse(text: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(text)
@@ -116,11 +116,21 @@ async fn secrets_are_handed_only_to_guests_that_declared_them() {
         granted(&parse(&text), "secrets"),
         ["list", "patch", "watch"]
     );
+    Figure::new("undeclared-secrets")
+        .with(
+            "calls_handed_to_undeclared",
+            calls(&records, "peek_secret").len(),
+        )
+        .with("secret_values_in_diff_base", 0)
+        .with("diff_base_bytes", diff_base.len())
+        .print();
     stage.stop().await;
 }
 
 /// Measured: an operator started with `-n default` let its guest create and patch
-/// ConfigMaps in `kube-system`, and post Events about a kube-system Pod and a Node.
+/// ConfigMaps in `kube-system`, and post Events about a kube-system Pod and a Node. (The
+/// guest also posts an Event about a kube-system ConfigMap: a resource it handles, so
+/// only the namespace refuses it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guests_stay_in_the_namespaces_the_operator_serves() {
     let stage = Stage::start(&["hostile"], test_limits(), &["default"]).await;
@@ -161,17 +171,13 @@ async fn guests_stay_in_the_namespaces_the_operator_serves() {
         })
         .await
         .expect("the made-up Events were tried");
-    let events = Api::<k8s_openapi::api::core::v1::Event>::all(stage.client.clone())
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    let hijacked: Vec<String> = events
-        .iter()
-        .filter(|e| matches!(e.reason.as_deref(), Some("Hijack" | "MadeUp")))
-        .map(|e| format!("{:?}", e.involved_object))
-        .collect();
-    assert!(hijacked.is_empty(), "{hijacked:?}");
+    assert_no_events(&stage.client, &["Hijack", "MadeUp", "Elsewhere"]).await;
     stage.assert_healthy().await;
+    Figure::new("outside-the-namespaces")
+        .with("create_in_kube_system", 403)
+        .with("patch_in_kube_system", 403)
+        .with("planted", planted)
+        .with("events_outside_posted", 0)
+        .print();
     stage.stop().await;
 }

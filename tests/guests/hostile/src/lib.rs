@@ -4,6 +4,8 @@
 //!
 //! CPU:
 //! - `spin`: an event handler that never returns (its declared deadline: 2 s);
+//! - `spin-too`: another such handler of the same guest (so that the guest's share of
+//!   the slots is reached, not only one handler's);
 //! - `spin-index`: an index handler that never returns;
 //! - `spin-daemon`: a daemon that computes 50 ms between sleeps of 1 ms, for ever.
 //!
@@ -12,7 +14,8 @@
 //! - `memo-hog`: leaves a 4 MiB memo; `index-hog`: returns 4 MiB of index entries (16
 //!   times the limits, well within the 64 MiB cap the guest needs to build them);
 //! - `event-hog`: posts Events with 4 MiB messages; `big-result` (on create): returns a
-//!   2 MiB result; `big-patch`: patches a 2 MiB annotation;
+//!   2 MiB result; `big-patch`: patches a 2 MiB annotation; `big-request`: creates a
+//!   ConfigMap of 2 MiB through the API;
 //! - `random`: asks WASI for 64 MiB of random bytes;
 //! - `greedy` (`memory_mib = 64`): touches 48 MiB, computes 1.5 s, then returns.
 //!
@@ -33,7 +36,9 @@
 //!   ever hands it one;
 //! - `elsewhere`: creates and patches a ConfigMap in `kube-system`, returns the codes
 //!   (`{"create": code, "patch": code}`; 200 when allowed) and logs them
-//!   (`elsewhere create=<code> patch=<code>`).
+//!   (`elsewhere create=<code> patch=<code>`); then posts an Event (reason `Elsewhere`)
+//!   about a kube-system ConfigMap, a resource it handles, but in a namespace the
+//!   operator may not serve.
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-hostile`
 //! (the component is `target/wasm32-wasip2/release/hostile.wasm`).
@@ -69,6 +74,18 @@ fn busy(duration: Duration) {
     labels("kapsel.test/hostile" = "spin")
 )]
 fn spin(_cause: &Cause) {
+    loop {
+        busy(Duration::from_secs(3600));
+    }
+}
+
+#[kapsel::on::event(
+    "v1",
+    "configmaps",
+    deadline_ms = 2000,
+    labels("kapsel.test/hostile" = "spin-too")
+)]
+fn spin_too(_cause: &Cause) {
     loop {
         busy(Duration::from_secs(3600));
     }
@@ -153,6 +170,17 @@ fn big_patch(cause: &mut Cause) {
         &["metadata", "annotations", "hostile/big"],
         "p".repeat(2 << 20),
     );
+}
+
+#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "big-request"))]
+fn big_request(cause: &Cause) -> Value {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": format!("{}-big", name(cause))},
+                      "data": {"payload": "b".repeat(2 << 20)}});
+    match Api::new("v1", "configmaps").create(&body) {
+        Ok(_) => json!({"created": true}),
+        Err(error) => json!({"refused": error.code}),
+    }
 }
 
 #[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "random"))]
@@ -281,5 +309,13 @@ fn elsewhere(cause: &Cause) -> Value {
         &json!({"data": {"planted": "yes"}}),
     ));
     kapsel::info!("elsewhere create={create} patch={patch}");
+    let theirs = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "extension-apiserver-authentication",
+                                     "namespace": "kube-system"}});
+    kapsel::events::warn(
+        &theirs,
+        "Elsewhere",
+        "about a ConfigMap outside the operator's namespaces",
+    );
     json!({"create": create, "patch": patch})
 }
