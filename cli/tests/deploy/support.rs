@@ -489,3 +489,11 @@ pub(crate) fn strings(list: &Value, field: &str) -> Vec<String> {
 pub(crate) async fn http_get(url: &str) -> (u16, String) {
     kapsel_tests::http("GET", url).await.expect("an answer")
 }
+
+/// Whether a log line says a request was refused (403, Forbidden), past each line's
+/// timestamp: `[2026-12-01 23:26:58,403]` has a 403 of its own.
+pub(crate) fn mentions_a_refusal(log: &str) -> bool {
+    log.lines()
+        .map(|line| line.split_once("] ").map_or(line, |(_, text)| text))
+        .any(|text| text.contains("403") || text.to_lowercase().contains("forbidden"))
+}
