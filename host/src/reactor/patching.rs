@@ -13,8 +13,8 @@
 //! Every request is retried as Kopf retries API requests (`cluster::retried`); a 404
 //! means the object is gone.
 //!
-//! Results the resource's schema refuses (422 Invalid on the patch that carries
-//! `status`) can never be stored: unlike Kopf, which fails the whole cycle and so runs the
+//! Results the resource's schema refuses (422 Invalid naming fields under `status`) can
+//! never be stored: unlike Kopf, which fails the whole cycle and so runs the
 //! handlers again at every later event, the rest of the patch is sent without them (the
 //! outcome, the diff-base, the finalizer) and the refusal is logged and posted as a
 //! Warning Event `ResultsRefused` with the API server's reason.
@@ -149,7 +149,7 @@ async fn apply(
         let Some(mut part) = part else { continue };
         let sent = loop {
             match merge(&api, target.name, &part, is_status).await {
-                Err(e) if e.status() == Some(422) && part.get("status").is_some() => {
+                Err(e) if refuses_results(&e.source) && part.get("status").is_some() => {
                     refused = Some(e);
                     match part.as_object_mut() {
                         Some(map) if map.len() > 1 => {
@@ -185,6 +185,23 @@ async fn apply(
     }
     let applied = finalizers(&api, target, body, patch, freshest, record).await?;
     Ok((applied, refused))
+}
+
+/// Whether a refusal is of the results: a 422 whose causes name fields under `status`, as
+/// kube-apiserver's schema validation names them. Other 422s (a failed precondition, an
+/// injected fault) are errors like any other, and the cycle is tried again.
+fn refuses_results(error: &kube::Error) -> bool {
+    let kube::Error::Api(status) = error else {
+        return false;
+    };
+    status.code == 422
+        && status.details.as_ref().is_some_and(|details| {
+            details.causes.iter().any(|cause| {
+                cause.field == "status"
+                    || cause.field.starts_with("status.")
+                    || cause.field.starts_with("status[")
+            })
+        })
 }
 
 /// One merge-patch of the object or its `/status`, retried.
@@ -255,5 +272,46 @@ async fn finalizers(
             error: Some(e),
         }),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    fn invalid(code: u16, fields: &[&str]) -> kube::Error {
+        let mut status = kube::core::Status::failure("invalid", "Invalid").with_code(code);
+        status.details = Some(StatusDetails {
+            name: "obj".into(),
+            group: "kopf.dev".into(),
+            kind: "kopfexamples".into(),
+            uid: String::new(),
+            causes: fields
+                .iter()
+                .map(|field| StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: "no".into(),
+                    field: (*field).to_owned(),
+                })
+                .collect(),
+            retry_after_seconds: 0,
+        });
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn only_refusals_naming_the_results_are_refusals_of_the_results() {
+        assert!(refuses_results(&invalid(422, &["status.create_fn"])));
+        assert!(refuses_results(&invalid(422, &["spec.x", "status"])));
+        assert!(refuses_results(&invalid(422, &["status[0]"])));
+        // A failed precondition (or an injected fault) is tried again, not given up.
+        assert!(!refuses_results(&invalid(
+            422,
+            &["metadata.resourceVersion"]
+        )));
+        assert!(!refuses_results(&invalid(422, &["statusx"])));
+        assert!(!refuses_results(&invalid(422, &[])));
+        assert!(!refuses_results(&invalid(409, &["status.create_fn"])));
     }
 }
