@@ -86,7 +86,10 @@ impl Operator {
     pub fn spawn(self) -> std::io::Result<OperatorHandle> {
         let stop = CancellationToken::new();
         let progress = Arc::new(Progress::default());
-        let journal = self.journal();
+        // The shared journal as it is: its recent records only, unless the application
+        // asked `Operator::journal` for all of them before. An embedded operator runs for
+        // as long as its application, and nobody may ever read its records.
+        let journal = self.shared.journal.clone();
         let mut ready = self.readiness();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -140,7 +143,8 @@ impl OperatorHandle {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
-    /// What the operator did so far.
+    /// What the operator did lately: its most recent records (a bounded ring), or every
+    /// record when [`Operator::journal`] was asked for before [`Operator::spawn`].
     pub fn journal(&self) -> &Journal {
         &self.journal
     }

@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{
-    ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, Streak, object_ref,
+    self, ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, Streak, object_ref,
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
@@ -65,6 +65,8 @@ pub(crate) struct StreamContext {
     pub(crate) stopping: CancellationToken,
     /// The timer and daemon tasks of the stream's objects, awaited when it stops.
     pub(crate) tasks: TaskTracker,
+    /// The turns its objects take to be handled (`objects::memory`).
+    pub(crate) turns: Arc<tokio::sync::Semaphore>,
 }
 
 impl StreamContext {
@@ -80,6 +82,7 @@ impl StreamContext {
             handlers: watch::Sender::new(Arc::new(StreamHandlers::new(handlers))),
             stopping,
             tasks: TaskTracker::new(),
+            turns: objects::turns(),
         }
     }
 
@@ -211,9 +214,22 @@ impl Handling {
 
     /// Handles one event of an object, through every stage.
     pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: ObjectEvent) {
+        let memory = self.memories.get(&event.key);
+        // Before anything is built for the event: an object waiting for its turn holds
+        // only its event, and this small future. The handling's own future, tens of KiB
+        // (all its stages' states), is allocated once the turn is taken.
+        let _turn = memory.take_turn(&stream.turns).await;
+        Box::pin(self.process_in_turn(stream, event, &memory)).await;
+    }
+
+    async fn process_in_turn(
+        &self,
+        stream: &Arc<StreamContext>,
+        event: ObjectEvent,
+        memory: &Arc<ObjectMemory>,
+    ) {
         let object = object_ref(&event.body);
         let ctx = EventContext::new(stream, &event, &object);
-        let memory = self.memories.get(&event.key);
         let version = event
             .body
             .pointer("/metadata/resourceVersion")
@@ -229,7 +245,7 @@ impl Handling {
             (state.expected_version.is_some(), state.writes)
         };
         let waited = if echo {
-            match self.back_off(&ctx, &memory, seq).await {
+            match self.back_off(&ctx, memory, seq).await {
                 Some(waited) => waited,
                 None => {
                     // A newer event came meanwhile: it carries the fresher state.
@@ -248,9 +264,10 @@ impl Handling {
             let readiness = &self.indexing.readiness;
             if !readiness.is_open() {
                 object_log!(debug, object, "Waiting for the indexes to be complete.");
-                readiness.wait().await;
+                // Outside its turn: the objects still to be indexed need turns.
+                memory.waits_outside_its_turn(readiness.wait()).await;
             }
-            self.events.run(&ctx, &memory, &mut patch).await;
+            self.events.run(&ctx, memory, &mut patch).await;
         }
 
         if event.event_type == EventType::Deleted {
@@ -267,15 +284,15 @@ impl Handling {
             self.memories.forget(&event.key);
             return;
         }
-        let spawning = self.daemons.matching(&ctx, &memory).await;
+        let spawning = self.daemons.matching(&ctx, memory).await;
         if changes::is_deletion_ongoing(&event.body) {
             // Stopped before the deletion cycle, which releases the finalizer after them.
             memory.tasks.stop_all().await;
         }
         memory.state().daemons_match = !spawning.is_empty();
-        self.handle_with_throttling(&ctx, &memory, seq, patch).await;
-        self.note_writes(&ctx, &memory, (echo, waited), writes);
-        self.daemons.sync(stream, &ctx, &memory, &spawning).await;
+        self.handle_with_throttling(&ctx, memory, seq, patch).await;
+        self.note_writes(&ctx, memory, (echo, waited), writes);
+        self.daemons.sync(stream, &ctx, memory, &spawning).await;
         memory.end_event();
     }
 

@@ -8,13 +8,20 @@
 //! streams (which stop while paused); they are forgotten when the object is deleted.
 //! Each memory also counts the events routed to the object, so that the object's sleeps
 //! (delays, consistency waits, throttling) end as soon as a newer event is queued.
+//!
+//! Objects take turns: at most [`OBJECTS_IN_FLIGHT`] of a stream are handled at once, the
+//! others wait for a turn in the order their events came (a backlog of N objects listed
+//! at start is handled a few dozen at a time, not as N futures with their bodies and
+//! causes all at once). An object gives its turn back while it sleeps or waits for the
+//! indexes, so a sleeping object never holds up the others; each stream has turns of its
+//! own, so a slow resource never holds up another.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use chrono::{DateTime, Utc};
 
@@ -33,6 +40,15 @@ pub(crate) struct Memories {
     forgotten: Arc<Mutex<VecDeque<ObjectKey>>>,
     /// How many objects are remembered, for the metrics.
     gauge: Gauge,
+}
+
+/// How many objects of a stream are handled at once: several times the default call
+/// slots (16), so that the guests stay busy while other objects' patches are on their way.
+pub(crate) const OBJECTS_IN_FLIGHT: usize = 64;
+
+/// A stream's turns (see the module's documentation).
+pub(crate) fn turns() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(OBJECTS_IN_FLIGHT))
 }
 
 /// How many deleted objects [`Memories::has_seen`] remembers as seen.
@@ -127,6 +143,8 @@ pub(crate) struct ObjectMemory {
     state: Mutex<MemoryState>,
     /// Its running timers and daemons (KOPF.md §1.9, §1.10).
     pub(crate) tasks: ObjectTasks,
+    /// The turn its worker holds to be handled (from its stream's turns).
+    turn: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 impl Default for ObjectMemory {
@@ -136,7 +154,18 @@ impl Default for ObjectMemory {
             working: AtomicBool::new(false),
             state: Mutex::default(),
             tasks: ObjectTasks::default(),
+            turn: Mutex::default(),
         }
+    }
+}
+
+/// Gives the object's turn back however its handling ends (returned, or dropped when
+/// its stream stopped): a turn is never lost.
+pub(crate) struct Turn<'a>(&'a ObjectMemory);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.give_turn();
     }
 }
 
@@ -178,6 +207,43 @@ pub(crate) struct MemoryState {
 }
 
 impl ObjectMemory {
+    fn turn(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+        self.turn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the object's turn to be handled; it lasts until the returned guard is
+    /// dropped, except while the object sleeps ([`ObjectMemory::sleep_unless_newer`]) or
+    /// [`ObjectMemory::waits_outside_its_turn`].
+    pub(crate) async fn take_turn(&self, turns: &Arc<Semaphore>) -> Turn<'_> {
+        self.hold_turn(turns).await;
+        Turn(self)
+    }
+
+    async fn hold_turn(&self, turns: &Arc<Semaphore>) {
+        if self.turn().is_none() {
+            // The semaphore is never closed: an error cannot happen, and would only mean
+            // handling without a turn.
+            let permit = turns.clone().acquire_owned().await.ok();
+            *self.turn() = permit;
+        }
+    }
+
+    /// Gives the turn back: where it came from, if it held one.
+    fn give_turn(&self) -> Option<Arc<Semaphore>> {
+        self.turn().take().map(|permit| permit.semaphore().clone())
+    }
+
+    /// Waits for `wait` without holding a turn (others are handled meanwhile), then
+    /// takes the turn back if it held one.
+    pub(crate) async fn waits_outside_its_turn<T>(&self, wait: impl Future<Output = T>) -> T {
+        let held = self.give_turn();
+        let result = wait.await;
+        if let Some(turns) = held {
+            self.hold_turn(&turns).await;
+        }
+        result
+    }
+
     /// The remembered facts.
     pub(crate) fn state(&self) -> MutexGuard<'_, MemoryState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -210,13 +276,17 @@ impl ObjectMemory {
 
     /// Sleeps until `sleep` completes, or until an event newer than `seq` is queued.
     /// Returns `true` if a newer event ended the sleep.
+    /// The object's turn is given back meanwhile.
     pub(crate) async fn sleep_unless_newer(&self, seq: u64, sleep: Sleep) -> bool {
         let mut arrivals = self.arrivals.subscribe();
-        let newer = arrivals.wait_for(|n| *n > seq);
-        tokio::select! {
-            result = newer => result.is_ok(),
-            () = sleep => self.has_newer(seq),
-        }
+        self.waits_outside_its_turn(async {
+            let newer = arrivals.wait_for(|n| *n > seq);
+            tokio::select! {
+                result = newer => result.is_ok(),
+                () = sleep => self.has_newer(seq),
+            }
+        })
+        .await
     }
 
     /// Like [`ObjectMemory::sleep_unless_newer`], for sleeps on handler time until
@@ -310,6 +380,46 @@ mod tests {
                 .sleep_unless_newer(seq, sleep(Duration::from_millis(10)))
                 .await
         );
+    }
+
+    #[tokio::test]
+    async fn objects_take_turns_and_give_them_back_while_sleeping() {
+        let memories = Memories::default();
+        let stream = turns();
+        let keys: Vec<ObjectKey> = (0..=OBJECTS_IN_FLIGHT)
+            .map(|n| format!("uid-{n}"))
+            .collect();
+        let held: Vec<_> = keys[..OBJECTS_IN_FLIGHT]
+            .iter()
+            .map(|key| memories.get(key))
+            .collect();
+        let mut turns = Vec::new();
+        for memory in &held {
+            turns.push(memory.take_turn(&stream).await);
+        }
+        let last = memories.get(&keys[OBJECTS_IN_FLIGHT]);
+        let waiting =
+            tokio::time::timeout(Duration::from_millis(50), last.take_turn(&stream)).await;
+        assert!(waiting.is_err(), "every turn is taken");
+        drop(waiting);
+
+        // A sleeping object lets another one in, and has its turn again after.
+        let sleeper = &held[0];
+        let seq = sleeper.begin_event(None);
+        let sleeping = sleeper.sleep_unless_newer(seq, sleep(Duration::from_millis(200)));
+        let other = async {
+            let turn = last.take_turn(&stream).await;
+            drop(turn);
+        };
+        let (newer, ()) = tokio::join!(sleeping, other);
+        assert!(!newer);
+        assert!(sleeper.turn().is_some(), "the sleeper took its turn back");
+
+        // Dropped turns (handling ended, or its future was dropped) are given back.
+        drop(turns);
+        let all: Vec<_> =
+            futures::future::join_all(held.iter().map(|m| m.take_turn(&stream))).await;
+        assert_eq!(all.len(), OBJECTS_IN_FLIGHT);
     }
 
     #[test]
