@@ -140,6 +140,32 @@ fn attempt() -> impl Strategy<Value = Attempt> {
     ]
 }
 
+/// A body of any shape at all, beyond what an API server validates: no metadata,
+/// metadata, names, finalizers, annotations or a deletion timestamp of the wrong type,
+/// or no object at all.
+fn shapeless_body() -> impl Strategy<Value = Value> {
+    let field = || prop::option::of(json_value());
+    prop_oneof![
+        json_value(),
+        (field(), field(), field(), field(), field()).prop_map(
+            |(name, finalizers, annotations, deletion, spec)| {
+                let mut metadata = Map::new();
+                for (key, value) in [
+                    ("name", name),
+                    ("finalizers", finalizers),
+                    ("annotations", annotations),
+                    ("deletionTimestamp", deletion),
+                ] {
+                    if let Some(value) = value {
+                        metadata.insert(key.to_owned(), value);
+                    }
+                }
+                json!({"metadata": metadata, "spec": spec})
+            }
+        ),
+    ]
+}
+
 fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-30T03:32:51.611056+00:00")
         .expect("a time")
@@ -205,6 +231,7 @@ proptest! {
                 answers.next().unwrap_or(Attempt::Success(Value::Null))
             });
             prop_assert!(step.ran.len() <= handlers.len());
+            prop_assert!(!step.refused, "our JSON patch applies: {:#}", body);
             // The listing is initial until the operator has handled the object once.
             initial &= step.ran.is_empty();
             now += TimeDelta::seconds(3600);
@@ -227,6 +254,7 @@ proptest! {
             let step = step_with(&handlers, &mut body, now, initial, &mut |_, _, _| {
                 Attempt::Success(json!({"ok": true}))
             });
+            prop_assert!(!step.refused, "our JSON patch applies: {:#}", body);
             initial &= step.ran.is_empty();
             now += TimeDelta::seconds(1);
             if step.patch.is_empty() && step.json_patch.is_none() {
@@ -249,5 +277,16 @@ proptest! {
             }
             prop_assert_eq!(holds_ours(&body), !is_deletion_ongoing(&body), "{:#}", body);
         }
+    }
+
+    /// Bodies of any shape (issue 16.4, objects with missing metadata): a cycle on them
+    /// never panics, whatever the handlers answer.
+    #[test]
+    fn bodies_of_any_shape_never_panic(
+        mut body in shapeless_body(),
+        initial in any::<bool>(),
+        answer in attempt(),
+    ) {
+        let _ = step_with(&handlers(), &mut body, t0(), initial, &mut |_, _, _| answer.clone());
     }
 }
