@@ -25,6 +25,8 @@ mod limits;
 mod metrics;
 mod object_log;
 mod peering;
+#[cfg(test)]
+mod proptesting;
 mod pyformat;
 mod rate;
 mod rbac;

@@ -253,12 +253,11 @@ impl Reloader {
                 error: refusal.error.clone(),
             });
             if let Some((poster, involved)) = &self.reporting.events {
-                poster.post(PostedEvent {
-                    involved: involved.clone(),
-                    event_type: "Warning".to_owned(),
-                    reason: REFUSED_REASON.to_owned(),
+                poster.post(PostedEvent::warning(
+                    involved.clone(),
+                    REFUSED_REASON,
                     message,
-                });
+                ));
             }
         }
     }

@@ -24,6 +24,7 @@ use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
 use serde_json::Value;
 
 use super::changes::{Patch, inconsistencies};
+use super::objects::object_ref;
 use crate::cluster::{ObjectRef, PostedEvent, Poster, RequestError, Resource, SENSITIVE, retried};
 use crate::object_log::object_log;
 use crate::recording::Recorder;
@@ -97,18 +98,10 @@ impl Patcher {
                 "The handlers' results could not be stored: the API server refused them: {}",
                 error.source
             );
-            let object = match target.namespace {
-                Some(namespace) => format!("{namespace}/{}", target.name),
-                None => target.name.to_owned(),
-            };
-            object_log!(error, object.as_str(), "{message}");
+            object_log!(error, object_ref(body).as_str(), "{message}");
             if let Some(involved) = ObjectRef::of(body) {
-                self.poster.post(PostedEvent {
-                    involved,
-                    event_type: "Warning".to_owned(),
-                    reason: "ResultsRefused".to_owned(),
-                    message,
-                });
+                self.poster
+                    .post(PostedEvent::warning(involved, "ResultsRefused", message));
             }
         }
         Ok(applied)

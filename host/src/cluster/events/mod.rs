@@ -107,6 +107,18 @@ pub(crate) struct PostedEvent {
     pub(crate) message: String,
 }
 
+impl PostedEvent {
+    /// A Warning from the operator itself (not from a guest) about `involved`.
+    pub(crate) fn warning(involved: ObjectRef, reason: &str, message: String) -> PostedEvent {
+        PostedEvent {
+            involved,
+            event_type: "Warning".to_owned(),
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+}
+
 /// The Event a guest's `post-event` import asks for. `current` is the body of
 /// the object the call is about; the guest names another object by a reference
 /// (JSON with `apiVersion`, `kind`, `metadata.name`, optionally

@@ -64,28 +64,14 @@ mod tests {
 
     use super::*;
     use crate::handlers::execution::{LONGEST_DELAY, RetryPolicy, decide};
+    use crate::proptesting::{cases, json_values};
     use crate::runtime::ErrorsMode;
     use proptest::prelude::*;
     use serde_json::json;
 
     /// Text a guest might send: JSON of every shape, broken JSON, anything.
     fn text() -> impl Strategy<Value = String> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("JSON has no NaN", |f| f.is_finite())
-                .prop_map(Value::from),
-            ".{0,8}".prop_map(Value::from),
-        ];
-        let json = leaf.prop_recursive(3, 16, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
-                prop::collection::btree_map(".{0,4}", inner, 0..3)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        });
+        let json = json_values(".{0,8}", ".{0,4}");
         prop_oneof![
             json.prop_map(|v| v.to_string()),
             ".{0,24}",
@@ -110,13 +96,6 @@ mod tests {
             Just(ErrorsMode::Permanent),
             Just(ErrorsMode::Ignored)
         ]
-    }
-
-    fn cases() -> u32 {
-        std::env::var("KAPSEL_PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(256)
     }
 
     proptest! {

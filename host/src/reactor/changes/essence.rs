@@ -132,9 +132,13 @@ impl DiffBaseStorage {
     pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
         let keys = self.keys.keys(&self.key);
         let budget = oversized::budget(body_annotations(body), patch_annotations(patch), &keys);
-        let mut essence = essence.clone();
-        let shrunk = oversized::shrink(&mut essence, budget);
-        let encoded = Self::encode(&essence);
+        let mut encoded = Self::encode(essence);
+        let mut shrunk = None;
+        if encoded.len() > budget {
+            let mut smaller = essence.clone();
+            shrunk = oversized::shrink(&mut smaller, budget);
+            encoded = Self::encode(&smaller);
+        }
         let reported_before = shrunk.is_some()
             && self
                 .fetch(body)

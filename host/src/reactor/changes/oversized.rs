@@ -9,6 +9,8 @@
 //! ([`restore`]), so unchanged large values cause no diff and changed ones show up as a
 //! change from the digest to the new value.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use crate::pyformat;
@@ -109,13 +111,14 @@ pub(crate) fn budget(
     changes: Option<&Map<String, Value>>,
     own_keys: &[String],
 ) -> usize {
-    let mut sizes: Map<String, Value> = Map::new();
+    // The patch's value of a key replaces the body's.
+    let mut after: HashMap<&str, &Value> = HashMap::new();
     for (key, value) in annotations.into_iter().chain(changes).flatten() {
-        sizes.insert(key.clone(), value.clone());
+        after.insert(key, value);
     }
-    let others: usize = sizes
+    let others: usize = after
         .iter()
-        .filter(|(key, _)| !own_keys.contains(key))
+        .filter(|(key, _)| !own_keys.iter().any(|own| own == *key))
         .map(|(key, value)| match value {
             Value::Null => 0,
             Value::String(text) => key.len() + text.len(),

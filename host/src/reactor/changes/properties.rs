@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use super::scenario::{on, on_delete, on_field, step_with};
 use super::*;
 use crate::handlers::execution::Attempt;
+use crate::proptesting::{cases, json_values};
 
 const FIN: &str = "kopf.zalando.org/KopfFinalizerMarker";
 
@@ -33,27 +34,9 @@ fn handlers() -> Vec<ChangingHandler> {
     ]
 }
 
-/// Small JSON values of every type.
-fn leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("JSON has no NaN", |f| f.is_finite())
-            .prop_map(Value::from),
-        "[a-z0-9 ]{0,12}".prop_map(Value::from),
-    ]
-}
-
+/// JSON values of every type, with plain strings and keys.
 fn json_value() -> impl Strategy<Value = Value> {
-    leaf().prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-            prop::collection::btree_map("[a-z]{1,6}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    json_values("[a-z0-9 ]{0,12}", "[a-z]{1,6}")
 }
 
 /// What an annotation of Kopf's might hold: a record as Kopf writes it, one with
@@ -209,9 +192,7 @@ fn holds_ours(body: &Value) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("KAPSEL_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
-    ))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     /// Any body, any answers, a few cycles: no panic, and every patch applies.
     #[test]

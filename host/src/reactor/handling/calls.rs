@@ -238,12 +238,8 @@ impl Calls {
     /// Posts a Warning Event about the event's object, from the operator itself.
     pub(super) fn warn_about(&self, ctx: &EventContext<'_>, reason: &str, message: String) {
         if let Some(involved) = ObjectRef::of(&ctx.event.body) {
-            self.poster.post(PostedEvent {
-                involved,
-                event_type: "Warning".to_owned(),
-                reason: reason.to_owned(),
-                message,
-            });
+            self.poster
+                .post(PostedEvent::warning(involved, reason, message));
         }
     }
 
