@@ -14,8 +14,9 @@ fn kapsel() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kapsel"))
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kapsel-bad-input-{}", std::process::id()));
+/// A fresh folder of its own for each test (they run at once in one process).
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kapsel-bad-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -46,9 +47,26 @@ fn refused(args: &[&str], needles: &[&str]) {
     }
 }
 
+/// `kapsel run --embedded` of `guests` is refused as [`refused`] says; the embedded
+/// cluster's kubeconfig goes to `kubeconfig` (the scratch folder, not the checkout).
+fn refused_to_run(kubeconfig: &Path, guests: &Path, needles: &[&str]) {
+    refused(
+        &[
+            "run",
+            "--embedded",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "-A",
+            "--standalone",
+            guests.to_str().unwrap(),
+        ],
+        needles,
+    );
+}
+
 #[test]
 fn broken_guest_files_are_refused_naming_the_file_and_the_fault() {
-    let dir = scratch();
+    let dir = scratch("guests");
     let guest = minimal();
     let files: [(&str, Vec<u8>, &str); 6] = [
         (
@@ -89,20 +107,8 @@ fn broken_guest_files_are_refused_naming_the_file_and_the_fault() {
         std::fs::write(&path, bytes).unwrap();
         let path = path.to_str().unwrap();
         refused(&["inspect", path], &[name, reason]);
-        // The embedded cluster's kubeconfig goes to the scratch folder, not the checkout.
         let kubeconfig = dir.join("kubeconfig");
-        refused(
-            &[
-                "run",
-                "--embedded",
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "-A",
-                "--standalone",
-                path,
-            ],
-            &[name, reason],
-        );
+        refused_to_run(&kubeconfig, Path::new(path), &[name, reason]);
     }
     let folder = dir.join("folder.wasm");
     std::fs::create_dir_all(&folder).unwrap();
@@ -137,9 +143,7 @@ fn bad_flags_are_usage_errors() {
 /// cannot make a folder unreadable to root, which these tests may run as.)
 #[test]
 fn folders_without_guests_are_refused_naming_the_folder() {
-    // Not `scratch()`: that clears the folder the other test works in.
-    let dir = std::env::temp_dir().join(format!("kapsel-bad-folders-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("folders");
     std::fs::create_dir_all(dir.join("empty")).unwrap();
     std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
     let kubeconfig = dir.join("kubeconfig");
@@ -149,16 +153,9 @@ fn folders_without_guests_are_refused_naming_the_folder() {
         ("missing/", "No such file or directory"),
     ] {
         let path = dir.join(name);
-        refused(
-            &[
-                "run",
-                "--embedded",
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "-A",
-                "--standalone",
-                path.to_str().unwrap(),
-            ],
+        refused_to_run(
+            &kubeconfig,
+            &path,
             &[name, reason, "no guest could be loaded"],
         );
     }

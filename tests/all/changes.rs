@@ -471,24 +471,6 @@ async fn a_long_handler_id_gets_cut_and_hashed_annotation_keys() {
     s.shutdown().await;
 }
 
-/// The Warning Events about an object with the given reason, once at least `count` are
-/// posted (Events are posted in the background).
-async fn warnings_about(s: &Scene, name: &str, reason: &str, count: usize) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found: Vec<Value> = s
-            .events_about(name)
-            .await
-            .into_iter()
-            .filter(|e| e["type"] == "Warning" && e["reason"] == reason)
-            .collect();
-        if found.len() >= count || tokio::time::Instant::now() > deadline {
-            return found;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// Not in Kopf: an object whose essence exceeds what its annotations may hold (256 KiB
 /// in all) gets its diff-base stored with its largest values as digests. Kopf's patch
 /// fails with 422 at every cycle, for good. Reported once; changes beside and of the
@@ -515,7 +497,7 @@ async fn a_huge_object_is_handled_with_its_largest_values_digested() {
             && stored.contains(r#""field":"value""#),
         "{stored}"
     );
-    let warnings = warnings_about(&s, "obj", "DiffBaseDigested", 1).await;
+    let warnings = s.warnings_about("obj", "DiffBaseDigested").await;
     assert!(
         warnings.len() == 1
             && warnings[0]["message"]
@@ -567,7 +549,7 @@ async fn a_huge_object_is_handled_with_its_largest_values_digested() {
     // order before each cycle's patch; the deletion's cycles give them time to land.)
     s.delete("obj").await;
     s.tracker.wait_gone("obj").await;
-    let warnings = warnings_about(&s, "obj", "DiffBaseDigested", 1).await;
+    let warnings = s.warnings_about("obj", "DiffBaseDigested").await;
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     operator.stop().await.expect("stop");
     s.shutdown().await;

@@ -129,7 +129,7 @@ async fn a_schema_that_refuses_the_results_is_reported_and_the_outcome_kept() {
         .wait_for("obj", "creation handled", |b| diff_base(b).is_some())
         .await;
     assert_eq!(status(&done, "create_fn"), &Value::Null);
-    let refused = refusals(&s, "obj").await;
+    let refused = s.warnings_about("obj", "ResultsRefused").await;
     assert!(
         refused.iter().any(|e| e["message"]
             .as_str()
@@ -145,23 +145,6 @@ async fn a_schema_that_refuses_the_results_is_reported_and_the_outcome_kept() {
     );
     operator.stop().await.expect("stop");
     s.shutdown().await;
-}
-
-/// The `ResultsRefused` Warning Events about an object, once there is one.
-async fn refusals(s: &Scene, name: &str) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found: Vec<Value> = s
-            .events_about(name)
-            .await
-            .into_iter()
-            .filter(|e| e["type"] == "Warning" && e["reason"] == "ResultsRefused")
-            .collect();
-        if !found.is_empty() || tokio::time::Instant::now() > deadline {
-            return found;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 /// Objects with their content beside `spec` (a schema that keeps everything): every

@@ -569,6 +569,24 @@ impl Scene {
             .collect()
     }
 
+    /// The Warning Events about an object with `reason`, once there is one (Events are
+    /// posted in the background), or none after [`PATIENCE`].
+    pub async fn warnings_about(&self, name: &str, reason: &str) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let found: Vec<Value> = self
+                .events_about(name)
+                .await
+                .into_iter()
+                .filter(|e| e["type"] == "Warning" && e["reason"] == reason)
+                .collect();
+            if !found.is_empty() || tokio::time::Instant::now() > deadline {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until `operator` has processed the latest version the tracker saw of each
     /// of these objects and has nothing left to do: what has not happened by then does
     /// not happen until the next event (or until handler time brings a retry or a timer).

@@ -8,7 +8,7 @@ use kapsel_host::{Operator, Record};
 use kapsel_tests::*;
 use serde_json::json;
 
-use super::{Figure, Stage, rss_mib, sample, test_limits};
+use super::{Figure, Stage, refused_at_load, rss_mib, sample, test_limits};
 
 /// Waits until the metrics show `busy` slots held and at least `waiting` calls waiting
 /// in `pool`; returns the metrics then. A failure says the most seen meanwhile.
@@ -128,22 +128,7 @@ async fn a_guest_cannot_grant_itself_an_hour() {
     let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
     let operator = cluster.start_operator(Operator::new([guest("greedy"), guest("polite")]));
     let journal = operator.journal().clone();
-    journal
-        .wait_for(PATIENCE, |records| {
-            records
-                .iter()
-                .any(|r| matches!(r, Record::GuestRejected { .. }))
-        })
-        .await
-        .expect("greedy is refused at load");
-    let rejected: Vec<String> = journal
-        .records()
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::GuestRejected { path, error } => Some(format!("{path}: {error}")),
-            _ => None,
-        })
-        .collect();
+    let rejected = refused_at_load(&journal, "greedy is refused at load").await;
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert!(
         rejected[0].contains("greedy.wasm")

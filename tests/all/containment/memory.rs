@@ -9,7 +9,7 @@ use kapsel_host::Record;
 use kapsel_tests::*;
 use kube::api::Api;
 
-use super::{Figure, Stage, assert_no_events, rss_mib, sample, test_limits};
+use super::{Figure, Stage, assert_no_events, refused_at_load, rss_mib, sample, test_limits};
 
 /// The size a failure says was refused (`... of <n> bytes, above the limit ...`, or
 /// `more than <n> Events`), for the figures; `?` when it names none.
@@ -284,24 +284,7 @@ async fn a_guest_cannot_declare_more_memory_than_its_share() {
     let mut limits = test_limits();
     limits.call_slots = 4;
     let stage = Stage::start(&["hostile", "polite"], limits, &[]).await;
-    stage
-        .journal
-        .wait_for(PATIENCE, |records| {
-            records
-                .iter()
-                .any(|r| matches!(r, Record::GuestRejected { .. }))
-        })
-        .await
-        .expect("hostile is refused at load");
-    let rejected: Vec<String> = stage
-        .journal
-        .records()
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::GuestRejected { path, error } => Some(format!("{path}: {error}")),
-            _ => None,
-        })
-        .collect();
+    let rejected = refused_at_load(&stage.journal, "hostile is refused at load").await;
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert!(
         rejected[0].contains("hostile.wasm")

@@ -66,6 +66,26 @@ async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     kapsel_tests::http("GET", &format!("http://127.0.0.1:{port}{path}")).await
 }
 
+/// Waits until a guest is refused at load; every refusal as `path: error`.
+pub(crate) async fn refused_at_load(journal: &Journal, what: &str) -> Vec<String> {
+    journal
+        .wait_for(PATIENCE, |records| {
+            records
+                .iter()
+                .any(|r| matches!(r, Record::GuestRejected { .. }))
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{what}"));
+    journal
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GuestRejected { path, error } => Some(format!("{path}: {error}")),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A cluster, and an operator of the given guests with liveness and metrics served.
 pub(crate) struct Stage {
     pub(crate) cluster: Cluster,
