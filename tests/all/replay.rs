@@ -61,8 +61,58 @@ where
     .await
     .expect("started");
     scene(runner.client(), runner.journal().clone()).await;
+    caught_up(&runner.client(), file).await;
     let result = runner.stop().await;
     assert_eq!(result.exit_code, 0, "{}", result.output);
+}
+
+/// Waits until the recording in `file` has seen every kopfexample as the server has it
+/// now: the test saw the final state through its own reads, and the operator's watch
+/// may still be on its way to it; stopping earlier would record a last state the
+/// replay is then wrongly compared with.
+async fn caught_up(client: &kube::Client, file: &Path) {
+    let Ok(api) = Api::<DynamicObject>::all_with(client.clone(), &kopfexamples())
+        .list(&Default::default())
+        .await
+    else {
+        return; // No kopfexamples served in this scene.
+    };
+    let wanted: Vec<(String, String)> = api
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                o.metadata.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let seen: Vec<Value> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|e| e["entry"] == "watch")
+            .collect();
+        let missing: Vec<&(String, String)> = wanted
+            .iter()
+            .filter(|(name, version)| {
+                !seen.iter().any(|e| {
+                    e["object"]["metadata"]["name"] == name.as_str()
+                        && e["object"]["metadata"]["resourceVersion"] == version.as_str()
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the recording never saw {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Replays `file` against `guest_path`, expecting it to pass (or to fail); the report.
