@@ -80,12 +80,16 @@ pub struct Limits {
     /// The random bytes one WASI `get-random-bytes` call may ask for
     /// (`--max-random-bytes`).
     pub max_random_bytes: u64,
-    /// The sustained pace of one guest's Kubernetes requests and Events, per second
-    /// (`--guest-api-rate`).
+    /// The sustained pace of one guest's Kubernetes requests, per second, and apart
+    /// from them of its Events (`--guest-api-rate`).
     pub guest_api_rate: f64,
-    /// How many requests and Events a guest may make at once before the pace applies
-    /// (`--guest-api-burst`).
+    /// How many requests, and apart from them Events, a guest may make at once before
+    /// the pace applies (`--guest-api-burst`).
     pub guest_api_burst: u32,
+    /// How many of a guest's Events may wait for its pace: Events are posted in the
+    /// background, so a call never waits for them; past this many waiting, posting
+    /// one fails the call (`--max-queued-events`).
+    pub max_queued_events: u32,
     /// The shortest interval a timer may run at; shorter ones run at this
     /// (`--min-timer-interval-ms`).
     pub min_timer_interval: Duration,
@@ -125,6 +129,7 @@ impl Default for Limits {
             max_random_bytes: 64 << 10,
             guest_api_rate: 20.0,
             guest_api_burst: 40,
+            max_queued_events: 1000,
             min_timer_interval: Duration::from_secs(1),
             min_retry_delay: Duration::from_secs(1),
             self_trigger_limit: 10,
@@ -186,8 +191,12 @@ impl Limits {
         if !(self.guest_api_rate.is_finite() && self.guest_api_rate > 0.0) {
             return Err("the guest API rate must be a positive number".to_owned());
         }
-        if self.guest_api_burst == 0 || self.max_events_per_call == 0 {
-            return Err("the guest API burst and the Events per call must be positive".to_owned());
+        if self.guest_api_burst == 0 || self.max_events_per_call == 0 || self.max_queued_events == 0
+        {
+            return Err(
+                "the guest API burst, the Events per call and the queued Events must be positive"
+                    .to_owned(),
+            );
         }
         if self.self_trigger_limit == 0 {
             return Err("the self-trigger limit must be positive".to_owned());

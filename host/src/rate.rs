@@ -50,6 +50,12 @@ impl RateLimiter {
     /// Reserves a token: how long to wait for it (zero when one is there), or
     /// [`TooLate`] (reserving nothing) when it would come after `until`.
     pub(crate) fn reserve(&self, until: Option<Instant>) -> Result<Duration, TooLate> {
+        self.reserve_within(until.map(|until| until.saturating_duration_since(Instant::now())))
+    }
+
+    /// Reserves a token due within `at_most` (any wait when `None`): how long to wait for
+    /// it, or [`TooLate`] (reserving nothing) when it would be free only later.
+    pub(crate) fn reserve_within(&self, at_most: Option<Duration>) -> Result<Duration, TooLate> {
         // Only numbers are inside: a panic cannot leave them torn.
         let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
@@ -61,8 +67,8 @@ impl RateLimiter {
         } else {
             Duration::from_secs_f64((1.0 - bucket.tokens) / self.rate)
         };
-        if let Some(until) = until
-            && now + wait > until
+        if let Some(at_most) = at_most
+            && wait > at_most
         {
             return Err(TooLate(wait));
         }

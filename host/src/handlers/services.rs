@@ -71,9 +71,10 @@ impl HostServices for GuestServices {
             let own = event.object.is_none();
             let event = from_guest(&self.object, event)
                 .map_err(|message| KubeError::local("Invalid", message))?;
-            kube.admit_event(&self.guest, caller, &event.involved, own)
+            let turn = kube
+                .admit_event(&self.guest, caller, &event.involved, own)
                 .await?;
-            poster.post(event);
+            poster.post_after(event, turn);
             Ok(())
         })
     }

@@ -30,6 +30,11 @@ pub(crate) use poster::Poster;
 /// `MAX_MESSAGE_LENGTH`), a common cause of rejected Events otherwise.
 const MAX_MESSAGE_CHARS: usize = 1024;
 
+/// The longest reason an Event may have: events.k8s.io/v1's limit. A reason is a short
+/// word in CamelCase; one longer than this is refused rather than kept while it waits
+/// for its turn.
+const MAX_REASON_CHARS: usize = 128;
+
 /// What replaces the middle of a cut message (Kopf's `CUT_MESSAGE_INFIX`).
 const CUT_INFIX: &str = "...";
 
@@ -135,6 +140,13 @@ pub(crate) fn from_guest(current: &Value, event: GuestEvent) -> Result<PostedEve
             EVENT_TYPES.join(", ")
         ));
     }
+    let reason_chars = event.reason.chars().count();
+    if reason_chars > MAX_REASON_CHARS {
+        return Err(format!(
+            "the Event reason is {reason_chars} characters long; Kubernetes allows \
+             {MAX_REASON_CHARS}"
+        ));
+    }
     let involved = match &event.object {
         None => ObjectRef::of(current)
             .ok_or("the object of the call has no apiVersion, kind or name to post about")?,
@@ -150,7 +162,8 @@ pub(crate) fn from_guest(current: &Value, event: GuestEvent) -> Result<PostedEve
         involved,
         event_type: event.event_type,
         reason: event.reason,
-        message: event.message,
+        // Cut now: the Event may wait for its turn, and only this much of it goes out.
+        message: shorten(&event.message),
     })
 }
 
@@ -355,6 +368,25 @@ pub(super) mod tests {
         let nameless = from_guest(&current, ask(Some(r#"{"kind": "Pod"}"#), "Normal"));
         assert!(nameless.is_err());
         assert!(from_guest(&json!({}), ask(None, "Normal")).is_err());
+
+        // What may wait for its turn is small: the message is cut, a long reason refused.
+        let long = GuestEvent {
+            message: "m".repeat(60 << 10),
+            ..ask(None, "Normal")
+        };
+        let kept = from_guest(&current, long).unwrap();
+        assert_eq!(kept.message.chars().count(), MAX_MESSAGE_CHARS);
+        let wordy = GuestEvent {
+            reason: "R".repeat(129),
+            ..ask(None, "Normal")
+        };
+        let refused = from_guest(&current, wordy).unwrap_err();
+        assert!(refused.contains("129 characters"), "{refused}");
+        let just = GuestEvent {
+            reason: "R".repeat(128),
+            ..ask(None, "Normal")
+        };
+        assert!(from_guest(&current, just).is_ok());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! [`Poster`]: Events posted in the background, one worker per involved object, so that
 //! Events about one object go out in order while objects do not wait for each other.
+//! An Event may come with its turn (a guest's Events are paced): its worker holds it
+//! until then, and the shutdown's grace sends what is left at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,8 +28,14 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// One object's queue, as `post` sees it.
 struct Worker {
-    queue: mpsc::UnboundedSender<PostedEvent>,
+    queue: mpsc::UnboundedSender<Queued>,
     task: AbortHandle,
+}
+
+/// An Event and the time it may go out.
+struct Queued {
+    event: PostedEvent,
+    due: tokio::time::Instant,
 }
 
 /// What the poster's handles and workers share.
@@ -95,6 +103,12 @@ impl Poster {
 
     /// Queues an Event; returns at once. Events about Events are skipped.
     pub(crate) fn post(&self, event: PostedEvent) {
+        self.post_after(event, Duration::ZERO);
+    }
+
+    /// Queues an Event to go out `turn` from now at the earliest (its turn at a
+    /// guest's pace); returns at once. Events about Events are skipped.
+    pub(crate) fn post_after(&self, event: PostedEvent, turn: Duration) {
         if event.involved.is_event() {
             return;
         }
@@ -111,6 +125,10 @@ impl Poster {
             return;
         }
         shared.pending.fetch_add(1, Ordering::Relaxed);
+        let event = Queued {
+            event,
+            due: tokio::time::Instant::now() + turn,
+        };
         // A worker's queue is closed only once it was aborted; then start afresh.
         let event = match workers.by_key.get(&key) {
             Some(worker) => match worker.queue.send(event) {
@@ -132,7 +150,7 @@ impl Poster {
 }
 
 /// One object's worker: posts its events in order, retires when idle.
-async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiver<PostedEvent>) {
+async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiver<Queued>) {
     loop {
         let next = if shared.shutdown.is_cancelled() {
             queue.try_recv().ok()
@@ -146,7 +164,12 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
             }
         };
         match next {
-            Some(event) => {
+            Some(Queued { event, due }) => {
+                // Its turn; once the operator stops, the grace is all there is left.
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = shared.shutdown.cancelled() => {}
+                }
                 deliver(&shared.client, &event).await;
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
             }
@@ -358,6 +381,43 @@ mod tests {
         assert_eq!(poster.shared.pending.load(Ordering::Relaxed), 0);
         assert!(poster.shared.workers().by_key.is_empty());
         assert_eq!(events_in(&client, "team").await.len(), 4);
+    }
+
+    /// A paced Event waits for its turn without holding up other objects' Events; once
+    /// the operator stops, the grace sends what still waits.
+    #[tokio::test]
+    async fn events_go_out_at_their_turn_or_at_the_shutdown() {
+        let server = ApiServer::start(Config::default()).await.unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let shutdown = CancellationToken::new();
+        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+        let mut pod = pod_ref();
+        pod.namespace = Some("default".into());
+        let posted = tokio::time::Instant::now();
+        poster.post_after(
+            event(pod.clone(), "Paced", "at its turn"),
+            Duration::from_millis(400),
+        );
+        let mut other = pod_ref();
+        other.namespace = Some("default".into());
+        other.uid = Some("u-2".into());
+        poster.post(event(other, "Now", "at once"));
+        let first = wait_for_events(&client, "default", 1).await;
+        assert_eq!(first[0].reason.as_deref(), Some("Now"));
+        let both = wait_for_events(&client, "default", 2).await;
+        assert_eq!(both[1].reason.as_deref(), Some("Paced"));
+        assert!(posted.elapsed() >= Duration::from_millis(400));
+
+        poster.post_after(
+            event(pod, "Stopping", "in the grace"),
+            Duration::from_secs(3600),
+        );
+        shutdown.cancel();
+        task.await.unwrap();
+        let all = events_in(&client, "default").await;
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2].reason.as_deref(), Some("Stopping"));
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ mod checks;
 mod traffic;
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -132,14 +133,15 @@ impl KubeAccess {
 impl KubeAccess {
     /// Lets an Event of `guest` about `involved` go: in a namespace the operator serves,
     /// about an object the guest handles or may read (`own`: the object of the call,
-    /// which it handles), at the guest's pace. A refusal says why.
+    /// which it handles), at the guest's Event pace: how long until it may be posted.
+    /// A refusal says why.
     pub(crate) async fn admit_event(
         &self,
         guest: &Guest,
         caller: &Caller,
         involved: &ObjectRef,
         own: bool,
-    ) -> Result<(), KubeError> {
+    ) -> Result<Duration, KubeError> {
         let namespace = event_namespace(involved);
         if !self.scope.includes(namespace) {
             return Err(checks::outside_scope(&caller.guest, namespace));
@@ -149,7 +151,7 @@ impl KubeAccess {
             checks::may_mention(guest, &known, involved)?;
         }
         self.traffic
-            .admit(&caller.guest, "event", caller.deadline.get())
+            .admit_event(&caller.guest, caller.deadline.get())
             .await
     }
 }

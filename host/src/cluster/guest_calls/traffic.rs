@@ -1,15 +1,22 @@
-//! [`GuestTraffic`]: each guest's Kubernetes requests and Events at its own pace (one
-//! [`RateLimiter`] per guest, shared by all its calls), counted per guest and verb for
-//! `/metrics`. The operator's own requests (watches, patches, peering) never go through
-//! it, so a guest flooding the API server cannot hold them up.
+//! [`GuestTraffic`]: each guest's Kubernetes requests and Events at its own pace (per
+//! guest, one [`RateLimiter`] for its requests and one for its Events, each shared by all
+//! its calls), counted per guest and verb for `/metrics`. The operator's own requests
+//! (watches, patches, peering) never go through it, so a guest flooding the API server
+//! cannot hold them up.
+//!
+//! A request waits for its turn inside the call. An Event does not: it is given its
+//! turn and posted in the background when the turn comes (as Kopf posts Events without
+//! holding the handler), so a handler posting an Event about each of a thousand objects
+//! is not slowed to the pace. Only when [`Limits::max_queued_events`] of the guest's
+//! Events are already waiting does posting one wait, and fail the call at its deadline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::rate::RateLimiter;
+use crate::rate::{RateLimiter, TooLate};
 use crate::runtime::KubeError;
 
 /// The guests' request rates and counts; shared by every call (cheap to clone: all
@@ -20,11 +27,19 @@ pub(crate) struct GuestTraffic {
     metrics: Metrics,
 }
 
-/// The pace every guest gets, and each guest's limiter.
+/// The pace every guest gets, and each guest's limiters.
 struct Paces {
     rate: f64,
     burst: u32,
-    limiters: HashMap<String, Arc<RateLimiter>>,
+    max_queued_events: u32,
+    limiters: HashMap<(String, Lane), Arc<RateLimiter>>,
+}
+
+/// What a limiter paces: a guest's requests and its Events do not wait for each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Lane {
+    Requests,
+    Events,
 }
 
 impl std::fmt::Debug for GuestTraffic {
@@ -40,6 +55,7 @@ impl GuestTraffic {
             paces: Arc::new(Mutex::new(Paces {
                 rate: limits.guest_api_rate,
                 burst: limits.guest_api_burst,
+                max_queued_events: limits.max_queued_events,
                 limiters: HashMap::new(),
             })),
             metrics,
@@ -52,6 +68,7 @@ impl GuestTraffic {
         let mut paces = self.paces();
         paces.rate = limits.guest_api_rate;
         paces.burst = limits.guest_api_burst;
+        paces.max_queued_events = limits.max_queued_events;
         paces.limiters.clear();
     }
 
@@ -60,28 +77,28 @@ impl GuestTraffic {
         self.paces.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn limiter(&self, guest: &str) -> (Arc<RateLimiter>, f64, u32) {
+    fn limiter(&self, guest: &str, lane: Lane) -> (Arc<RateLimiter>, f64, u32) {
         let mut paces = self.paces();
         let (rate, burst) = (paces.rate, paces.burst);
         let limiter = Arc::clone(
             paces
                 .limiters
-                .entry(guest.to_owned())
+                .entry((guest.to_owned(), lane))
                 .or_insert_with(|| Arc::new(RateLimiter::new(rate, burst))),
         );
         (limiter, rate, burst)
     }
 
-    /// Lets one request (`verb`; `event` for an Event) of `guest` go, at the guest's
-    /// pace: waits for its turn, or answers 429 at once when the turn would come after
-    /// `until` (the end of the call's budget).
+    /// Lets one request (`verb`) of `guest` go, at the guest's pace: waits for its
+    /// turn, or answers 429 at once when the turn would come after `until` (the end of
+    /// the call's budget).
     pub(crate) async fn admit(
         &self,
         guest: &str,
         verb: &str,
         until: Instant,
     ) -> Result<(), KubeError> {
-        let (limiter, rate, burst) = self.limiter(guest);
+        let (limiter, rate, burst) = self.limiter(guest, Lane::Requests);
         match limiter.take(Some(until)).await {
             Ok(waited) => {
                 self.metrics.guest_request(guest, verb, waited);
@@ -101,6 +118,45 @@ impl GuestTraffic {
                         too_late.0.as_secs_f64()
                     ),
                 })
+            }
+        }
+    }
+
+    /// Gives one Event of `guest` its turn at the guest's Event pace: how long until it
+    /// may be posted. Waits only while the guest's queue of waiting Events is full, and
+    /// answers 429 when it would still be full at `until` (the end of the call's budget).
+    pub(crate) async fn admit_event(
+        &self,
+        guest: &str,
+        until: Instant,
+    ) -> Result<Duration, KubeError> {
+        let (limiter, rate, burst) = self.limiter(guest, Lane::Events);
+        let queued = self.paces().max_queued_events;
+        // The queue is full when the next turn is more than this far ahead.
+        let horizon = Duration::from_secs_f64(f64::from(queued) / rate);
+        loop {
+            match limiter.reserve_within(Some(horizon)) {
+                Ok(wait) => {
+                    self.metrics.guest_request(guest, "event", !wait.is_zero());
+                    return Ok(wait);
+                }
+                Err(TooLate(wait)) => {
+                    let room_in = wait.saturating_sub(horizon);
+                    if Instant::now() + room_in > until {
+                        self.metrics.guest_request(guest, "event", true);
+                        return Err(KubeError {
+                            code: 429,
+                            reason: "TooManyRequests".to_owned(),
+                            message: format!(
+                                "guest '{guest}' has {queued} Events waiting for its pace \
+                                 ({rate} per second, {burst} at once) and no room for \
+                                 another before the call's deadline (--max-queued-events, \
+                                 --guest-api-rate, --guest-api-burst)",
+                            ),
+                        });
+                    }
+                    tokio::time::sleep(room_in).await;
+                }
             }
         }
     }
@@ -140,5 +196,61 @@ mod tests {
         assert!(text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"get\"} 3\n"));
         assert!(text.contains("kapsel_guest_api_throttled_total{guest=\"a\"} 1\n"));
         assert!(text.contains("kapsel_guest_api_requests_total{guest=\"b\",verb=\"event\"} 1\n"));
+    }
+
+    /// Events have a pace of their own, are given turns ahead instead of waiting, and
+    /// wait only for room in a full queue, failing at the deadline.
+    #[tokio::test]
+    async fn events_take_turns_ahead_until_the_queue_is_full() {
+        let limits = Limits {
+            guest_api_rate: 10.0,
+            guest_api_burst: 2,
+            max_queued_events: 3,
+            ..Limits::default()
+        };
+        let metrics = Metrics::default();
+        let traffic = GuestTraffic::new(&limits, metrics.clone());
+        let soon = Instant::now() + Duration::from_millis(20);
+        for _ in 0..2 {
+            traffic.admit("a", "get", soon).await.expect("the burst");
+        }
+        traffic.admit("a", "get", soon).await.expect_err("paced");
+        // The requests' pace is spent; the Events' is not.
+        for _ in 0..2 {
+            let turn = traffic.admit_event("a", soon).await.expect("the burst");
+            assert_eq!(turn, Duration::ZERO);
+        }
+        let asked = Instant::now();
+        let mut last = Duration::ZERO;
+        for _ in 0..3 {
+            let turn = traffic.admit_event("a", soon).await.expect("queued");
+            assert!(turn > last, "later turns for later Events: {turn:?}");
+            last = turn;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_millis(20),
+            "not waited for"
+        );
+        assert!(last <= Duration::from_millis(300), "{last:?}");
+        // Full: room comes as the first queued one's turn comes.
+        let refused = traffic.admit_event("a", soon).await.expect_err("full");
+        assert_eq!(refused.code, 429);
+        assert!(
+            refused.message.contains("--max-queued-events"),
+            "{}",
+            refused.message
+        );
+        let later = Instant::now() + Duration::from_millis(500);
+        let turn = traffic.admit_event("a", later).await.expect("room made");
+        assert!(
+            asked.elapsed() >= Duration::from_millis(50),
+            "waited for room"
+        );
+        assert!(turn <= Duration::from_millis(300), "{turn:?}");
+        let text = metrics.render();
+        assert!(
+            text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"event\"} 7\n"),
+            "{text}"
+        );
     }
 }
