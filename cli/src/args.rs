@@ -73,6 +73,10 @@ pub(crate) enum Command {
     Rbac(RbacArgs),
     /// Make a new guest crate: a handler, its native test, a case file, a CRD, a README.
     New(NewArgs),
+    /// The helper `run` compiles guests with: a component on stdin, its compilation on
+    /// stdout (exit code 2 when it is invalid). Not for people.
+    #[command(hide = true)]
+    CompileGuest,
 }
 
 /// `kapsel new PATH`: a guest crate in a new folder, from the template.

@@ -80,6 +80,10 @@ impl Cli {
                 .map_err(|e| CliError::new(error_chain(&e), 1)),
             Command::Rbac(args) => rbac(args).await,
             Command::New(args) => new_guest(&args),
+            Command::CompileGuest => match compile_guest() {
+                code if code == std::process::ExitCode::SUCCESS => Ok(()),
+                _ => Err(CliError::new("the guest could not be compiled", 2)),
+            },
             Command::Test(args) => {
                 let request = kapsel_host::testing::TestRequest::new(args.guest)
                     .cases(&args.cases)
@@ -164,6 +168,17 @@ async fn run(
     }
     let (embedded, port, kubeconfig) = (args.embedded, args.port, args.kubeconfig.clone());
     let mut operator = operator_for(args);
+    // Guests are compiled by this binary in a helper process, so that the compiler's
+    // code and memory never stay in the operator's (in-process runners compile here).
+    match std::env::current_exe() {
+        Ok(kapsel) => {
+            operator =
+                operator.compile_in(kapsel_host::CompileCommand::new(kapsel, ["compile-guest"]));
+        }
+        Err(error) => tracing::warn!(
+            "Cannot find this program's file ({error}): guests are compiled in this process."
+        ),
+    }
     let server = if embedded {
         let server = start_server(port, kubeconfig.as_deref(), None, false).await?;
         let client = kapsel_host::testing::client_for(&server.url())
@@ -186,6 +201,33 @@ async fn run(
         );
     }
     result.map_err(|e| host_error(&e))
+}
+
+/// `kapsel compile-guest`: compiles the component on stdin for `kapsel run` (see
+/// [`kapsel_host::CompileCommand`]) and writes the result on stdout.
+pub(crate) fn compile_guest() -> std::process::ExitCode {
+    use std::io::{Read as _, Write as _};
+    let mut component = Vec::new();
+    if let Err(error) = std::io::stdin().read_to_end(&mut component) {
+        eprintln!("cannot read the component from stdin: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    match kapsel_host::compile_guest(&component) {
+        Ok(compiled) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(&compiled).and_then(|()| stdout.flush()) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("cannot write the compiled guest: {error}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Err(reason) => {
+            eprintln!("{reason}");
+            std::process::ExitCode::from(u8::try_from(kapsel_host::INVALID_COMPONENT).unwrap_or(2))
+        }
+    }
 }
 
 /// A host error as the command reports it: a guest that cannot be loaded is an input

@@ -28,6 +28,10 @@ pub use runner::{RunResult, Runner, RunnerError};
 /// and input errors).
 pub async fn main(shutdown: impl Future<Output = ()> + Send) -> ExitCode {
     let cli = args::Cli::parse();
+    if matches!(cli.command, args::Command::CompileGuest) {
+        // Its stdout is the compiled guest: nothing else may be written there.
+        return commands::compile_guest();
+    }
     telemetry::init(&cli.logging());
     match cli.execute(shutdown).await {
         Ok(()) => ExitCode::SUCCESS,

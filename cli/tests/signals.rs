@@ -1,4 +1,5 @@
-//! `kapsel run` stopped by a signal, the binary itself on a `kapsel dev-cluster`: on
+//! `kapsel run` stopped by a signal, the binary itself on a `kapsel dev-cluster` (its
+//! guest compiled by a helper process, `kapsel compile-guest`): on
 //! SIGTERM or SIGINT the handler call in flight finishes (its patch lands), the cleanup
 //! handlers run, the operator's peer record is removed, and it exits 0; a second signal
 //! exits at once (130), without waiting for any of it.
@@ -122,6 +123,13 @@ fn graceful_stop_on(signal: &str) {
         "{log}"
     );
     assert!(log.contains("tidied up"), "cleanup handlers ran: {log}");
+    // `kapsel run` compiles its guests in a helper process (its own `compile-guest`), so
+    // that the compiler never stays in the operator's memory.
+    assert!(
+        log.contains("Loaded guest 'activities'") && log.contains("compiled by a helper process"),
+        "{log}"
+    );
+    assert!(!log.contains("in a separate process"), "no fallback: {log}");
     assert!(
         cluster.peers().get("signalled").is_none_or(Value::is_null),
         "the peer record is removed: {}",

@@ -46,4 +46,5 @@ pub use journal::{Journal, Record};
 pub use limits::Limits;
 pub use peering::Freezer;
 pub use running::Operator;
+pub use runtime::{CompileCommand, INVALID_COMPONENT, compile_guest};
 pub use tools::{RbacRequest, inspect, rbac};

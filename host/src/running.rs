@@ -46,6 +46,7 @@ pub struct Operator {
     endpoints: health::Endpoints,
     /// Where compiled guests are kept between starts (`--cache-dir`).
     cache_dir: Option<PathBuf>,
+    compiler: Option<runtime::CompileCommand>,
     /// How often the guests' paths are rescanned (none: no hot reload).
     reload_interval: Option<Duration>,
     /// The pod the operator runs in (namespace, name), for Events about it.
@@ -86,6 +87,7 @@ impl Operator {
             record_to: None,
             endpoints: health::Endpoints::default(),
             cache_dir: None,
+            compiler: None,
             reload_interval: Some(RELOAD_INTERVAL),
             pod: reloading::pod_from_environment(),
         }
@@ -197,6 +199,17 @@ impl Operator {
         self
     }
 
+    /// Compile guests in a separate process: `command`, given a component on stdin,
+    /// writes its compilation ([`compile_guest`](crate::compile_guest)) on stdout
+    /// (`kapsel run` uses its own `kapsel compile-guest`). Compiling takes megabytes of
+    /// code and memory that would otherwise stay in the operator's resident set for as
+    /// long as it runs. A helper that fails is warned about and the guest compiled in
+    /// this process. Default: compiled in this process.
+    pub fn compile_in(mut self, command: crate::CompileCommand) -> Operator {
+        self.compiler = Some(command);
+        self
+    }
+
     /// Rescan the guests' paths this often for hot reload (`--reload-interval-ms`; default
     /// 5 s; zero turns it off). A guest file added, replaced or removed — a mounted
     /// ConfigMap the kubelet updates, a file renamed into place — is loaded, checked and
@@ -270,9 +283,12 @@ impl Operator {
         let (runtime, library, errors) = match self.preloaded {
             Some((runtime, guests)) => (runtime, Library::of(guests), Vec::new()),
             None => {
-                let runtime =
-                    runtime::Runtime::with_cache(self.limits.clone(), self.cache_dir.clone())
-                        .map_err(|e| Error::Runtime(Box::new(e)))?;
+                let runtime = runtime::Runtime::with_cache(
+                    self.limits.clone(),
+                    self.cache_dir.clone(),
+                    self.compiler.clone(),
+                )
+                .map_err(|e| Error::Runtime(Box::new(e)))?;
                 let (library, errors) = Library::load(&runtime, &self.guests).await;
                 (runtime, library, errors)
             }

@@ -180,6 +180,19 @@ impl ComponentCache {
         let payload = component
             .serialize()
             .map_err(|error| format!("cannot serialize the compiled component: {error:#}"))?;
+        self.store_artifact(&payload, digest)
+    }
+
+    /// Stores a compiled component, as `Component::serialize` (or a compiling helper)
+    /// gave it, under its digest. Blocks (file I/O).
+    ///
+    /// # Errors
+    /// What failed, for a warning.
+    pub(super) fn store_artifact(
+        &self,
+        payload: &[u8],
+        digest: &Digest,
+    ) -> Result<PathBuf, String> {
         let file = self.file(digest);
         // A name no other writer uses, in the same folder so that the rename is atomic.
         let temporary = self.dir.join(format!(
@@ -189,7 +202,7 @@ impl ComponentCache {
             rand::random::<u32>()
         ));
         let written =
-            write_entry(&temporary, &payload).and_then(|()| std::fs::rename(&temporary, &file));
+            write_entry(&temporary, payload).and_then(|()| std::fs::rename(&temporary, &file));
         if let Err(error) = written {
             let _ = std::fs::remove_file(&temporary);
             return Err(format!("cannot write {}: {error}", file.display()));

@@ -11,6 +11,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::GuestWorld;
 use super::cache::ComponentCache;
+use super::compiler::CompileCommand;
 use super::slots::Slots;
 use super::state::HostState;
 use super::turns::CpuTurns;
@@ -77,6 +78,8 @@ pub(super) struct RuntimeInner {
     pub(super) turns: CpuTurns,
     /// Compiled guests on disk, when asked for and usable.
     pub(super) cache: Option<ComponentCache>,
+    /// The helper that compiles guests, when they are not compiled in this process.
+    pub(super) compiler: Option<CompileCommand>,
     /// Kept for its `Drop`: stops the ticker thread.
     _ticker: EpochTicker,
 }
@@ -89,17 +92,19 @@ impl Runtime {
     /// A configuration out of range, or wasmtime refusing the engine (for example when the
     /// pool cannot reserve its address space).
     pub(crate) fn new(limits: Limits) -> Result<Runtime, RuntimeError> {
-        Runtime::with_cache(limits, None)
+        Runtime::with_cache(limits, None, None)
     }
 
     /// As [`Runtime::new`], keeping compiled guests in `cache_dir` between starts (a
-    /// folder that cannot be used is only warned about: the cache only saves time).
+    /// folder that cannot be used is only warned about: the cache only saves time), and
+    /// compiling them with `compiler` (none: in this process).
     ///
     /// # Errors
     /// As [`Runtime::new`].
     pub(crate) fn with_cache(
         limits: Limits,
         cache_dir: Option<PathBuf>,
+        compiler: Option<CompileCommand>,
     ) -> Result<Runtime, RuntimeError> {
         limits.check().map_err(RuntimeError::Config)?;
         let engine = new_engine(&limits).map_err(RuntimeError::Engine)?;
@@ -135,6 +140,7 @@ impl Runtime {
                 slots,
                 turns,
                 cache,
+                compiler,
                 _ticker: ticker,
             }),
         })
@@ -163,13 +169,20 @@ fn new_engine(limits: &Limits) -> wasmtime::Result<Engine> {
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
         .max_tables_per_component(TABLES_PER_COMPONENT)
         .max_memory_size(mib_to_bytes(limits.max_call_memory_mib));
+    let mut wasm = engine_config();
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&wasm)
+}
+
+/// The settings that decide what compiled code looks like, shared by the operator's
+/// engine and a compiling helper's (`compiler`), so that one loads what the other made.
+pub(super) fn engine_config() -> Config {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)
         // Deadlines are wall-clock (epochs), which costs less per instruction than fuel.
-        .consume_fuel(false)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&wasm)
+        .consume_fuel(false);
+    wasm
 }
 
 fn new_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {

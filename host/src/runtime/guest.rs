@@ -40,11 +40,12 @@ pub(super) struct GuestInner {
     pub(super) runtime: Runtime,
 }
 
-/// How a guest's machine code was made: compiled now, or read from the compiled-guest
-/// cache; and how long that took.
+/// How a guest's machine code was made: compiled now (in this process or in a helper
+/// process), or read from the compiled-guest cache; and how long that took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Compilation {
     Compiled(Duration),
+    CompiledApart(Duration),
     Cached(Duration),
 }
 
@@ -52,7 +53,7 @@ impl Compilation {
     /// Whether it came from the cache, and how long it took.
     pub(crate) fn parts(self) -> (bool, Duration) {
         match self {
-            Compilation::Compiled(took) => (false, took),
+            Compilation::Compiled(took) | Compilation::CompiledApart(took) => (false, took),
             Compilation::Cached(took) => (true, took),
         }
     }
@@ -62,6 +63,9 @@ impl fmt::Display for Compilation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Compilation::Compiled(took) => write!(f, "compiled in {} ms", took.as_millis()),
+            Compilation::CompiledApart(took) => {
+                write!(f, "compiled by a helper process in {} ms", took.as_millis())
+            }
             Compilation::Cached(took) => write!(f, "from the cache in {} ms", took.as_millis()),
         }
     }

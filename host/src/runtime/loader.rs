@@ -11,6 +11,7 @@ use wasmtime::component::Component;
 
 use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
 use super::cache::{Digest, Lookup};
+use super::compiler::Compiled;
 use super::describe::validate;
 use super::engine::Runtime;
 use super::guest::{Compilation, Guest, GuestInner};
@@ -242,14 +243,41 @@ impl Runtime {
             ),
             Some(Lookup::Miss) | None => {}
         }
-        let component =
-            Component::from_binary(engine, bytes).map_err(|error| LoadError::Invalid {
-                path: path.to_owned(),
-                reason: format!("{error:#}"),
-            })?;
-        let compiled = Compilation::Compiled(started.elapsed());
+        let invalid = |reason: String| LoadError::Invalid {
+            path: path.to_owned(),
+            reason,
+        };
+        let mut artifact = None;
+        let mut component = None;
+        if let Some(compiler) = &self.inner.compiler {
+            match compiler.compile(engine, bytes) {
+                Compiled::Loaded(loaded, bytes) => {
+                    component = Some(loaded);
+                    artifact = Some(bytes);
+                }
+                Compiled::Invalid(reason) => return Err(invalid(reason)),
+                Compiled::Failed(reason) => tracing::warn!(
+                    "Cannot compile {} in a separate process ({reason}); compiling it in this one.",
+                    path.display()
+                ),
+            }
+        }
+        let component = match component {
+            Some(component) => component,
+            None => Component::from_binary(engine, bytes)
+                .map_err(|error| invalid(format!("{error:#}")))?,
+        };
+        let compiled = if artifact.is_some() {
+            Compilation::CompiledApart(started.elapsed())
+        } else {
+            Compilation::Compiled(started.elapsed())
+        };
         if let Some(cache) = cache {
-            match cache.store(&component, digest) {
+            let stored = match &artifact {
+                Some(artifact) => cache.store_artifact(artifact, digest),
+                None => cache.store(&component, digest),
+            };
+            match stored {
                 Ok(file) => tracing::debug!(
                     "Cached the compilation of {} in {}.",
                     path.display(),

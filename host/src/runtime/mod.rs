@@ -4,7 +4,7 @@
 //! Submodules, one job each: `engine` (the `Engine`, `Linker`, epoch ticker, [`Runtime`]),
 //! `bindings` (the one `bindgen!`), `loader` (a file → a [`Guest`]), `library` (the
 //! guests of the operator's paths, rescanned for hot reload), `cache` (compiled guests
-//! kept on disk between starts), `guest` ([`Guest`]),
+//! kept on disk between starts), `compiler` (compiling here or in a helper process), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
 //! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps), `services` ([`HostServices`], what a call may use),
 //! `host_api` (the `host` imports), `pipe` (captured stdout/stderr), `slots` (who may
@@ -12,6 +12,7 @@
 
 mod bindings;
 mod cache;
+mod compiler;
 mod deadline;
 mod describe;
 mod engine;
@@ -32,6 +33,7 @@ pub(crate) use bindings::{
     Cause, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter,
     Outcome, Permission, Registration, Resource, ResourceName, Selector,
 };
+pub use compiler::{CompileCommand, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;
 pub(crate) use engine::Runtime;
 pub(crate) use guest::{Guest, ServedGuests};

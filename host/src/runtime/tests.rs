@@ -1,6 +1,7 @@
 //! Runtime tests against real compiled guests (`tests/guests/raw-*`, built for
 //! `wasm32-wasip2` on first use) and hand-made bad files.
 
+use std::ffi::OsStr;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -657,4 +658,70 @@ async fn rescans_take_files_that_hold_still_refuse_once_and_keep_an_emptied_fold
     assert!(removed.is_empty(), "{removed:?}");
     assert!(refused[0].contains("no other guest is left"), "{refused:?}");
     assert_eq!(library.guests().len(), 1, "the last guest keeps serving");
+}
+
+/// A runtime whose guests a helper process compiles: `sh -c script` (`$1`: `file`).
+fn compiling_with(script: &str, file: &Path) -> Runtime {
+    let command = CompileCommand::new(
+        "sh",
+        [
+            OsStr::new("-c"),
+            OsStr::new(script),
+            OsStr::new("helper"),
+            file.as_os_str(),
+        ],
+    );
+    Runtime::with_cache(crate::limits::Limits::default(), None, Some(command)).expect("runtime")
+}
+
+/// Guests compiled by a helper process serve as if compiled here; a helper that fails,
+/// cannot be run or answers what the engine refuses is replaced by compiling here; a
+/// component the helper finds invalid is refused with its reason.
+#[tokio::test]
+async fn a_helper_process_compiles_guests_and_a_failing_helper_is_done_without() {
+    let scratch = Scratch::new("helper");
+    let wasm = guest_wasm("raw_behaviours");
+    let compiled = compile_guest(&std::fs::read(&wasm).expect("the guest")).expect("compiled");
+    let artifact = scratch.file("artifact", &compiled);
+    // The helper reads its input before it answers, as `kapsel compile-guest` does.
+    let helper = compiling_with(r#"cat >/dev/null; cat "$1""#, &artifact);
+    let guest = helper.load(&wasm).await.expect("loaded");
+    assert!(
+        matches!(guest.compilation(), guest::Compilation::CompiledApart(_)),
+        "{:?}",
+        guest.compilation()
+    );
+    let reply = guest.invoke(cause("ok", BODY), ctx("ok")).await;
+    assert!(reply.is_ok(), "{reply:?}");
+
+    for (script, what) in [
+        (
+            "cat >/dev/null; echo broken >&2; exit 1",
+            "a failing helper",
+        ),
+        ("cat", "a helper answering what the engine refuses"),
+        (
+            "cat >/dev/null; exec /nonexistent/helper",
+            "a helper that cannot run",
+        ),
+    ] {
+        let runtime = compiling_with(script, &artifact);
+        let guest = runtime
+            .load(&wasm)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            matches!(guest.compilation(), guest::Compilation::Compiled(_)),
+            "{what}: {:?}",
+            guest.compilation()
+        );
+    }
+
+    let refusing = compiling_with(
+        r#"cat >/dev/null; echo "no such thing" >&2; exit 2"#,
+        &artifact,
+    );
+    let error = refusing.load(&wasm).await.expect_err("invalid");
+    assert!(matches!(error, LoadError::Invalid { .. }), "{error:?}");
+    assert!(error.to_string().contains("no such thing"), "{error}");
 }
