@@ -47,29 +47,37 @@ pub(crate) struct Operators {
     pub(crate) kopf: Result<PathBuf, String>,
     /// More environment for Kapsel's runs (`--kapsel-env`), e.g. allocator settings.
     pub(crate) kapsel_env: Vec<(String, String)>,
+    /// The compiled-guest cache of the cached start-up (`--cache-dir`).
+    pub(crate) cache_dir: PathBuf,
 }
 
-/// A variant of Kapsel's start-up: today only without a compiled-guest cache; "with
-/// the cache" will be one more entry (its extra arguments, and a warm-up run).
+/// A variant of Kapsel's start-up: without a compiled-guest cache (the guest compiled at
+/// every start), or with one that a warm-up start filled (`--cache-dir`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Startup {
     NoCache,
+    Cached,
 }
 
 impl Startup {
     /// Every variant measured.
-    pub(crate) const ALL: &[Startup] = &[Startup::NoCache];
+    pub(crate) const ALL: &[Startup] = &[Startup::NoCache, Startup::Cached];
 
     pub(crate) fn label(self) -> &'static str {
         match self {
             Startup::NoCache => "no compiled-guest cache",
+            Startup::Cached => "compiled guests cached",
         }
     }
 
-    fn extra_args(self) -> Vec<String> {
+    fn extra_args(self, operators: &Operators) -> Vec<String> {
         match self {
             Startup::NoCache => Vec::new(),
+            Startup::Cached => vec![
+                "--cache-dir".to_owned(),
+                operators.cache_dir.display().to_string(),
+            ],
         }
     }
 }
@@ -87,7 +95,7 @@ impl Operators {
         Ok(match kind {
             Kind::Kapsel => {
                 let mut args = vec!["run".to_owned(), "--standalone".to_owned(), "-A".to_owned()];
-                args.extend(startup.extra_args());
+                args.extend(startup.extra_args(self));
                 args.push(self.guest.display().to_string());
                 Launch {
                     program: self.kapsel.clone(),
