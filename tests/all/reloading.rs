@@ -230,13 +230,12 @@ async fn a_broken_guest_is_refused_while_the_old_version_serves_and_guests_come_
         path.ends_with("app.wasm") && error.contains("app.wasm"),
         "{error}"
     );
-    let warnings = scene.events_about("kapsel-0").await;
+    // Posted in the background: waited for.
+    let warnings = scene.warnings_about("kapsel-0", "GuestRefused").await;
     assert!(
-        warnings.iter().any(|e| e["type"] == "Warning"
-            && e["reason"] == "GuestRefused"
-            && e["message"].as_str().is_some_and(
-                |m| m.contains("app.wasm") && m.contains("the version before it keeps serving")
-            )),
+        warnings.iter().any(|e| e["message"].as_str().is_some_and(
+            |m| m.contains("app.wasm") && m.contains("the version before it keeps serving")
+        )),
         "a Warning Event about the pod: {warnings:#?}"
     );
     let (code, health) = get(port, "/healthz").await;

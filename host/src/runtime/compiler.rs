@@ -19,10 +19,8 @@ use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use wasmtime::Engine;
 use wasmtime::component::Component;
-
-use super::engine::engine_config;
+use wasmtime::{Config, Engine};
 
 /// The exit code of a helper that found the component invalid.
 pub const INVALID_COMPONENT: i32 = 2;
@@ -138,4 +136,15 @@ impl CompileCommand {
             _ => Err(failed(format!("the helper ended with {status}: {errors}"))),
         }
     }
+}
+
+/// The settings that decide what compiled code looks like, shared by the operator's
+/// engine (`engine`) and a compiling helper's, so that one loads what the other made.
+pub(super) fn engine_config() -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        // Deadlines are wall-clock (epochs), which costs less per instruction than fuel.
+        .consume_fuel(false);
+    wasm
 }

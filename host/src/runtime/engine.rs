@@ -7,11 +7,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::GuestWorld;
 use super::cache::ComponentCache;
-use super::compiler::CompileCommand;
+use super::compiler::{CompileCommand, engine_config};
 use super::slots::Slots;
 use super::state::HostState;
 use super::turns::CpuTurns;
@@ -172,17 +172,6 @@ fn new_engine(limits: &Limits) -> wasmtime::Result<Engine> {
     let mut wasm = engine_config();
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&wasm)
-}
-
-/// The settings that decide what compiled code looks like, shared by the operator's
-/// engine and a compiling helper's (`compiler`), so that one loads what the other made.
-pub(super) fn engine_config() -> Config {
-    let mut wasm = Config::new();
-    wasm.wasm_component_model(true)
-        .epoch_interruption(true)
-        // Deadlines are wall-clock (epochs), which costs less per instruction than fuel.
-        .consume_fuel(false);
-    wasm
 }
 
 fn new_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {

@@ -61,9 +61,10 @@ async fn guest_api_traffic_keeps_its_pace() {
     )
     .unwrap_or(0.0);
     let paced = f64::from(limits.guest_api_burst) + limits.guest_api_rate * elapsed;
-    // Each refusal is counted too: one per flood, at most.
+    // Each refusal is counted too: one per flood, at most; and one turn reserved before
+    // the time was taken may be counted after it.
     assert!(
-        hostile <= paced + 2.0,
+        hostile <= paced + 3.0,
         "{hostile} requests in {elapsed:.1} s, paced at {paced:.0}: {metrics}"
     );
     let queue = f64::from(limits.max_queued_events);
