@@ -116,7 +116,7 @@ pub(crate) fn text(results: &Results, sections: &[Section]) -> String {
     }
     let _ = writeln!(
         text,
-        "Ratios are Kapsel ÷ baseline, both measured in this run; RSS after settling (≤ 2 % CPU over 2 s)."
+        "Ratios are Kapsel ÷ baseline, both measured in this run; RSS after settling (≤ 2 % CPU over 6 s: idle workers retired)."
     );
     if !results.settings.kapsel_env.is_empty() {
         let _ = writeln!(

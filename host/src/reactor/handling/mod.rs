@@ -26,7 +26,8 @@ use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{
-    self, ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, Streak, object_ref,
+    self, ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, QueuedEvent, Streak,
+    object_ref,
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
@@ -125,7 +126,7 @@ impl<'a> EventContext<'a> {
             event,
             object,
             resource_key: stream.resource.key(),
-            body: Arc::from(event.body.to_string()),
+            body: event.text.clone(),
         }
     }
 }
@@ -213,13 +214,14 @@ impl Handling {
     }
 
     /// Handles one event of an object, through every stage.
-    pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: ObjectEvent) {
+    pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: QueuedEvent) {
         let memory = self.memories.get(&event.key);
         // Before anything is built for the event: an object waiting for its turn holds
-        // only its event, and this small future. The handling's own future, tens of KiB
-        // (all its stages' states), is allocated once the turn is taken.
+        // only its event (the body as text), and this small future. The parsed body and
+        // the handling's own future, tens of KiB (all its stages' states), are allocated
+        // once the turn is taken.
         let _turn = memory.take_turn(&stream.turns).await;
-        Box::pin(self.process_in_turn(stream, event, &memory)).await;
+        Box::pin(self.process_in_turn(stream, event.parsed(), &memory)).await;
     }
 
     async fn process_in_turn(

@@ -223,12 +223,8 @@ impl Ticker {
             sleeps: sleeps.cloned(),
             ..ChangeDetails::default()
         };
-        let event = ObjectEvent {
-            // Timers are called about no event (Kopf's `type` is None for them).
-            event_type: EventType::Listed,
-            key: self.key.clone(),
-            body: body.clone(),
-        };
+        // Timers are called about no event (Kopf's `type` is None for them).
+        let event = ObjectEvent::of(EventType::Listed, self.key.clone(), body.clone());
         let ctx = EventContext::new(&self.stream, &event, &self.object);
         let mut patch = Patch::default();
         let executed = self

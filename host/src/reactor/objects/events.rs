@@ -1,5 +1,6 @@
 //! One object event as the stages see it: its raw type (Kopf's `type`), the object's
-//! identity (its uid) and its body.
+//! identity (its uid) and its body; and as it waits in its object's queue, with the body
+//! only as text.
 
 use std::sync::Arc;
 
@@ -29,13 +30,54 @@ impl EventType {
     }
 }
 
-/// One object event, ready for its object's queue.
+/// One object event as the stages handle it.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectEvent {
     pub(crate) event_type: EventType,
     pub(crate) key: ObjectKey,
     /// The object with `apiVersion` and `kind` filled in.
     pub(crate) body: Arc<Value>,
+    /// The same as compact JSON text, as every call about the event hands it to guests.
+    pub(crate) text: Arc<str>,
+}
+
+impl ObjectEvent {
+    /// An event about `body`.
+    pub(crate) fn of(event_type: EventType, key: ObjectKey, body: Arc<Value>) -> ObjectEvent {
+        let text = Arc::from(body.to_string());
+        ObjectEvent {
+            event_type,
+            key,
+            body,
+            text,
+        }
+    }
+}
+
+/// One object event as it waits in its object's queue for the object's turn: the body
+/// only as compact JSON text, shared with the stream's memory of the object. A parsed
+/// body takes several times the memory of its text, and a backlog of thousands of
+/// objects waits with one event each (measured: 10,000 objects listed at start).
+#[derive(Debug, Clone)]
+pub(crate) struct QueuedEvent {
+    pub(crate) event_type: EventType,
+    pub(crate) key: ObjectKey,
+    /// The object with `apiVersion` and `kind` filled in, as compact JSON text.
+    pub(crate) text: Arc<str>,
+}
+
+impl QueuedEvent {
+    /// The event with its body parsed, once its turn has come. (The text is what the
+    /// stream serialised from a parsed body: it parses.)
+    pub(crate) fn parsed(self) -> ObjectEvent {
+        let body = serde_json::from_str(&self.text).unwrap_or(Value::Null);
+        ObjectEvent {
+            event_type: self.event_type,
+            key: self.key,
+            body: Arc::new(body),
+            text: self.text,
+        }
+    }
 }
 
 /// The stable identity of an object: its uid, or Kopf's fallback for uid-less ones.

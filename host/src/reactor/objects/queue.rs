@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::events::{EventType, ObjectEvent};
+use super::events::{EventType, QueuedEvent};
 use crate::handlers::ObjectKey;
 use crate::metrics::Gauge;
 
@@ -39,7 +39,7 @@ struct Workers {
 }
 
 struct Worker {
-    tx: mpsc::UnboundedSender<ObjectEvent>,
+    tx: mpsc::UnboundedSender<QueuedEvent>,
     task: JoinHandle<()>,
     pending: Arc<Pending>,
     generation: u64,
@@ -105,7 +105,7 @@ impl Drop for ClearOnDrop {
 
 impl<F, Fut> Router<F>
 where
-    F: Fn(ObjectEvent) -> Fut + Send + Sync + 'static,
+    F: Fn(QueuedEvent) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     pub(crate) fn new(process: F) -> Self {
@@ -123,7 +123,7 @@ where
     }
 
     /// Queues an event behind the object's earlier events.
-    pub(crate) fn route(&mut self, event: ObjectEvent) {
+    pub(crate) fn route(&mut self, event: QueuedEvent) {
         let key = event.key.clone();
         let deleted = event.event_type == EventType::Deleted;
         let mut workers = lock(&self.workers);
@@ -154,7 +154,7 @@ where
         }
     }
 
-    fn spawn(&self, key: ObjectKey, generation: u64, first: ObjectEvent) -> Worker {
+    fn spawn(&self, key: ObjectKey, generation: u64, first: QueuedEvent) -> Worker {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Pending {
             events: Mutex::new(0),
@@ -223,11 +223,11 @@ mod tests {
     use serde_json::json;
     use std::sync::Mutex;
 
-    fn ev(key: &str, n: u64) -> ObjectEvent {
-        ObjectEvent {
+    fn ev(key: &str, n: u64) -> QueuedEvent {
+        QueuedEvent {
             event_type: EventType::Modified,
             key: key.into(),
-            body: Arc::new(json!({"n": n})),
+            text: Arc::from(json!({"n": n}).to_string()),
         }
     }
 
@@ -237,10 +237,10 @@ mod tests {
         let log = seen.clone();
         // "a" waits until "b" is done: only objects processed in parallel get there.
         let b_done = Arc::new(tokio::sync::Semaphore::new(0));
-        let mut router = Router::new(move |e: ObjectEvent| {
+        let mut router = Router::new(move |e: QueuedEvent| {
             let (log, b_done) = (log.clone(), b_done.clone());
             async move {
-                let n = e.body["n"].as_u64().unwrap_or_default();
+                let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
                 if e.key == "a" && n == 0 {
                     let waited =
                         tokio::time::timeout(Duration::from_secs(10), b_done.acquire()).await;
@@ -277,10 +277,10 @@ mod tests {
     async fn idle_workers_leave_and_come_back() {
         let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
         let log = seen.clone();
-        let mut router = Router::new(move |e: ObjectEvent| {
+        let mut router = Router::new(move |e: QueuedEvent| {
             let log = log.clone();
             async move {
-                let n = e.body["n"].as_u64().unwrap_or_default();
+                let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
                 log.lock().unwrap().push(n);
             }
         });
@@ -321,7 +321,7 @@ mod tests {
         let metrics = crate::metrics::Metrics::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let held = gate.clone();
-        let mut router = Router::new(move |_: ObjectEvent| {
+        let mut router = Router::new(move |_: QueuedEvent| {
             let held = held.clone();
             async move {
                 let _ = held.acquire().await.map(|p| p.forget());

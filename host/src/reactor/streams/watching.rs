@@ -15,13 +15,13 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Resource;
 use crate::handlers::ObjectKey;
 use crate::metrics::Metrics;
-use crate::reactor::objects::{EventType, ObjectEvent, object_key};
+use crate::reactor::objects::{EventType, QueuedEvent, object_key};
 use crate::recording::Recorder;
 
 /// What a stream reports besides object events.
 #[derive(Debug)]
 pub(crate) enum StreamSignal {
-    Object(ObjectEvent),
+    Object(QueuedEvent),
     /// A listing is complete: the first one (`relisted: false`), or one after the watch
     /// history expired (410 Gone), with the objects gone meanwhile reported as DELETED.
     Listed {
@@ -108,9 +108,10 @@ pub(crate) async fn run(
 
     // Every object the stream knows, as compact JSON text: the key tells an addition from
     // a modification, and the text is the body of the DELETED event of an object that
-    // vanished while the stream was down. Text, not a parsed `Value`: a parsed body
-    // takes several times the memory, and is needed only for those rare deletions.
-    let mut known: HashMap<ObjectKey, Box<str>> = HashMap::new();
+    // vanished while the stream was down, and of the objects a replay lists again. Text,
+    // not a parsed `Value`: a parsed body takes several times the memory. The same text
+    // is the body of the event queued for the object, parsed only once its turn comes.
+    let mut known: HashMap<ObjectKey, Arc<str>> = HashMap::new();
     // The objects listed so far while a (re)listing is under way.
     let mut relisted: Option<HashSet<ObjectKey>> = None;
     let mut listings: u64 = 0;
@@ -135,10 +136,10 @@ pub(crate) async fn run(
                 };
                 // Not recorded: these come from memory, not from the cluster.
                 let known = known.iter().map(|(key, text)| {
-                    StreamSignal::Object(ObjectEvent {
+                    StreamSignal::Object(QueuedEvent {
                         event_type: EventType::Listed,
                         key: key.clone(),
-                        body: Arc::new(serde_json::from_str(text).unwrap_or(Value::Null)),
+                        text: text.clone(),
                     })
                 });
                 for signal in known.chain([StreamSignal::Replayed(seq)]) {
@@ -165,16 +166,15 @@ pub(crate) async fn run(
                 continue;
             }
             Event::InitApply(obj) => {
-                let body = body_of(obj, &resource);
-                let key = object_key(&body);
+                let (key, text) = text_of(obj, &resource);
                 if let Some(listed) = relisted.as_mut() {
                     listed.insert(key.clone());
                 }
-                known.insert(key.clone(), compact(&body));
-                StreamSignal::Object(ObjectEvent {
+                known.insert(key.clone(), text.clone());
+                StreamSignal::Object(QueuedEvent {
                     event_type: EventType::Listed,
                     key,
-                    body,
+                    text,
                 })
             }
             Event::InitDone => {
@@ -186,10 +186,10 @@ pub(crate) async fn run(
                         .collect();
                     for key in vanished {
                         if let Some(text) = known.remove(&key) {
-                            let deleted = ObjectEvent {
+                            let deleted = QueuedEvent {
                                 event_type: EventType::Deleted,
                                 key,
-                                body: Arc::new(serde_json::from_str(&text).unwrap_or(Value::Null)),
+                                text,
                             };
                             record(&recorder, &resource, &deleted);
                             if out.send(StreamSignal::Object(deleted)).is_err() {
@@ -204,27 +204,25 @@ pub(crate) async fn run(
                 }
             }
             Event::Apply(obj) => {
-                let body = body_of(obj, &resource);
-                let key = object_key(&body);
-                let event_type = if known.insert(key.clone(), compact(&body)).is_some() {
+                let (key, text) = text_of(obj, &resource);
+                let event_type = if known.insert(key.clone(), text.clone()).is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                StreamSignal::Object(ObjectEvent {
+                StreamSignal::Object(QueuedEvent {
                     event_type,
                     key,
-                    body,
+                    text,
                 })
             }
             Event::Delete(obj) => {
-                let body = body_of(obj, &resource);
-                let key = object_key(&body);
+                let (key, text) = text_of(obj, &resource);
                 known.remove(&key);
-                StreamSignal::Object(ObjectEvent {
+                StreamSignal::Object(QueuedEvent {
                     event_type: EventType::Deleted,
                     key,
-                    body,
+                    text,
                 })
             }
         };
@@ -237,20 +235,24 @@ pub(crate) async fn run(
     }
 }
 
-/// The body as compact JSON text (serialising a `Value` cannot fail).
-fn compact(body: &Value) -> Box<str> {
-    serde_json::to_string(body)
-        .unwrap_or_default()
-        .into_boxed_str()
+/// The object's key and its body as compact JSON text (serialising a `Value` cannot
+/// fail).
+fn text_of(obj: DynamicObject, resource: &Resource) -> (ObjectKey, Arc<str>) {
+    let body = body_of(obj, resource);
+    (object_key(&body), Arc::from(body.to_string()))
 }
 
-fn record(recorder: &Recorder, resource: &Resource, event: &ObjectEvent) {
+fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
+    if !recorder.is_on() {
+        return;
+    }
     let event_type = event.event_type.as_kopf().unwrap_or("LISTED");
-    recorder.watch(resource, event_type, &event.body);
+    let body = serde_json::from_str(&event.text).unwrap_or(Value::Null);
+    recorder.watch(resource, event_type, &body);
 }
 
 /// The object as JSON, with `apiVersion`/`kind` filled in (list items may lack them).
-fn body_of(obj: DynamicObject, resource: &Resource) -> Arc<Value> {
+fn body_of(obj: DynamicObject, resource: &Resource) -> Value {
     let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
     if let Some(map) = body.as_object_mut() {
         for (key, value) in [
@@ -262,5 +264,5 @@ fn body_of(obj: DynamicObject, resource: &Resource) -> Arc<Value> {
             }
         }
     }
-    Arc::new(body)
+    body
 }
