@@ -436,7 +436,7 @@ fn created(results: &Results, n: usize) -> Section {
         )
         .note(
             "requests counted until then: the delete handler's Events do not hold it, and go out \
-             at the guest's Event pace (--guest-api-rate) afterwards",
+             at the guest's Event pace (--guest-event-rate) afterwards",
         ),
     );
     request_rows(

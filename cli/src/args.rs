@@ -329,12 +329,18 @@ pub(crate) struct LimitArgs {
     /// The random bytes one WASI request may ask for.
     #[arg(long, default_value_t = Limits::default().max_random_bytes)]
     pub(crate) max_random_bytes: u64,
-    /// A guest's sustained pace of Kubernetes requests per second, and apart from them of its Events.
+    /// A guest's sustained pace of Kubernetes requests, per second.
     #[arg(long, default_value_t = Limits::default().guest_api_rate)]
     pub(crate) guest_api_rate: f64,
-    /// How many requests (and apart from them Events) a guest may make at once before its pace applies.
+    /// How many requests a guest may make at once before its pace applies.
     #[arg(long, default_value_t = Limits::default().guest_api_burst)]
     pub(crate) guest_api_burst: u32,
+    /// A guest's sustained pace of Events, per second.
+    #[arg(long, default_value_t = Limits::default().guest_event_rate)]
+    pub(crate) guest_event_rate: f64,
+    /// How many Events a guest may post at once before their pace applies.
+    #[arg(long, default_value_t = Limits::default().guest_event_burst)]
+    pub(crate) guest_event_burst: u32,
     /// How many of a guest's Events may wait for its pace before posting one fails the call.
     #[arg(long, default_value_t = Limits::default().max_queued_events)]
     pub(crate) max_queued_events: u32,
@@ -374,6 +380,8 @@ impl LimitArgs {
         limits.max_random_bytes = self.max_random_bytes;
         limits.guest_api_rate = self.guest_api_rate;
         limits.guest_api_burst = self.guest_api_burst;
+        limits.guest_event_rate = self.guest_event_rate;
+        limits.guest_event_burst = self.guest_event_burst;
         limits.max_queued_events = self.max_queued_events;
         limits.min_timer_interval = Duration::from_millis(self.min_timer_interval_ms);
         limits.min_retry_delay = Duration::from_millis(self.min_retry_delay_ms);

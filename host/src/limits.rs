@@ -80,12 +80,19 @@ pub struct Limits {
     /// The random bytes one WASI `get-random-bytes` call may ask for
     /// (`--max-random-bytes`).
     pub max_random_bytes: u64,
-    /// The sustained pace of one guest's Kubernetes requests, per second, and apart
-    /// from them of its Events (`--guest-api-rate`).
+    /// The sustained pace of one guest's Kubernetes requests, per second
+    /// (`--guest-api-rate`).
     pub guest_api_rate: f64,
-    /// How many requests, and apart from them Events, a guest may make at once before
-    /// the pace applies (`--guest-api-burst`).
+    /// How many requests a guest may make at once before the pace applies
+    /// (`--guest-api-burst`).
     pub guest_api_burst: u32,
+    /// The sustained pace of one guest's Events, per second (`--guest-event-rate`): a
+    /// pace of their own, since an Event is posted for every object in bulk (Kopf posts
+    /// one per handler call, unpaced).
+    pub guest_event_rate: f64,
+    /// How many Events a guest may post at once before their pace applies
+    /// (`--guest-event-burst`).
+    pub guest_event_burst: u32,
     /// How many of a guest's Events may wait for its pace: Events are posted in the
     /// background, so a call never waits for them; past this many waiting, posting
     /// one fails the call (`--max-queued-events`).
@@ -129,6 +136,8 @@ impl Default for Limits {
             max_random_bytes: 64 << 10,
             guest_api_rate: 20.0,
             guest_api_burst: 40,
+            guest_event_rate: 100.0,
+            guest_event_burst: 200,
             max_queued_events: 1000,
             min_timer_interval: Duration::from_secs(1),
             min_retry_delay: Duration::from_secs(1),
@@ -188,13 +197,17 @@ impl Limits {
                 return Err(format!("the {name} must be between 1 and 100 percent"));
             }
         }
-        if !(self.guest_api_rate.is_finite() && self.guest_api_rate > 0.0) {
-            return Err("the guest API rate must be a positive number".to_owned());
+        let positive = |rate: f64| rate.is_finite() && rate > 0.0;
+        if !positive(self.guest_api_rate) || !positive(self.guest_event_rate) {
+            return Err("the guest API and Event rates must be positive numbers".to_owned());
         }
-        if self.guest_api_burst == 0 || self.max_events_per_call == 0 || self.max_queued_events == 0
+        if self.guest_api_burst == 0
+            || self.guest_event_burst == 0
+            || self.max_events_per_call == 0
+            || self.max_queued_events == 0
         {
             return Err(
-                "the guest API burst, the Events per call and the queued Events must be positive"
+                "the guest API and Event bursts, the Events per call and the queued Events must be positive"
                     .to_owned(),
             );
         }
@@ -255,6 +268,8 @@ mod tests {
         assert!(bad(|l| l.call_slots = 0).contains("slots"));
         assert!(bad(|l| l.handler_share_percent = 0).contains("handler share"));
         assert!(bad(|l| l.guest_api_rate = f64::NAN).contains("rate"));
+        assert!(bad(|l| l.guest_event_rate = 0.0).contains("rate"));
+        assert!(bad(|l| l.guest_event_burst = 0).contains("burst"));
     }
 
     #[test]

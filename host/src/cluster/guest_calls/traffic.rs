@@ -1,4 +1,4 @@
-//! [`GuestTraffic`]: each guest's Kubernetes requests and Events at its own pace (per
+//! [`GuestTraffic`]: each guest's Kubernetes requests and Events at its own paces (per
 //! guest, one [`RateLimiter`] for its requests and one for its Events, each shared by all
 //! its calls), counted per guest and verb for `/metrics`. The operator's own requests
 //! (watches, patches, peering) never go through it, so a guest flooding the API server
@@ -27,10 +27,11 @@ pub(crate) struct GuestTraffic {
     metrics: Metrics,
 }
 
-/// The pace every guest gets, and each guest's limiters.
+/// The paces every guest gets (rate, burst) for its requests and its Events, and each
+/// guest's limiters.
 struct Paces {
-    rate: f64,
-    burst: u32,
+    requests: (f64, u32),
+    events: (f64, u32),
     max_queued_events: u32,
     limiters: HashMap<(String, Lane), Arc<RateLimiter>>,
 }
@@ -49,12 +50,14 @@ impl std::fmt::Debug for GuestTraffic {
 }
 
 impl GuestTraffic {
-    /// Each guest at `limits.guest_api_rate` per second, `limits.guest_api_burst` at once.
+    /// Each guest's requests at `limits.guest_api_rate` per second,
+    /// `limits.guest_api_burst` at once, and its Events at `limits.guest_event_rate` and
+    /// `limits.guest_event_burst`.
     pub(crate) fn new(limits: &Limits, metrics: Metrics) -> GuestTraffic {
         GuestTraffic {
             paces: Arc::new(Mutex::new(Paces {
-                rate: limits.guest_api_rate,
-                burst: limits.guest_api_burst,
+                requests: (limits.guest_api_rate, limits.guest_api_burst),
+                events: (limits.guest_event_rate, limits.guest_event_burst),
                 max_queued_events: limits.max_queued_events,
                 limiters: HashMap::new(),
             })),
@@ -66,8 +69,8 @@ impl GuestTraffic {
     /// runs; every guest starts afresh).
     pub(crate) fn set_pace(&self, limits: &Limits) {
         let mut paces = self.paces();
-        paces.rate = limits.guest_api_rate;
-        paces.burst = limits.guest_api_burst;
+        paces.requests = (limits.guest_api_rate, limits.guest_api_burst);
+        paces.events = (limits.guest_event_rate, limits.guest_event_burst);
         paces.max_queued_events = limits.max_queued_events;
         paces.limiters.clear();
     }
@@ -79,7 +82,10 @@ impl GuestTraffic {
 
     fn limiter(&self, guest: &str, lane: Lane) -> (Arc<RateLimiter>, f64, u32) {
         let mut paces = self.paces();
-        let (rate, burst) = (paces.rate, paces.burst);
+        let (rate, burst) = match lane {
+            Lane::Requests => paces.requests,
+            Lane::Events => paces.events,
+        };
         let limiter = Arc::clone(
             paces
                 .limiters
@@ -151,7 +157,7 @@ impl GuestTraffic {
                                 "guest '{guest}' has {queued} Events waiting for its pace \
                                  ({rate} per second, {burst} at once) and no room for \
                                  another before the call's deadline (--max-queued-events, \
-                                 --guest-api-rate, --guest-api-burst)",
+                                 --guest-event-rate, --guest-event-burst)",
                             ),
                         });
                     }
@@ -203,8 +209,10 @@ mod tests {
     #[tokio::test]
     async fn events_take_turns_ahead_until_the_queue_is_full() {
         let limits = Limits {
-            guest_api_rate: 10.0,
+            guest_api_rate: 1.0,
             guest_api_burst: 2,
+            guest_event_rate: 10.0,
+            guest_event_burst: 2,
             max_queued_events: 3,
             ..Limits::default()
         };
