@@ -80,10 +80,7 @@ impl Cli {
                 .map_err(|e| CliError::new(error_chain(&e), 1)),
             Command::Rbac(args) => rbac(args).await,
             Command::New(args) => new_guest(&args),
-            Command::CompileGuest => match compile_guest() {
-                code if code == std::process::ExitCode::SUCCESS => Ok(()),
-                _ => Err(CliError::new("the guest could not be compiled", 2)),
-            },
+            Command::CompileGuest => compile_guest(),
             Command::Test(args) => {
                 let request = kapsel_host::testing::TestRequest::new(args.guest)
                     .cases(&args.cases)
@@ -205,29 +202,23 @@ async fn run(
 
 /// `kapsel compile-guest`: compiles the component on stdin for `kapsel run` (see
 /// [`kapsel_host::CompileCommand`]) and writes the result on stdout.
-pub(crate) fn compile_guest() -> std::process::ExitCode {
+/// An invalid component ends it with [`kapsel_host::INVALID_COMPONENT`].
+pub(crate) fn compile_guest() -> Result<(), CliError> {
     use std::io::{Read as _, Write as _};
     let mut component = Vec::new();
-    if let Err(error) = std::io::stdin().read_to_end(&mut component) {
-        eprintln!("cannot read the component from stdin: {error}");
-        return std::process::ExitCode::FAILURE;
-    }
-    match kapsel_host::compile_guest(&component) {
-        Ok(compiled) => {
-            let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(&compiled).and_then(|()| stdout.flush()) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("cannot write the compiled guest: {error}");
-                    std::process::ExitCode::FAILURE
-                }
-            }
-        }
-        Err(reason) => {
-            eprintln!("{reason}");
-            std::process::ExitCode::from(u8::try_from(kapsel_host::INVALID_COMPONENT).unwrap_or(2))
-        }
-    }
+    std::io::stdin()
+        .read_to_end(&mut component)
+        .map_err(|error| {
+            CliError::new(format!("cannot read the component from stdin: {error}"), 1)
+        })?;
+    let invalid = u8::try_from(kapsel_host::INVALID_COMPONENT).unwrap_or(2);
+    let compiled =
+        kapsel_host::compile_guest(&component).map_err(|reason| CliError::new(reason, invalid))?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&compiled)
+        .and_then(|()| stdout.flush())
+        .map_err(|error| CliError::new(format!("cannot write the compiled guest: {error}"), 1))
 }
 
 /// A host error as the command reports it: a guest that cannot be loaded is an input

@@ -29,8 +29,15 @@ pub use runner::{RunResult, Runner, RunnerError};
 pub async fn main(shutdown: impl Future<Output = ()> + Send) -> ExitCode {
     let cli = args::Cli::parse();
     if matches!(cli.command, args::Command::CompileGuest) {
-        // Its stdout is the compiled guest: nothing else may be written there.
-        return commands::compile_guest();
+        // Its stdout is the compiled guest: nothing else may be written there (no
+        // logging set up); what went wrong goes to stderr alone.
+        return match commands::compile_guest() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::from(error.exit_code())
+            }
+        };
     }
     telemetry::init(&cli.logging());
     match cli.execute(shutdown).await {

@@ -45,31 +45,7 @@ impl CompileCommand {
             args: args.into_iter().map(Into::into).collect(),
         }
     }
-}
 
-/// Compiles a component the way an operator's engine would, into bytes an operator
-/// given a [`CompileCommand`] loads: what a compiling helper writes on stdout.
-///
-/// # Errors
-/// The component is invalid (its reason), or the engine could not be made.
-pub fn compile_guest(component: &[u8]) -> Result<Vec<u8>, String> {
-    let engine = Engine::new(&engine_config()).map_err(|error| format!("{error:#}"))?;
-    engine
-        .precompile_component(component)
-        .map_err(|error| format!("{error:#}"))
-}
-
-/// What compiling in a helper came to.
-pub(super) enum Compiled {
-    /// The component, and the artifact it was loaded from (for the cache).
-    Loaded(Component, Vec<u8>),
-    /// The helper found the component invalid: why.
-    Invalid(String),
-    /// The helper could not do it (why): compile here instead.
-    Failed(String),
-}
-
-impl CompileCommand {
     /// Compiles `bytes` in the helper and loads the result into `engine`. Blocks.
     pub(super) fn compile(&self, engine: &Engine, bytes: &[u8]) -> Compiled {
         let artifact = match self.run(bytes) {
@@ -92,14 +68,15 @@ impl CompileCommand {
 
     /// Runs the helper on `bytes`: its stdout, or what went wrong.
     fn run(&self, bytes: &[u8]) -> Result<Vec<u8>, Compiled> {
-        let failed = |what: String| Compiled::Failed(what);
         let mut child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|error| failed(format!("cannot run {}: {error}", self.program.display())))?;
+            .map_err(|error| {
+                Compiled::Failed(format!("cannot run {}: {error}", self.program.display()))
+            })?;
         // The helper reads all of its input before it writes anything, so writing first
         // and reading after cannot deadlock on full pipes.
         let written = child
@@ -123,19 +100,45 @@ impl CompileCommand {
             });
         let status = child
             .wait()
-            .map_err(|error| failed(format!("cannot wait for the helper: {error}")))?;
+            .map_err(|error| Compiled::Failed(format!("cannot wait for the helper: {error}")))?;
         let errors = errors.trim().to_owned();
         match status.code() {
             Some(0) => {
                 if let Err(error) = written.and(read) {
-                    return Err(failed(format!("cannot talk to the helper: {error}")));
+                    return Err(Compiled::Failed(format!(
+                        "cannot talk to the helper: {error}"
+                    )));
                 }
                 Ok(artifact)
             }
             Some(INVALID_COMPONENT) => Err(Compiled::Invalid(errors)),
-            _ => Err(failed(format!("the helper ended with {status}: {errors}"))),
+            _ => Err(Compiled::Failed(format!(
+                "the helper ended with {status}: {errors}"
+            ))),
         }
     }
+}
+
+/// Compiles a component the way an operator's engine would, into bytes an operator
+/// given a [`CompileCommand`] loads: what a compiling helper writes on stdout.
+///
+/// # Errors
+/// The component is invalid (its reason), or the engine could not be made.
+pub fn compile_guest(component: &[u8]) -> Result<Vec<u8>, String> {
+    let engine = Engine::new(&engine_config()).map_err(|error| format!("{error:#}"))?;
+    engine
+        .precompile_component(component)
+        .map_err(|error| format!("{error:#}"))
+}
+
+/// What compiling in a helper came to.
+pub(super) enum Compiled {
+    /// The component, and the artifact it was loaded from (for the cache).
+    Loaded(Component, Vec<u8>),
+    /// The helper found the component invalid: why.
+    Invalid(String),
+    /// The helper could not do it (why): compile here instead.
+    Failed(String),
 }
 
 /// The settings that decide what compiled code looks like, shared by the operator's

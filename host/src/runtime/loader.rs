@@ -243,29 +243,13 @@ impl Runtime {
             ),
             Some(Lookup::Miss) | None => {}
         }
-        let invalid = |reason: String| LoadError::Invalid {
-            path: path.to_owned(),
-            reason,
-        };
-        let mut artifact = None;
-        let mut component = None;
-        if let Some(compiler) = &self.inner.compiler {
-            match compiler.compile(engine, bytes) {
-                Compiled::Loaded(loaded, bytes) => {
-                    component = Some(loaded);
-                    artifact = Some(bytes);
-                }
-                Compiled::Invalid(reason) => return Err(invalid(reason)),
-                Compiled::Failed(reason) => tracing::warn!(
-                    "Cannot compile {} in a separate process ({reason}); compiling it in this one.",
-                    path.display()
-                ),
-            }
-        }
-        let component = match component {
-            Some(component) => component,
-            None => Component::from_binary(engine, bytes)
-                .map_err(|error| invalid(format!("{error:#}")))?,
+        let (component, artifact) = match self.compile_apart(path, bytes)? {
+            Some((component, artifact)) => (component, Some(artifact)),
+            None => (
+                Component::from_binary(engine, bytes)
+                    .map_err(|error| invalid(path, format!("{error:#}")))?,
+                None,
+            ),
         };
         let compiled = if artifact.is_some() {
             Compilation::CompiledApart(started.elapsed())
@@ -290,6 +274,29 @@ impl Runtime {
             }
         }
         Ok((component, compiled))
+    }
+
+    /// The component (and its artifact, for the cache) compiled by the operator's helper
+    /// process, if it has one that could do it. Blocks.
+    fn compile_apart(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Option<(Component, Vec<u8>)>, LoadError> {
+        let Some(compiler) = &self.inner.compiler else {
+            return Ok(None);
+        };
+        match compiler.compile(&self.inner.engine, bytes) {
+            Compiled::Loaded(component, artifact) => Ok(Some((component, artifact))),
+            Compiled::Invalid(reason) => Err(invalid(path, reason)),
+            Compiled::Failed(reason) => {
+                tracing::warn!(
+                    "Cannot compile {} in a separate process ({reason}); compiling it in this one.",
+                    path.display()
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// Links the component against WASI and the `host` interface, and checks that it has
@@ -396,6 +403,14 @@ fn warn_if_too_large_for_a_configmap(path: &Path, size: usize) {
             path.display(),
             size.div_ceil(1024),
         );
+    }
+}
+
+/// The file holds no valid component: why.
+fn invalid(path: &Path, reason: String) -> LoadError {
+    LoadError::Invalid {
+        path: path.to_owned(),
+        reason,
     }
 }
 

@@ -263,6 +263,14 @@ mod tests {
     use crate::cluster::events::ObjectRef;
     use crate::cluster::events::tests::{event, pod_ref};
 
+    /// An API server and a client of it.
+    async fn cluster() -> (ApiServer, Client) {
+        let server = ApiServer::start(Config::default()).await.unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        (server, client)
+    }
+
     /// The Events in `namespace`, in the order they were created. (Lists come in
     /// name order, and generated names are random.)
     async fn events_in(client: &Client, namespace: &str) -> Vec<Event> {
@@ -291,9 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn posts_in_order_and_retries() {
-        let server = ApiServer::start(Config::default()).await.unwrap();
-        let client =
-            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let (server, client) = cluster().await;
         let shutdown = CancellationToken::new();
         let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         let team = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
@@ -387,9 +393,7 @@ mod tests {
     /// the operator stops, the grace sends what still waits.
     #[tokio::test]
     async fn events_go_out_at_their_turn_or_at_the_shutdown() {
-        let server = ApiServer::start(Config::default()).await.unwrap();
-        let client =
-            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
         let (poster, task) = Poster::start(client.clone(), shutdown.clone());
         let mut pod = pod_ref();
@@ -423,9 +427,7 @@ mod tests {
 
     #[tokio::test]
     async fn final_failures_are_not_retried() {
-        let server = ApiServer::start(Config::default()).await.unwrap();
-        let client =
-            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
         let (poster, task) = Poster::start(client.clone(), shutdown.clone());
         // A namespace that does not exist: 404, final. The next event still goes out.

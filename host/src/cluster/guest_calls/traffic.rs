@@ -112,18 +112,14 @@ impl GuestTraffic {
             }
             Err(too_late) => {
                 self.metrics.guest_request(guest, verb, true);
-                Err(KubeError {
-                    code: 429,
-                    reason: "TooManyRequests".to_owned(),
-                    message: format!(
-                        "guest '{guest}' is over its API rate ({} requests per second, {} at \
+                Err(too_many_requests(format!(
+                    "guest '{guest}' is over its API rate ({} requests per second, {} at \
                          once): its turn would come in {:.1} s, after the call's deadline \
                          (--guest-api-rate, --guest-api-burst)",
-                        rate,
-                        burst,
-                        too_late.0.as_secs_f64()
-                    ),
-                })
+                    rate,
+                    burst,
+                    too_late.0.as_secs_f64()
+                )))
             }
         }
     }
@@ -150,21 +146,26 @@ impl GuestTraffic {
                     let room_in = wait.saturating_sub(horizon);
                     if Instant::now() + room_in > until {
                         self.metrics.guest_request(guest, "event", true);
-                        return Err(KubeError {
-                            code: 429,
-                            reason: "TooManyRequests".to_owned(),
-                            message: format!(
-                                "guest '{guest}' has {queued} Events waiting for its pace \
+                        return Err(too_many_requests(format!(
+                            "guest '{guest}' has {queued} Events waiting for its pace \
                                  ({rate} per second, {burst} at once) and no room for \
                                  another before the call's deadline (--max-queued-events, \
                                  --guest-event-rate, --guest-event-burst)",
-                            ),
-                        });
+                        )));
                     }
                     tokio::time::sleep(room_in).await;
                 }
             }
         }
+    }
+}
+
+/// A guest's request or Event refused for its pace.
+fn too_many_requests(message: String) -> KubeError {
+    KubeError {
+        code: 429,
+        reason: "TooManyRequests".to_owned(),
+        message,
     }
 }
 
