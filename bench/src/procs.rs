@@ -12,6 +12,9 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// Variables of the bench's own environment that no measured process inherits.
+const DEBUGGING_ENV: [&str; 2] = ["RUST_BACKTRACE", "RUST_LIB_BACKTRACE"];
+
 /// How many warning or error lines of a process's output are kept for the report.
 const KEPT_PROBLEMS: usize = 12;
 
@@ -67,8 +70,13 @@ impl Proc {
             .await
             .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let mut command = Command::new(&launch.program);
+        command.args(&launch.args);
+        // Measured as deployed: a developer's shell often sets these for debugging, and
+        // they make Rust capture a backtrace for every error created, handled or not.
+        for debugging in DEBUGGING_ENV {
+            command.env_remove(debugging);
+        }
         command
-            .args(&launch.args)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
