@@ -1,8 +1,8 @@
 //! The one wasmtime `Engine` of a host, its `Linker`, and the epoch ticker that bounds calls.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -80,8 +80,8 @@ pub(super) struct RuntimeInner {
     pub(super) cache: Option<ComponentCache>,
     /// The helper that compiles guests, when they are not compiled in this process.
     pub(super) compiler: Option<CompileCommand>,
-    /// Kept for its `Drop`: stops the ticker thread.
-    _ticker: EpochTicker,
+    /// Advances the epoch while calls run; its `Drop` stops the thread.
+    pub(super) ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -141,7 +141,7 @@ impl Runtime {
                 turns,
                 cache,
                 compiler,
-                _ticker: ticker,
+                ticker,
             }),
         })
     }
@@ -188,38 +188,156 @@ pub(super) fn mib_to_bytes(mib: u32) -> usize {
     (mib as usize) << 20
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] from one thread, so deadlines hold even
-/// when every executor thread is busy running guests.
-struct EpochTicker {
-    stop: Arc<AtomicBool>,
+/// Advances the engine's epoch every [`EPOCH_TICK`] from one thread while calls run, so
+/// deadlines hold even when every executor thread is busy running guests. While no call
+/// runs, the thread sleeps until one starts: an idle operator wakes no thread a hundred
+/// times a second (the epoch only matters to a running call, whose deadline is one tick
+/// after the epoch it starts at).
+pub(super) struct EpochTicker {
+    shared: Arc<TickerShared>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What the ticker thread and the calls share.
+#[derive(Default)]
+struct TickerShared {
+    /// Calls running now ([`Ticking`] guards).
+    calls: Mutex<usize>,
+    /// Signalled when the first call starts, and at the stop.
+    wake: Condvar,
+    stop: AtomicBool,
+    /// Epochs advanced so far.
+    ticks: AtomicU64,
+    /// The thread sleeps until a call starts.
+    parked: AtomicBool,
+}
+
+impl TickerShared {
+    fn calls(&self) -> MutexGuard<'_, usize> {
+        // A count cannot be left half-changed by a panic.
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl EpochTicker {
     fn start(engine: Engine) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let shared = Arc::new(TickerShared::default());
+        let ticker = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("kapsel-epoch".to_owned())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                loop {
+                    {
+                        let mut calls = ticker.calls();
+                        while *calls == 0 && !ticker.stop.load(Ordering::Relaxed) {
+                            ticker.parked.store(true, Ordering::Relaxed);
+                            calls = ticker
+                                .wake
+                                .wait(calls)
+                                .unwrap_or_else(PoisonError::into_inner);
+                        }
+                        ticker.parked.store(false, Ordering::Relaxed);
+                    }
+                    if ticker.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
+                    ticker.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
         Ok(Self {
-            stop,
+            shared,
             thread: Some(thread),
         })
+    }
+
+    /// Keeps the epoch advancing until the guard is dropped: held by every call while
+    /// its guest may run.
+    pub(super) fn ticking(&self) -> Ticking {
+        let mut calls = self.shared.calls();
+        *calls += 1;
+        if *calls == 1 {
+            self.shared.wake.notify_one();
+        }
+        Ticking(Arc::clone(&self.shared))
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        {
+            // Set under the lock, so the thread cannot miss it between its check and its wait.
+            let _calls = self.shared.calls();
+            self.shared.stop.store(true, Ordering::Relaxed);
+            self.shared.wake.notify_one();
+        }
         if let Some(thread) = self.thread.take() {
             // The thread wakes within one tick; a panic there cannot have left anything behind.
             let _ = thread.join();
         }
+    }
+}
+
+/// A running call's hold on the epoch ticker ([`EpochTicker::ticking`]).
+pub(super) struct Ticking(Arc<TickerShared>);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        let mut calls = self.0.calls();
+        *calls = calls.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits (polling; bounded) until `condition` holds.
+    fn wait_for(what: &str, condition: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_epoch_advances_only_while_calls_run() {
+        let ticker = EpochTicker::start(Engine::default()).expect("ticker");
+        let shared = Arc::clone(&ticker.shared);
+        let ticks = || shared.ticks.load(Ordering::Relaxed);
+        wait_for("parked at start", || shared.parked.load(Ordering::Relaxed));
+
+        let first = ticker.ticking();
+        let second = ticker.ticking();
+        wait_for("ticking while calls run", || ticks() >= 3);
+        drop(first);
+        let before = ticks();
+        wait_for("ticking while one call still runs", || {
+            ticks() >= before + 3
+        });
+        drop(second);
+        wait_for("parked once no call runs", || {
+            shared.parked.load(Ordering::Relaxed)
+        });
+
+        let parked_at = ticks();
+        // Ten ticks' time: a ticker that kept going would have advanced the epoch.
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert_eq!(
+            ticks(),
+            parked_at,
+            "the epoch advanced with no call running"
+        );
+
+        let _again = ticker.ticking();
+        wait_for("ticking again when a call starts", || {
+            ticks() >= parked_at + 2
+        });
+        drop(ticker);
     }
 }

@@ -210,6 +210,8 @@ pub(super) async fn call_export(
         Arc::clone(limits),
         turns.clone(),
     );
+    // The epoch advances while the instance lives: its deadline is counted in ticks.
+    let ticking = runtime.inner.ticker.ticking();
     let mut store = Store::new(&runtime.inner.engine, state);
     store.limiter(|state| &mut state.limiter);
     // Check the clock at every epoch tick: interrupt at the deadline, otherwise give the
@@ -251,6 +253,7 @@ pub(super) async fn call_export(
         }),
     };
     let state = store.into_data();
+    drop(ticking);
     drop(slot);
     log_output(&state);
     result
