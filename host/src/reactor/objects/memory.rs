@@ -130,7 +130,22 @@ impl Memories {
                 .contains(key);
         };
         let state = memory.state();
-        state.seen_versions.iter().any(|v| v == version)
+        state
+            .newest_version
+            .as_deref()
+            .is_some_and(|newest| is_at_least(newest, version))
+    }
+}
+
+/// Whether the resourceVersion `newest` is `version` or later. The versions of the
+/// embedded API server (and of etcd) are counters, compared as numbers; any other is only
+/// known to be itself. One version per object instead of a history: the memory of every
+/// object known is kept for as long as the object lives.
+#[cfg(feature = "testing")]
+fn is_at_least(newest: &str, version: &str) -> bool {
+    match (newest.parse::<u64>(), version.parse::<u64>()) {
+        (Ok(newest), Ok(version)) => newest >= version,
+        _ => newest == version,
     }
 }
 
@@ -174,9 +189,6 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// How many resourceVersions a memory keeps for [`Memories::has_seen`].
-const SEEN_VERSIONS: usize = 8;
-
 /// The remembered facts; only the object's worker changes them, one event at a time.
 #[derive(Debug, Default)]
 pub(crate) struct MemoryState {
@@ -197,8 +209,8 @@ pub(crate) struct MemoryState {
     /// We released the deleting object (removed our finalizer): the events still in
     /// flight from before the release must not start its deletion handlers again.
     pub(crate) released: bool,
-    /// The resourceVersions of its latest events (for `kapsel test`'s waits).
-    pub(crate) seen_versions: std::collections::VecDeque<String>,
+    /// The resourceVersion of its latest event (for `kapsel test`'s waits).
+    pub(crate) newest_version: Option<Box<str>>,
     /// Until when its worker sleeps on handler time, if it does.
     pub(crate) sleeping_until: Option<DateTime<Utc>>,
     /// Timers or daemons match the object as last seen: they need the finalizer (KOPF.md §4.6).
@@ -261,10 +273,7 @@ impl ObjectMemory {
         let mut state = self.state();
         state.processed += 1;
         if let Some(version) = version {
-            if state.seen_versions.len() == SEEN_VERSIONS {
-                state.seen_versions.pop_front();
-            }
-            state.seen_versions.push_back(version.to_owned());
+            state.newest_version = Some(version.into());
         }
         state.processed
     }
@@ -355,6 +364,23 @@ mod tests {
 
     fn sleep(duration: Duration) -> Sleep {
         Box::pin(tokio::time::sleep(duration))
+    }
+
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_version_counts_as_seen_once_it_or_a_later_one_was() {
+        let memories = Memories::default();
+        let key: ObjectKey = "uid-1".to_owned();
+        memories.get(&key).begin_event(Some("41"));
+        assert!(memories.has_seen(&key, "40"));
+        assert!(memories.has_seen(&key, "41"));
+        assert!(!memories.has_seen(&key, "42"));
+        memories.get(&key).begin_event(Some("opaque"));
+        assert!(memories.has_seen(&key, "opaque"));
+        assert!(
+            !memories.has_seen(&key, "41"),
+            "not comparable: only itself"
+        );
     }
 
     #[tokio::test]
