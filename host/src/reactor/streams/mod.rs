@@ -1,6 +1,7 @@
 //! [`Streams`]: which watch streams run — one per served resource and namespace — and each
-//! stream's loop: its watcher (`watching`), the per-object router that feeds the
-//! handling, and the readiness bookkeeping of indexed streams.
+//! stream's loop: its watcher (`watching`) and the objects it knows (`known`, compressed),
+//! the per-object router that feeds the handling, and the readiness bookkeeping of
+//! indexed streams.
 //!
 //! When guests are reloaded, a stream whose handlers changed keeps running: it takes the
 //! new handlers for its next events, and replays the objects it knows as a listing (as a
@@ -11,6 +12,7 @@
 //! the finalizer and stopping the daemons of each), then closes. Events already being
 //! handled finish with the handlers they began with.
 
+mod known;
 mod watching;
 
 use std::collections::{BTreeSet, HashMap};

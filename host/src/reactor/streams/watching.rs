@@ -1,7 +1,7 @@
 //! One watch stream per (resource × namespace): kube-runtime's watcher (list+watch,
 //! bookmarks, 410 → relist, backoff, idle timeout) turned into Kopf's raw events.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ use crate::handlers::ObjectKey;
 use crate::metrics::Metrics;
 use crate::reactor::objects::{EventType, QueuedEvent, object_key};
 use crate::recording::Recorder;
+
+use super::known::Known;
 
 /// What a stream reports besides object events.
 #[derive(Debug)]
@@ -106,12 +108,11 @@ pub(crate) async fn run(
     config.page_size = settings.page_size;
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
 
-    // Every object the stream knows, as compact JSON text: the key tells an addition from
-    // a modification, and the text is the body of the DELETED event of an object that
-    // vanished while the stream was down, and of the objects a replay lists again. Text,
-    // not a parsed `Value`: a parsed body takes several times the memory. The same text
-    // is the body of the event queued for the object, parsed only once its turn comes.
-    let mut known: HashMap<ObjectKey, Arc<str>> = HashMap::new();
+    // Every object the stream knows: the key tells an addition from a modification, and
+    // the body (compressed) is that of the DELETED event of an object that vanished while
+    // the stream was down, and of the objects a replay lists again. The event queued for
+    // the object holds its text, parsed only once its turn comes.
+    let mut known = Known::default();
     // The objects listed so far while a (re)listing is under way.
     let mut relisted: Option<HashSet<ObjectKey>> = None;
     let mut listings: u64 = 0;
@@ -135,11 +136,11 @@ pub(crate) async fn run(
                     continue;
                 };
                 // Not recorded: these come from memory, not from the cluster.
-                let known = known.iter().map(|(key, text)| {
+                let known = known.bodies().map(|(key, text)| {
                     StreamSignal::Object(QueuedEvent {
                         event_type: EventType::Listed,
                         key: key.clone(),
-                        text: text.clone(),
+                        text,
                     })
                 });
                 for signal in known.chain([StreamSignal::Replayed(seq)]) {
@@ -170,7 +171,7 @@ pub(crate) async fn run(
                 if let Some(listed) = relisted.as_mut() {
                     listed.insert(key.clone());
                 }
-                known.insert(key.clone(), text.clone());
+                known.insert(&key, &text);
                 StreamSignal::Object(QueuedEvent {
                     event_type: EventType::Listed,
                     key,
@@ -205,7 +206,7 @@ pub(crate) async fn run(
             }
             Event::Apply(obj) => {
                 let (key, text) = text_of(obj, &resource);
-                let event_type = if known.insert(key.clone(), text.clone()).is_some() {
+                let event_type = if known.insert(&key, &text) {
                     EventType::Modified
                 } else {
                     EventType::Added
