@@ -491,9 +491,26 @@ pub(crate) async fn http_get(url: &str) -> (u16, String) {
 }
 
 /// Whether a log line says a request was refused (403, Forbidden), past each line's
-/// timestamp: `[2026-12-01 23:26:58,403]` has a 403 of its own.
+/// timestamp: `[2026-12-01 23:26:58,403]` has a 403 of its own. A 403 counts only as a
+/// number of its own: a port such as `127.0.0.1:40379` is not a refusal.
 pub(crate) fn mentions_a_refusal(log: &str) -> bool {
     log.lines()
         .map(|line| line.split_once("] ").map_or(line, |(_, text)| text))
-        .any(|text| text.contains("403") || text.to_lowercase().contains("forbidden"))
+        .any(|text| {
+            text.to_lowercase().contains("forbidden")
+                || text
+                    .split(|c: char| !c.is_ascii_digit())
+                    .any(|number| number == "403")
+        })
+}
+
+#[test]
+fn a_refusal_is_a_403_or_forbidden_and_not_a_port() {
+    assert!(mentions_a_refusal("[t] GET /api failed: 403 Forbidden"));
+    assert!(mentions_a_refusal("[t] status=403"));
+    assert!(mentions_a_refusal("[t] pods is forbidden: no"));
+    assert!(!mentions_a_refusal("[2026-12-01 23:26:58,403] ok"));
+    assert!(!mentions_a_refusal(
+        "[t] Serving on http://127.0.0.1:40379."
+    ));
 }
