@@ -219,7 +219,7 @@ pub(crate) async fn run(
             }
             Event::Delete(obj) => {
                 let (key, text) = text_of(obj, &resource);
-                known.remove(&key);
+                known.forget(&key);
                 StreamSignal::Object(QueuedEvent {
                     event_type: EventType::Deleted,
                     key,
