@@ -490,27 +490,47 @@ pub(crate) async fn http_get(url: &str) -> (u16, String) {
     kapsel_tests::http("GET", url).await.expect("an answer")
 }
 
-/// Whether a log line says a request was refused (403, Forbidden), past each line's
-/// timestamp: `[2026-12-01 23:26:58,403]` has a 403 of its own. A 403 counts only as a
-/// number of its own: a port such as `127.0.0.1:40379` is not a refusal.
+/// Whether a log line says a request was refused, past each line's timestamp
+/// (`[2026-12-01 23:26:58,403]` has a 403 of its own). A refusal is kube's wording
+/// (`... is forbidden: User ...`, reason `Forbidden`), which every 403 of the API server
+/// carries, or a 403 given as a status or code. Any other 403 is a number like another:
+/// a port (`127.0.0.1:40379`), a duration (`compiled ... in 403 ms`).
 pub(crate) fn mentions_a_refusal(log: &str) -> bool {
     log.lines()
         .map(|line| line.split_once("] ").map_or(line, |(_, text)| text))
         .any(|text| {
-            text.to_lowercase().contains("forbidden")
-                || text
-                    .split(|c: char| !c.is_ascii_digit())
-                    .any(|number| number == "403")
+            let text = text.to_lowercase();
+            text.contains("forbidden") || a_status_403(&text)
         })
 }
 
+/// `status 403`, `status=403`, `code: 403`, `HTTP 403`, `(403)`.
+fn a_status_403(text: &str) -> bool {
+    text.match_indices("403").any(|(at, _)| {
+        let before = text[..at].trim_end_matches([' ', '=', ':']);
+        let after = &text[at + 3..];
+        !after.starts_with(|c: char| c.is_ascii_digit())
+            && !before.ends_with(|c: char| c.is_ascii_digit())
+            && (before.ends_with("status")
+                || before.ends_with("code")
+                || before.ends_with("http")
+                || (before.ends_with('(') && after.starts_with(')')))
+    })
+}
+
 #[test]
-fn a_refusal_is_a_403_or_forbidden_and_not_a_port() {
+fn a_refusal_is_kubes_wording_or_a_403_status_and_not_any_403() {
     assert!(mentions_a_refusal("[t] GET /api failed: 403 Forbidden"));
     assert!(mentions_a_refusal("[t] status=403"));
     assert!(mentions_a_refusal("[t] pods is forbidden: no"));
     assert!(!mentions_a_refusal("[2026-12-01 23:26:58,403] ok"));
+    assert!(mentions_a_refusal("[t] request failed (403)"));
+    assert!(mentions_a_refusal("[t] HTTP 403 from the server"));
     assert!(!mentions_a_refusal(
         "[t] Serving on http://127.0.0.1:40379."
     ));
+    assert!(!mentions_a_refusal(
+        "[t] Loaded guest 'children', compiled by a helper process in 403 ms."
+    ));
+    assert!(!mentions_a_refusal("[t] status 4031"));
 }
