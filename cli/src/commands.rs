@@ -266,7 +266,7 @@ async fn rbac(args: RbacArgs) -> Result<(), CliError> {
         })?;
         (Some(server), client)
     } else {
-        let client = kube::Client::try_default().await.map_err(|e| {
+        let client = kapsel_host::default_kube_client().await.map_err(|e| {
             CliError::new(
                 format!(
                     "kapsel rbac resolves the guests' selectors on a cluster, and none can be reached \
@@ -385,7 +385,7 @@ async fn client_from_kubeconfig(path: &std::path::Path) -> Result<kube::Client, 
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| failed("cannot use the kubeconfig", &e))?;
-    kube::Client::try_from(config).map_err(|e| failed("cannot connect with the kubeconfig", &e))
+    kapsel_host::kube_client(config).map_err(|e| failed("cannot connect with the kubeconfig", &e))
 }
 
 fn default_kubeconfig_path() -> PathBuf {

@@ -39,6 +39,7 @@ mod runtime;
 pub mod testing;
 mod tools;
 
+pub use cluster::{default_kube_client, kube_client};
 pub use embedding::{OperatorHandle, Readiness};
 pub use error::{Error, error_chain};
 pub use health::{Endpoint, EndpointError};

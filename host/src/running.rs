@@ -113,6 +113,8 @@ impl Operator {
     }
 
     /// Use this client instead of inferring one (in-cluster, `KUBECONFIG`, `~/.kube/config`).
+    /// [`crate::kube_client`] builds one as the operator's own: kube's, with a bounded pool
+    /// of idle connections.
     pub fn client(mut self, client: kube::Client) -> Operator {
         self.client = Some(client);
         self
@@ -276,7 +278,7 @@ impl Operator {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let client = match self.client {
             Some(client) => client,
-            None => kube::Client::try_default()
+            None => crate::cluster::default_kube_client()
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };

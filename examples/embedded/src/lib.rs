@@ -40,7 +40,7 @@ pub fn run(guests: Vec<PathBuf>, ticks: usize) -> Result<Report, String> {
         let _entered = runtime.enter();
         let url = server.url();
         let uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
-        kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())?
+        kapsel_host::kube_client(kube::Config::new(uri)).map_err(|e| e.to_string())?
     };
 
     let operator = Operator::new(guests)

@@ -1,9 +1,10 @@
-//! The Kubernetes side that every stage shares: what the cluster serves (`discovery`),
+//! The Kubernetes side that every stage shares: the HTTP client (`client`), what the cluster serves (`discovery`),
 //! which resource a selector means (`selectors`), which namespaces are served (`scope`),
 //! Kopf's retries of API requests (`requests`), Kubernetes Events (`events`), and the
 //! guests' own Kubernetes calls and Events, checked and paced (`guest_calls`). Nothing
 //! here knows about handlers.
 
+mod client;
 mod discovery;
 mod events;
 mod guest_calls;
@@ -11,6 +12,7 @@ mod requests;
 mod scope;
 mod selectors;
 
+pub use client::{default_kube_client, kube_client};
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
 pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};

@@ -117,7 +117,7 @@ impl Freezer {
     async fn touch(self, lifetime: i64) -> Result<(), Error> {
         let client = match self.client {
             Some(client) => client,
-            None => kube::Client::try_default()
+            None => crate::cluster::default_kube_client()
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };

@@ -62,7 +62,7 @@ pub fn client_for(url: &str) -> Result<kube::Client, ClusterError> {
         source: Box::new(e),
     })?;
     let config = kube::Config::new(uri);
-    kube::Client::try_from(config).map_err(|source| ClusterError::Client {
+    crate::cluster::kube_client(config).map_err(|source| ClusterError::Client {
         url: url.to_owned(),
         source,
     })
