@@ -5,9 +5,17 @@
 //! DELETED event of an object that vanished while the stream was down, and for a replay
 //! after a reload), so this is the largest memory an operator spends per object. Objects
 //! of one resource share most of their text (keys, labels, managed fields, the same spec
-//! shapes): compressed with LZ4 against the stream's first object as a dictionary, a
-//! 1,136-byte kopfexample takes 96 bytes; compressing it takes about a microsecond,
+//! shapes): compressed with LZ4 against another object of the stream as a dictionary, a
+//! 1,136-byte kopfexample takes ~100 bytes; compressing it takes about a microsecond,
 //! restoring it a seventh of that. A body is restored only for those rare uses.
+//!
+//! The dictionary follows the bodies: objects change shape once an operator handles them
+//! (its annotations, the status its handlers wrote, their managed fields), and a handled
+//! kopfexample compressed against an unhandled one still takes ~430 bytes. After
+//! [`POOR_IN_A_ROW`] bodies in a row compress poorly, the last of them becomes the
+//! dictionary of those that follow. Each entry keeps the dictionary it was compressed
+//! against, which lives as long as any entry uses it; bodies that compress poorly against
+//! anything cost at most one dictionary per [`POOR_IN_A_ROW`] of them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +26,29 @@ use crate::handlers::ObjectKey;
 #[derive(Default)]
 pub(super) struct Known {
     objects: HashMap<ObjectKey, Packed>,
-    /// The first body stored: what every other is compressed against. Kept while the
-    /// stream lives (even once that object is gone), as every entry depends on it.
-    dictionary: Option<Arc<str>>,
+    /// What the next bodies are compressed against: the first body stored, then the last
+    /// of a run of poorly compressed ones.
+    dictionary: Option<Arc<Dictionary>>,
+    /// Bodies compressed poorly, in a row, against the current dictionary.
+    poor: usize,
+}
+
+/// How many bodies in a row must compress poorly before the dictionary changes.
+const POOR_IN_A_ROW: usize = 8;
+
+/// LZ4 refers back at most 64 KiB: of a larger body only its end serves as dictionary.
+const DICTIONARY_MAX: usize = 64 * 1024;
+
+/// A body that others are compressed against (its last [`DICTIONARY_MAX`] bytes).
+struct Dictionary(Box<[u8]>);
+
+impl Dictionary {
+    fn of(text: &str) -> Arc<Dictionary> {
+        let bytes = text.as_bytes();
+        Arc::new(Dictionary(
+            bytes[bytes.len().saturating_sub(DICTIONARY_MAX)..].into(),
+        ))
+    }
 }
 
 /// One body, compressed.
@@ -28,31 +56,57 @@ struct Packed {
     /// Its length as text.
     len: u32,
     bytes: Box<[u8]>,
+    /// What it was compressed against.
+    dictionary: Arc<Dictionary>,
+}
+
+impl Packed {
+    /// `text` compressed against `dictionary`; known without a body if it is over 4 GiB
+    /// (which cannot come from an API server).
+    fn new(text: &str, dictionary: &Arc<Dictionary>) -> Packed {
+        let (len, bytes) = match u32::try_from(text.len()) {
+            Ok(len) => (
+                len,
+                lz4_flex::block::compress_with_dict(text.as_bytes(), &dictionary.0),
+            ),
+            Err(_) => (0, Vec::new()),
+        };
+        Packed {
+            len,
+            bytes: bytes.into_boxed_slice(),
+            dictionary: Arc::clone(dictionary),
+        }
+    }
+
+    /// Whether it takes more than a quarter of its text.
+    fn is_poor(&self) -> bool {
+        self.bytes.len() * 4 > self.len as usize
+    }
 }
 
 impl Known {
     /// Keeps `text` as the body of `key`; whether the key was known before.
     pub(super) fn insert(&mut self, key: &ObjectKey, text: &Arc<str>) -> bool {
-        let dictionary = self.dictionary.get_or_insert_with(|| Arc::clone(text));
-        let packed = match u32::try_from(text.len()) {
-            Ok(len) => Packed {
-                len,
-                bytes: lz4_flex::block::compress_with_dict(text.as_bytes(), dictionary.as_bytes())
-                    .into_boxed_slice(),
-            },
-            // Over 4 GiB of JSON cannot come from an API server; known without a body.
-            Err(_) => Packed {
-                len: 0,
-                bytes: Box::default(),
-            },
-        };
+        let dictionary = self.dictionary.get_or_insert_with(|| Dictionary::of(text));
+        let mut packed = Packed::new(text, dictionary);
+        if packed.is_poor() {
+            self.poor += 1;
+            if self.poor == POOR_IN_A_ROW {
+                let dictionary = Dictionary::of(text);
+                packed = Packed::new(text, &dictionary);
+                self.dictionary = Some(dictionary);
+                self.poor = 0;
+            }
+        } else {
+            self.poor = 0;
+        }
         self.objects.insert(key.clone(), packed).is_some()
     }
 
     /// Forgets `key`; its body, if it was known.
     pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<str>> {
         let packed = self.objects.remove(key)?;
-        self.unpack(key, &packed)
+        unpack(key, &packed)
     }
 
     /// Forgets `key` (its deletion came with its body: nothing to restore).
@@ -69,28 +123,27 @@ impl Known {
     pub(super) fn bodies(&self) -> impl Iterator<Item = (&ObjectKey, Arc<str>)> {
         self.objects
             .iter()
-            .filter_map(|(key, packed)| Some((key, self.unpack(key, packed)?)))
+            .filter_map(|(key, packed)| Some((key, unpack(key, packed)?)))
     }
+}
 
-    /// The body of `packed`; none (said in a log line) if it cannot be restored, which
-    /// only a bug here could cause.
-    fn unpack(&self, key: &ObjectKey, packed: &Packed) -> Option<Arc<str>> {
-        let dictionary = self.dictionary.as_deref().unwrap_or_default();
-        let restored = lz4_flex::block::decompress_with_dict(
-            &packed.bytes,
-            packed.len as usize,
-            dictionary.as_bytes(),
-        )
-        .map_err(|error| error.to_string())
-        .and_then(|bytes| String::from_utf8(bytes).map_err(|error| error.to_string()));
-        match restored {
-            Ok(text) => Some(Arc::from(text)),
-            Err(error) => {
-                tracing::error!(
-                    "The last body of {key} could not be restored ({error}); it is left out."
-                );
-                None
-            }
+/// The body of `packed`; none (said in a log line) if it cannot be restored, which only
+/// a bug here could cause.
+fn unpack(key: &ObjectKey, packed: &Packed) -> Option<Arc<str>> {
+    let restored = lz4_flex::block::decompress_with_dict(
+        &packed.bytes,
+        packed.len as usize,
+        &packed.dictionary.0,
+    )
+    .map_err(|error| error.to_string())
+    .and_then(|bytes| String::from_utf8(bytes).map_err(|error| error.to_string()));
+    match restored {
+        Ok(text) => Some(Arc::from(text)),
+        Err(error) => {
+            tracing::error!(
+                "The last body of {key} could not be restored ({error}); it is left out."
+            );
+            None
         }
     }
 }
@@ -152,5 +205,72 @@ mod tests {
         let odd: Arc<str> = Arc::from(format!("{{\"data\":\"{}\"}}", "xyz€".repeat(500)));
         known.insert(&key, &odd);
         assert_eq!(known.remove(&key), Some(odd));
+    }
+
+    /// `body` once an operator handled it: status, and the managed fields of its writes.
+    fn handled(name: &str) -> Arc<str> {
+        let unhandled = body(name, r#"{"field":"value","items":["item1","item2"]}"#);
+        Arc::from(format!(
+            r#"{},"status":{{"phase":"Created","create_fn":{{"message":"created {name}"}}}},"managedFields":[{{"manager":"kapsel","operation":"Update","apiVersion":"kopf.dev/v1","time":"2026-12-02T07:48:49Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{"f:create_fn":{{".":{{}},"f:message":{{}}}},"f:phase":{{}}}}}},"subresource":"status"}}]}}"#,
+            unhandled.trim_end_matches('}')
+        ))
+    }
+
+    #[test]
+    fn the_dictionary_follows_the_bodies_when_their_shape_changes() {
+        let mut known = Known::default();
+        let names: Vec<String> = (0..40).map(|i| format!("object-{i}")).collect();
+        for name in &names {
+            known.insert(name, &body(name, r#"{"field":"value"}"#));
+        }
+        for name in &names {
+            known.insert(name, &handled(name));
+        }
+        let poor = names
+            .iter()
+            .filter(|name| known.objects[*name].is_poor())
+            .count();
+        assert!(
+            poor < POOR_IN_A_ROW,
+            "{poor} of {} handled bodies compressed poorly",
+            names.len()
+        );
+        for name in &names {
+            assert_eq!(known.remove(name), Some(handled(name)));
+        }
+    }
+
+    #[test]
+    fn bodies_alike_in_nothing_cost_one_dictionary_per_run_of_poor_ones() {
+        let mut known = Known::default();
+        // Each body is its own random text: nothing compresses it.
+        let bodies: Vec<Arc<str>> = (0..100u64)
+            .map(|i| {
+                let noise: String = (0..300)
+                    .map(|j| {
+                        let x = (i * 7919 + j * 104_729).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        char::from(b'a' + (x >> 59) as u8 % 26)
+                    })
+                    .collect();
+                Arc::from(format!(r#"{{"data":"{noise}"}}"#))
+            })
+            .collect();
+        for (i, text) in bodies.iter().enumerate() {
+            known.insert(&i.to_string(), text);
+        }
+        let dictionaries: std::collections::HashSet<*const Dictionary> = known
+            .objects
+            .values()
+            .map(|packed| Arc::as_ptr(&packed.dictionary))
+            .collect();
+        assert!(
+            dictionaries.len() <= bodies.len() / POOR_IN_A_ROW + 1,
+            "{} dictionaries for {} bodies",
+            dictionaries.len(),
+            bodies.len()
+        );
+        for (i, text) in bodies.iter().enumerate() {
+            assert_eq!(known.remove(&i.to_string()).as_ref(), Some(text));
+        }
     }
 }
