@@ -214,8 +214,17 @@ impl Handling {
     }
 
     /// Handles one event of an object, through every stage.
-    pub(crate) async fn process(&self, stream: &Arc<StreamContext>, event: QueuedEvent) {
+    /// `turn`: the turn its worker started with, if any.
+    pub(crate) async fn process(
+        &self,
+        stream: &Arc<StreamContext>,
+        event: QueuedEvent,
+        turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) {
         let memory = self.memories.get(&event.key);
+        if let Some(turn) = turn {
+            memory.hand_turn(turn);
+        }
         // Before anything is built for the event: an object waiting for its turn holds
         // only its event (the body as text), and this small future. The parsed body and
         // the handling's own future, tens of KiB (all its stages' states), are allocated

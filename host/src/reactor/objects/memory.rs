@@ -236,6 +236,11 @@ impl ObjectMemory {
         Turn(self)
     }
 
+    /// Hands the object a turn its worker started with (kept unless it holds one).
+    pub(crate) fn hand_turn(&self, turn: OwnedSemaphorePermit) {
+        self.turn().get_or_insert(turn);
+    }
+
     async fn hold_turn(&self, turns: &Arc<Semaphore>) {
         if self.turn().is_none() {
             // The semaphore is never closed: an error cannot happen, and would only mean

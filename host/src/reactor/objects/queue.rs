@@ -1,12 +1,18 @@
 //! Per-object queues: events of one object are processed strictly in order,
 //! objects in parallel (KOPF.md §6.3).
+//!
+//! Each object's events wait in its inbox. An object gets a worker (a task) only when a
+//! turn of its stream is free (`objects::memory`): until then it costs its queued events
+//! and an entry here, not a task with its future. A backlog of 10,000 objects listed at
+//! start is 10,000 inboxes and a few dozen workers; it was 10,000 tasks and channels,
+//! ~3.5 KiB each, which also left the allocator's pages half used once they ended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::events::{EventType, QueuedEvent};
@@ -16,203 +22,321 @@ use crate::metrics::Gauge;
 /// Kopf's `queueing.idle_timeout`: a worker with nothing to do goes away.
 const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Routes each object's events to that object's worker, creating workers on
-/// demand. One router serves one stream.
+/// Routes each object's events to that object's inbox, and starts a worker for an
+/// object that has none as soon as one of the stream's turns is free. One router serves
+/// one stream.
 ///
-/// A worker with nothing to do for [`WORKER_IDLE_TIMEOUT`] takes itself out of the map
-/// and ends: an idle object costs no task, no channel and no entry here (its memory
-/// lives on in `objects::memory`). Routing and retiring happen under the map's lock, so
-/// an event is never sent to a worker that is retiring.
+/// A worker with nothing to do for [`WORKER_IDLE_TIMEOUT`] takes its inbox out of the map
+/// and ends: an idle object costs no task, no inbox and no entry here (its memory lives
+/// on in `objects::memory`). Routing and retiring happen under the map's lock, so an
+/// event is never left in an inbox whose worker is retiring.
 pub(crate) struct Router<F> {
-    workers: Arc<Mutex<Workers>>,
-    process: Arc<F>,
-    /// Counts the objects with events queued or in progress (a metric).
-    gauge: Gauge,
+    shared: Arc<Shared<F>>,
+    /// Starts the workers of waiting objects, one per free turn.
+    starter: JoinHandle<()>,
 }
 
-/// The live workers by object, each with the generation that tells it from a later
-/// worker of the same object.
+struct Shared<F> {
+    workers: Mutex<Workers>,
+    process: F,
+    /// The stream's turns: a worker starts holding one.
+    turns: Arc<Semaphore>,
+    /// An object began to wait for a worker.
+    waiting: Notify,
+}
+
+/// The inboxes by object, and those waiting for a worker in the order they came.
 #[derive(Default)]
 struct Workers {
-    by_key: HashMap<ObjectKey, Worker>,
-    generation: u64,
+    by_key: HashMap<ObjectKey, Arc<Inbox>>,
+    waiting: VecDeque<Arc<Inbox>>,
+    /// Counts the objects with events queued or in progress (a metric).
+    gauge: Gauge,
+    /// The router is shutting down: the starter ends once no object waits.
+    stopping: bool,
 }
 
-struct Worker {
-    tx: mpsc::UnboundedSender<QueuedEvent>,
-    task: JoinHandle<()>,
-    pending: Arc<Pending>,
-    generation: u64,
-}
-
-fn lock(workers: &Mutex<Workers>) -> std::sync::MutexGuard<'_, Workers> {
-    // Every change under this lock is a single insert or remove: a panic cannot tear it.
-    workers
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every change under these locks is a single insert, remove or count: a panic cannot
+    // tear them.
+    mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The events routed to one worker and not yet processed. The gauge counts the workers
-/// with any: it goes up when the count leaves 0 and down when it returns to 0, so that
-/// whatever the interleaving of routing, processing and a worker's end, each worker
-/// adds 0 or 1.
-struct Pending {
-    events: Mutex<usize>,
+/// One object's events not yet processed, and whether a worker serves them.
+struct Inbox {
+    key: ObjectKey,
+    state: Mutex<InboxState>,
+    /// An event was queued, or the inbox was closed.
+    arrived: Notify,
     gauge: Gauge,
 }
 
-impl Pending {
-    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
-        self.events.lock().unwrap_or_else(|p| p.into_inner())
+#[derive(Default)]
+struct InboxState {
+    events: VecDeque<QueuedEvent>,
+    /// Events routed and not yet processed: the queued ones and the one in progress.
+    /// The gauge counts the inboxes with any: it goes up when this leaves 0 and down when
+    /// it returns to 0, so that whatever the interleaving of routing, processing and a
+    /// worker's end, each inbox adds 0 or 1.
+    unfinished: usize,
+    /// The object's deletion was routed: the worker ends once it has processed it (uids
+    /// are never reused, so nothing else will come for this key).
+    closed: bool,
+    /// Its worker, once started; `ended` once that worker is gone.
+    worker: Option<JoinHandle<()>>,
+    ended: bool,
+}
+
+impl Inbox {
+    fn new(key: ObjectKey, gauge: Gauge) -> Arc<Inbox> {
+        Arc::new(Inbox {
+            key,
+            state: Mutex::default(),
+            arrived: Notify::new(),
+            gauge,
+        })
     }
 
-    fn add(&self) {
-        let mut events = self.lock();
-        if *events == 0 {
+    fn state(&self) -> MutexGuard<'_, InboxState> {
+        lock(&self.state)
+    }
+
+    fn push(&self, event: QueuedEvent) {
+        let mut state = self.state();
+        if event.event_type == EventType::Deleted {
+            state.closed = true;
+        }
+        state.events.push_back(event);
+        if state.unfinished == 0 {
             self.gauge.increment();
         }
-        *events += 1;
+        state.unfinished += 1;
+        drop(state);
+        self.arrived.notify_one();
     }
 
+    /// No more events will come: its worker ends once it has processed those it has.
+    fn close(&self) {
+        self.state().closed = true;
+        self.arrived.notify_one();
+    }
+
+    /// One event was processed.
     fn done(&self) {
-        let mut events = self.lock();
-        if *events > 0 {
-            *events -= 1;
-            if *events == 0 {
+        let mut state = self.state();
+        if state.unfinished > 0 {
+            state.unfinished -= 1;
+            if state.unfinished == 0 {
                 self.gauge.decrement();
             }
         }
     }
 
-    /// The worker ended (idle, aborted at shutdown, or panicked): nothing is pending.
-    fn clear(&self) {
-        let mut events = self.lock();
-        if *events > 0 {
-            *events = 0;
+    /// Its worker ended (idle, closed, aborted at shutdown, or panicked), or it never
+    /// started: nothing is pending any more.
+    fn end(&self) {
+        let mut state = self.state();
+        state.ended = true;
+        state.events.clear();
+        if state.unfinished > 0 {
+            state.unfinished = 0;
             self.gauge.decrement();
         }
     }
 }
 
-/// Clears a worker's [`Pending`] however its task ends.
-struct ClearOnDrop(Arc<Pending>);
+/// Ends a worker's inbox however its task ends.
+struct EndOnDrop(Arc<Inbox>);
 
-impl Drop for ClearOnDrop {
+impl Drop for EndOnDrop {
     fn drop(&mut self) {
-        self.0.clear();
+        self.0.end();
     }
 }
 
 impl<F, Fut> Router<F>
 where
-    F: Fn(QueuedEvent) -> Fut + Send + Sync + 'static,
+    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    pub(crate) fn new(process: F) -> Self {
-        Router {
-            workers: Arc::default(),
-            process: Arc::new(process),
-            gauge: Gauge::default(),
-        }
+    /// A router whose workers start holding one of `turns` (handed to `process` with the
+    /// worker's first event).
+    pub(crate) fn new(turns: Arc<Semaphore>, process: F) -> Self {
+        let shared = Arc::new(Shared {
+            workers: Mutex::default(),
+            process,
+            turns,
+            waiting: Notify::new(),
+        });
+        let starter = tokio::spawn(start_workers(Arc::clone(&shared)));
+        Router { shared, starter }
     }
 
     /// Counts this router's objects with work in `gauge`.
-    pub(crate) fn counted(mut self, gauge: Gauge) -> Self {
-        self.gauge = gauge;
+    pub(crate) fn counted(self, gauge: Gauge) -> Self {
+        lock(&self.shared.workers).gauge = gauge;
         self
     }
 
     /// Queues an event behind the object's earlier events.
     pub(crate) fn route(&mut self, event: QueuedEvent) {
-        let key = event.key.clone();
         let deleted = event.event_type == EventType::Deleted;
-        let mut workers = lock(&self.workers);
-        let event = match workers.by_key.get(&key) {
-            Some(worker) => {
-                worker.pending.add();
-                match worker.tx.send(event) {
-                    Ok(()) => None,
-                    // The worker died (panicked) without retiring: start a new one below.
-                    Err(mpsc::error::SendError(event)) => {
-                        worker.pending.done();
-                        Some(event)
-                    }
-                }
+        let mut workers = lock(&self.shared.workers);
+        let live = workers
+            .by_key
+            .get(&event.key)
+            .filter(|inbox| !inbox.state().ended)
+            .cloned();
+        let key = event.key.clone();
+        let inbox = match live {
+            Some(inbox) => inbox,
+            // New, retired, or its worker died (panicked) without retiring: a new inbox
+            // waits for a worker.
+            None => {
+                let inbox = Inbox::new(key.clone(), workers.gauge.clone());
+                workers.by_key.insert(key.clone(), Arc::clone(&inbox));
+                workers.waiting.push_back(Arc::clone(&inbox));
+                self.shared.waiting.notify_one();
+                inbox
             }
-            None => Some(event),
         };
-        if let Some(event) = event {
-            workers.generation += 1;
-            let generation = workers.generation;
-            let worker = self.spawn(key.clone(), generation, event);
-            workers.by_key.insert(key.clone(), worker);
-        }
+        inbox.push(event);
         if deleted {
-            // The worker drains its queue and ends once the sender is gone;
-            // uids are never reused, so nothing else will come for this key.
+            // Its worker (or the starter) holds the inbox until the deletion is processed.
             workers.by_key.remove(&key);
         }
     }
 
-    fn spawn(&self, key: ObjectKey, generation: u64, first: QueuedEvent) -> Worker {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let pending = Arc::new(Pending {
-            events: Mutex::new(0),
-            gauge: self.gauge.clone(),
-        });
-        pending.add();
-        let _ = tx.send(first);
-        let process = self.process.clone();
-        let workers = self.workers.clone();
-        let done = ClearOnDrop(pending.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let event = match tokio::time::timeout(WORKER_IDLE_TIMEOUT, rx.recv()).await {
-                    Ok(Some(event)) => event,
-                    // Routed a deletion: the router let go of this worker.
-                    Ok(None) => return,
-                    Err(_idle) => {
-                        let mut live = lock(&workers);
-                        match rx.try_recv() {
-                            // Routed just before the lock was taken: not idle after all.
-                            Ok(event) => event,
-                            Err(_) => {
-                                if live
-                                    .by_key
-                                    .get(&key)
-                                    .is_some_and(|w| w.generation == generation)
-                                {
-                                    live.by_key.remove(&key);
-                                }
-                                return;
-                            }
-                        }
-                    }
-                };
-                process(event).await;
-                done.0.done();
+    /// Stops routing; every object's events still queued are processed (the waiting
+    /// objects' workers start as turns free up), bounded by `grace`, then the workers are
+    /// aborted.
+    pub(crate) async fn shutdown(mut self, grace: Duration) {
+        let inboxes: Vec<Arc<Inbox>> = {
+            let mut workers = lock(&self.shared.workers);
+            workers.stopping = true;
+            let mut inboxes: Vec<Arc<Inbox>> = workers.by_key.drain().map(|(_, i)| i).collect();
+            inboxes.extend(workers.waiting.iter().cloned());
+            inboxes
+        };
+        for inbox in &inboxes {
+            inbox.close();
+        }
+        self.shared.waiting.notify_one();
+        let finished = tokio::time::timeout(grace, async {
+            let _ = (&mut self.starter).await;
+            let workers: Vec<JoinHandle<()>> = inboxes
+                .iter()
+                .filter_map(|inbox| inbox.state().worker.take())
+                .collect();
+            futures::future::join_all(workers).await;
+        })
+        .await;
+        if finished.is_err() {
+            self.starter.abort();
+            for inbox in &inboxes {
+                if let Some(worker) = inbox.state().worker.take() {
+                    worker.abort();
+                }
+                // Never started: its events are dropped uncounted.
+                inbox.end();
             }
-        });
-        Worker {
-            tx,
-            task,
-            pending,
-            generation,
         }
     }
+}
 
-    /// Stops routing; workers finish what they have (bounded by `grace`), then are aborted.
-    pub(crate) async fn shutdown(self, grace: Duration) {
-        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut lock(&self.workers).by_key)
-            .into_values()
-            .map(|w| w.task)
-            .collect();
-        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
-        if tokio::time::timeout(grace, futures::future::join_all(tasks))
+impl<F> Drop for Router<F> {
+    fn drop(&mut self) {
+        self.starter.abort();
+    }
+}
+
+/// Starts the worker of the longest-waiting object each time a turn is free.
+async fn start_workers<F, Fut>(shared: Arc<Shared<F>>)
+where
+    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        // Registered before the queue is looked at: an object queued in between wakes it.
+        let queued = shared.waiting.notified();
+        tokio::pin!(queued);
+        queued.as_mut().enable();
+        let (empty, stopping) = {
+            let workers = lock(&shared.workers);
+            (workers.waiting.is_empty(), workers.stopping)
+        };
+        if empty {
+            if stopping {
+                return;
+            }
+            queued.await;
+            continue;
+        }
+        // The semaphore is never closed; if it were, objects would start without a turn.
+        let turn = Arc::clone(&shared.turns).acquire_owned().await.ok();
+        let mut workers = lock(&shared.workers);
+        // Only this task takes from the queue (shutdown aside): it is still there.
+        let Some(inbox) = workers.waiting.pop_front() else {
+            continue;
+        };
+        let worker = tokio::spawn(work(Arc::clone(&shared), Arc::clone(&inbox), turn));
+        inbox.state().worker = Some(worker);
+    }
+}
+
+/// An object's worker: processes its inbox's events in order, the first one holding
+/// `turn`, until the inbox is closed or has been idle for [`WORKER_IDLE_TIMEOUT`].
+async fn work<F, Fut>(shared: Arc<Shared<F>>, inbox: Arc<Inbox>, turn: Option<OwnedSemaphorePermit>)
+where
+    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let _end = EndOnDrop(Arc::clone(&inbox));
+    let mut turn = turn;
+    while let Some(event) = next_event(&shared, &inbox).await {
+        (shared.process)(event, turn.take()).await;
+        inbox.done();
+    }
+}
+
+/// The inbox's next event; none once it is closed and drained, or idle for
+/// [`WORKER_IDLE_TIMEOUT`] (then the inbox leaves the map, under its lock).
+async fn next_event<F>(shared: &Shared<F>, inbox: &Arc<Inbox>) -> Option<QueuedEvent> {
+    loop {
+        let arrived = inbox.arrived.notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        {
+            let mut state = inbox.state();
+            if let Some(event) = state.events.pop_front() {
+                return Some(event);
+            }
+            if state.closed {
+                return None;
+            }
+        }
+        if tokio::time::timeout(WORKER_IDLE_TIMEOUT, arrived)
             .await
             .is_err()
         {
-            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+            let mut workers = lock(&shared.workers);
+            let mut state = inbox.state();
+            // Routed just before the lock was taken: not idle after all.
+            if let Some(event) = state.events.pop_front() {
+                return Some(event);
+            }
+            state.ended = true;
+            drop(state);
+            if workers
+                .by_key
+                .get(&inbox.key)
+                .is_some_and(|live| Arc::ptr_eq(live, inbox))
+            {
+                workers.by_key.remove(&inbox.key);
+            }
+            return None;
         }
     }
 }
@@ -220,6 +344,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reactor::objects::turns;
     use serde_json::json;
     use std::sync::Mutex;
 
@@ -237,7 +362,7 @@ mod tests {
         let log = seen.clone();
         // "a" waits until "b" is done: only objects processed in parallel get there.
         let b_done = Arc::new(tokio::sync::Semaphore::new(0));
-        let mut router = Router::new(move |e: QueuedEvent| {
+        let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
             let (log, b_done) = (log.clone(), b_done.clone());
             async move {
                 let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
@@ -277,7 +402,7 @@ mod tests {
     async fn idle_workers_leave_and_come_back() {
         let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
         let log = seen.clone();
-        let mut router = Router::new(move |e: QueuedEvent| {
+        let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
             let log = log.clone();
             async move {
                 let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
@@ -287,7 +412,7 @@ mod tests {
         router.route(ev("a", 0));
         tokio::time::sleep(WORKER_IDLE_TIMEOUT * 2).await;
         assert_eq!(
-            lock(&router.workers).by_key.len(),
+            lock(&router.shared.workers).by_key.len(),
             0,
             "an idle worker keeps no task, queue or entry"
         );
@@ -321,7 +446,7 @@ mod tests {
         let metrics = crate::metrics::Metrics::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let held = gate.clone();
-        let mut router = Router::new(move |_: QueuedEvent| {
+        let mut router = Router::new(turns(), move |_: QueuedEvent, _turn| {
             let held = held.clone();
             async move {
                 let _ = held.acquire().await.map(|p| p.forget());
@@ -346,5 +471,50 @@ mod tests {
         // Stopping aborts the waiting worker: nothing is left counted.
         router.shutdown(Duration::from_millis(50)).await;
         assert_eq!(eventually(&metrics, "0").await.as_deref(), Some("0"));
+    }
+
+    #[tokio::test]
+    async fn objects_wait_for_a_turn_as_events_without_a_worker() {
+        let turns = Arc::new(Semaphore::new(2));
+        let gate = Arc::new(Semaphore::new(0));
+        let started: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+        let (log, held) = (started.clone(), gate.clone());
+        let mut router = Router::new(turns, move |e: QueuedEvent, turn| {
+            let (log, held) = (log.clone(), held.clone());
+            async move {
+                log.lock().unwrap().push((e.key.clone(), turn.is_some()));
+                let _turn = turn;
+                let _ = held.acquire().await.map(|p| p.forget());
+            }
+        });
+        for n in 0..5 {
+            router.route(ev(&format!("o{n}"), 0));
+        }
+        for _ in 0..200 {
+            if started.lock().unwrap().len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        {
+            let workers = lock(&router.shared.workers);
+            let with_a_worker = workers
+                .by_key
+                .values()
+                .filter(|inbox| inbox.state().worker.is_some())
+                .count();
+            assert_eq!(with_a_worker, 2, "one worker per turn");
+            let waiting: Vec<&str> = workers.waiting.iter().map(|i| i.key.as_str()).collect();
+            assert_eq!(waiting, ["o2", "o3", "o4"], "the others wait in order");
+        }
+        gate.add_permits(5);
+        router.shutdown(Duration::from_secs(5)).await;
+        let mut started = started.lock().unwrap().clone();
+        started.sort();
+        assert_eq!(
+            started,
+            (0..5).map(|n| (format!("o{n}"), true)).collect::<Vec<_>>(),
+            "every object started holding a turn"
+        );
     }
 }

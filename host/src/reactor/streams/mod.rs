@@ -270,9 +270,9 @@ async fn run_stream(
     let readiness = parts.handling.readiness().clone();
     let memories = parts.handling.memories().clone();
     let (handling, ctx) = (parts.handling.clone(), context.clone());
-    let mut router = Router::new(move |event| {
+    let mut router = Router::new(context.turns.clone(), move |event, turn| {
         let (handling, ctx) = (handling.clone(), ctx.clone());
-        async move { handling.process(&ctx, event).await }
+        async move { handling.process(&ctx, event, turn).await }
     })
     .counted(parts.metrics.queue(&context.resource.key()));
     let mut changes = context.handler_changes();
