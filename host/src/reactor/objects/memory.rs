@@ -12,9 +12,11 @@
 //! Objects take turns: at most [`OBJECTS_IN_FLIGHT`] of a stream are handled at once, the
 //! others wait for a turn in the order their events came (a backlog of N objects listed
 //! at start is handled a few dozen at a time, not as N futures with their bodies and
-//! causes all at once). An object gives its turn back while it sleeps or waits for the
-//! indexes, so a sleeping object never holds up the others; each stream has turns of its
-//! own, so a slow resource never holds up another.
+//! causes all at once; an object without a worker waits in `objects::queue` as its
+//! events only, and its worker starts holding the turn it was given). An object gives its
+//! turn back while it sleeps or waits for the indexes, so a sleeping object never holds
+//! up the others; each stream has turns of its own, so a slow resource never holds up
+//! another.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
