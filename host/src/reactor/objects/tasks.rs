@@ -16,9 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::handlers::{Handler, SharedProgress};
 
-/// The timers and daemons of one object; part of the object's memory.
+/// The timers and daemons of one object; part of the object's memory. Its state exists
+/// once the object has had a timer or daemon (most objects of most operators never do,
+/// and every object known keeps its memory: 16 bytes here rather than 184).
 #[derive(Debug, Default)]
-pub(crate) struct ObjectTasks(Mutex<State>);
+pub(crate) struct ObjectTasks(Mutex<Option<Box<State>>>);
 
 #[derive(Debug, Default)]
 struct State {
@@ -65,7 +67,11 @@ impl ObjectTasks {
     /// No task is busy, and none waits for a time that has come.
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn settled(&self, now: DateTime<Utc>) -> bool {
-        lock(&self.0).running.values().all(|r| {
+        let state = lock(&self.0);
+        let Some(state) = state.as_ref() else {
+            return true;
+        };
+        state.running.values().all(|r| {
             let progress = *lock(&r.progress);
             r.task.is_finished() || (!progress.busy && progress.due.is_none_or(|due| due > now))
         })
@@ -73,10 +79,12 @@ impl ObjectTasks {
 
     /// Whether a task of this handler is running (or stopping).
     pub(crate) fn is_running(&self, identity: &Identity) -> bool {
-        lock(&self.0)
-            .running
-            .get(identity)
-            .is_some_and(|r| !r.task.is_finished())
+        lock(&self.0).as_ref().is_some_and(|state| {
+            state
+                .running
+                .get(identity)
+                .is_some_and(|r| !r.task.is_finished())
+        })
     }
 
     /// Notes the object as seen now: a change of what `idle` watches restarts it. The
@@ -104,6 +112,7 @@ impl ObjectTasks {
             "status": body.get("status"),
         });
         let mut state = lock(&self.0);
+        let state = state.get_or_insert_default();
         let changed = state
             .changed
             .get_or_insert_with(|| watch::Sender::new(now))
@@ -122,13 +131,18 @@ impl ObjectTasks {
 
     /// Whether no task runs (or stops) for the object.
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.0).running.is_empty()
+        lock(&self.0)
+            .as_ref()
+            .is_none_or(|state| state.running.is_empty())
     }
 
     /// Stops the tasks whose handler `keep` rejects and waits until they have ended.
     pub(crate) async fn stop_where(&self, keep: impl Fn(&Handler) -> bool) {
         let stopping: Vec<RunningTask> = {
             let mut state = lock(&self.0);
+            let Some(state) = state.as_mut() else {
+                return;
+            };
             let ids: Vec<Identity> = state
                 .running
                 .iter()
@@ -148,22 +162,28 @@ impl ObjectTasks {
 
     /// Whether this daemon (of this guest load) has exited for good.
     pub(crate) fn has_exited(&self, handler: &Handler) -> bool {
-        lock(&self.0)
-            .exited
-            .get(&handler.identity())
-            .is_some_and(|load| *load == handler.guest.load())
+        lock(&self.0).as_ref().is_some_and(|state| {
+            state
+                .exited
+                .get(&handler.identity())
+                .is_some_and(|load| *load == handler.guest.load())
+        })
     }
 
     /// Notes that this daemon exited for good: it is not started again for the object.
     pub(crate) fn mark_exited(&self, handler: &Handler) {
         lock(&self.0)
+            .get_or_insert_default()
             .exited
             .insert(handler.identity(), handler.guest.load());
     }
 
     /// Keeps a task that was just started.
     pub(crate) fn insert(&self, task: RunningTask) {
-        lock(&self.0).running.insert(task.handler.identity(), task);
+        lock(&self.0)
+            .get_or_insert_default()
+            .running
+            .insert(task.handler.identity(), task);
     }
 
     /// Stops every timer and daemon of the object and waits until they have ended.
@@ -203,5 +223,18 @@ mod tests {
         timers.observe(&body(2, "4"), "p", at(7));
         assert_eq!(*changed.borrow(), at(7));
         assert!(timers.settled(at(100)), "no timer runs");
+    }
+
+    #[tokio::test]
+    async fn an_object_without_timers_or_daemons_keeps_no_task_state() {
+        let tasks = ObjectTasks::default();
+        let identity: Identity = ("guest".into(), "handler".into());
+        assert!(!tasks.is_running(&identity));
+        assert!(tasks.is_empty());
+        assert!(tasks.settled(at(0)));
+        tasks.stop_all().await;
+        assert!(lock(&tasks.0).is_none(), "asking allocates nothing");
+        tasks.observe(&Arc::new(serde_json::json!({"spec": {}})), "p", at(0));
+        assert!(lock(&tasks.0).is_some(), "observing keeps the fingerprint");
     }
 }
