@@ -117,22 +117,24 @@ mod tests {
                 events.boxed().try_collect::<Vec<_>>().await
             }
         });
-        let peak = async {
-            let mut peak = 0;
-            for _ in 0..50 {
-                peak = peak.max(connections_to(port));
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        // Sampled until the last watch has ended, however slowly they start.
+        let watches = join_all(watches);
+        tokio::pin!(watches);
+        let mut peak = 0;
+        let ended = loop {
+            peak = peak.max(connections_to(port));
+            tokio::select! {
+                ended = &mut watches => break ended,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
-            peak
         };
-        let (ended, peak) = tokio::join!(join_all(watches), peak);
         assert!(ended.iter().all(Result::is_ok), "{ended:?}");
         assert!(peak > IDLE_CONNECTIONS, "the burst used {peak} connections");
 
         // The idle ones beyond the bound close as they come back (hyper's default keeps
         // them all for 90 s).
         let mut open = connections_to(port);
-        for _ in 0..100 {
+        for _ in 0..400 {
             if open <= IDLE_CONNECTIONS {
                 break;
             }

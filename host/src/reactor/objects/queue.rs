@@ -490,7 +490,8 @@ mod tests {
         for n in 0..5 {
             router.route(ev(&format!("o{n}"), 0));
         }
-        for _ in 0..200 {
+        // Until both turns are in use (at most 20 s on a loaded machine).
+        for _ in 0..2000 {
             if started.lock().unwrap().len() == 2 {
                 break;
             }
