@@ -210,9 +210,10 @@ where
     }
 
     /// Stops routing; every object's events still queued are processed (the waiting
-    /// objects' workers start as turns free up), bounded by `grace`, then the workers are
-    /// aborted.
+    /// objects' workers start as turns free up), bounded by `grace`; then the workers
+    /// left are aborted. No worker runs once this returns.
     pub(crate) async fn shutdown(mut self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
         let inboxes: Vec<Arc<Inbox>> = {
             let mut workers = lock(&self.shared.workers);
             workers.stopping = true;
@@ -224,24 +225,28 @@ where
             inbox.close();
         }
         self.shared.waiting.notify_one();
-        let finished = tokio::time::timeout(grace, async {
-            let _ = (&mut self.starter).await;
-            let workers: Vec<JoinHandle<()>> = inboxes
-                .iter()
-                .filter_map(|inbox| inbox.state().worker.take())
-                .collect();
-            futures::future::join_all(workers).await;
-        })
-        .await;
-        if finished.is_err() {
+        if tokio::time::timeout_at(deadline, &mut self.starter)
+            .await
+            .is_err()
+        {
             self.starter.abort();
-            for inbox in &inboxes {
-                if let Some(worker) = inbox.state().worker.take() {
-                    worker.abort();
-                }
-                // Never started: its events are dropped uncounted.
-                inbox.end();
-            }
+            // Ended at its next await: no worker starts after this.
+            let _ = (&mut self.starter).await;
+        }
+        let workers: Vec<JoinHandle<()>> = inboxes
+            .iter()
+            .filter_map(|inbox| inbox.state().worker.take())
+            .collect();
+        let aborts: Vec<_> = workers.iter().map(JoinHandle::abort_handle).collect();
+        let all = futures::future::join_all(workers);
+        tokio::pin!(all);
+        if tokio::time::timeout_at(deadline, &mut all).await.is_err() {
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+            all.await;
+        }
+        // Those that never started: their events are dropped uncounted.
+        for inbox in &inboxes {
+            inbox.end();
         }
     }
 }
@@ -327,8 +332,9 @@ async fn next_event<F>(shared: &Shared<F>, inbox: &Arc<Inbox>) -> Option<QueuedE
             if let Some(event) = state.events.pop_front() {
                 return Some(event);
             }
-            state.ended = true;
             drop(state);
+            // Out of the map under its lock: nothing more is routed here (the worker's
+            // end marks the inbox ended).
             if workers
                 .by_key
                 .get(&inbox.key)
@@ -468,8 +474,14 @@ mod tests {
             Some("1"),
             "one object still waits"
         );
-        // Stopping aborts the waiting worker: nothing is left counted.
+        // Stopping aborts the waiting worker: nothing is left counted, and nothing runs
+        // (its future, which holds the gate, is gone once shutdown returns).
         router.shutdown(Duration::from_millis(50)).await;
+        assert_eq!(
+            Arc::strong_count(&gate),
+            1,
+            "a worker outlived the shutdown"
+        );
         assert_eq!(eventually(&metrics, "0").await.as_deref(), Some("0"));
     }
 
