@@ -31,6 +31,8 @@ pub(super) struct Known {
     dictionary: Option<Arc<Dictionary>>,
     /// Bodies compressed poorly, in a row, against the current dictionary.
     poor: usize,
+    /// Where bodies are compressed before they are stored (see [`Packed::new`]).
+    scratch: Vec<u8>,
 }
 
 /// How many bodies in a row must compress poorly before the dictionary changes.
@@ -38,6 +40,10 @@ const POOR_IN_A_ROW: usize = 8;
 
 /// LZ4 refers back at most 64 KiB: of a larger body only its end serves as dictionary.
 const DICTIONARY_MAX: usize = 64 * 1024;
+
+/// Bodies up to this size are compressed through the stream's scratch buffer, which
+/// keeps the room of the largest of them; larger ones (rare) get room of their own.
+const SCRATCH_MAX: usize = 64 * 1024;
 
 /// A body that others are compressed against (its last [`DICTIONARY_MAX`] bytes).
 struct Dictionary(Box<[u8]>);
@@ -61,19 +67,38 @@ struct Packed {
 }
 
 impl Packed {
-    /// `text` compressed against `dictionary`; known without a body if it is over 4 GiB
-    /// (which cannot come from an API server).
-    fn new(text: &str, dictionary: &Arc<Dictionary>) -> Packed {
-        let (len, bytes) = match u32::try_from(text.len()) {
-            Ok(len) => (
-                len,
-                lz4_flex::block::compress_with_dict(text.as_bytes(), &dictionary.0),
-            ),
-            Err(_) => (0, Vec::new()),
+    /// `text` compressed against `dictionary`, through `scratch` (LZ4 wants room for the
+    /// worst case: a body is compressed there, then copied out at its size, rather than
+    /// allocated at the worst case and shrunk, for every event); known without a body if
+    /// it is over 4 GiB (which cannot come from an API server).
+    fn new(text: &str, dictionary: &Arc<Dictionary>, scratch: &mut Vec<u8>) -> Packed {
+        let Ok(len) = u32::try_from(text.len()) else {
+            return Packed {
+                len: 0,
+                bytes: Box::default(),
+                dictionary: Arc::clone(dictionary),
+            };
+        };
+        // As lz4_flex's own `compress_with_dict`: a dictionary under 4 bytes is none.
+        let dict: &[u8] = if dictionary.0.len() <= 3 {
+            b""
+        } else {
+            &dictionary.0
+        };
+        let input = text.as_bytes();
+        let bytes = if input.len() <= SCRATCH_MAX {
+            scratch.resize(lz4_flex::block::get_maximum_output_size(input.len()), 0);
+            match lz4_flex::block::compress_into_with_dict(input, scratch, dict) {
+                Ok(written) => Box::from(&scratch[..written]),
+                // Cannot happen with the room asked for; compressed the other way.
+                Err(_) => lz4_flex::block::compress_with_dict(input, dict).into_boxed_slice(),
+            }
+        } else {
+            lz4_flex::block::compress_with_dict(input, dict).into_boxed_slice()
         };
         Packed {
             len,
-            bytes: bytes.into_boxed_slice(),
+            bytes,
             dictionary: Arc::clone(dictionary),
         }
     }
@@ -88,12 +113,12 @@ impl Known {
     /// Keeps `text` as the body of `key`; whether the key was known before.
     pub(super) fn insert(&mut self, key: &ObjectKey, text: &Arc<str>) -> bool {
         let dictionary = self.dictionary.get_or_insert_with(|| Dictionary::of(text));
-        let mut packed = Packed::new(text, dictionary);
+        let mut packed = Packed::new(text, dictionary, &mut self.scratch);
         if packed.is_poor() {
             self.poor += 1;
             if self.poor == POOR_IN_A_ROW {
                 let dictionary = Dictionary::of(text);
-                packed = Packed::new(text, &dictionary);
+                packed = Packed::new(text, &dictionary, &mut self.scratch);
                 self.dictionary = Some(dictionary);
                 self.poor = 0;
             }
