@@ -510,7 +510,6 @@ fn a_status_403(text: &str) -> bool {
         let before = text[..at].trim_end_matches([' ', '=', ':']);
         let after = &text[at + 3..];
         !after.starts_with(|c: char| c.is_ascii_digit())
-            && !before.ends_with(|c: char| c.is_ascii_digit())
             && (before.ends_with("status")
                 || before.ends_with("code")
                 || before.ends_with("http")
