@@ -227,8 +227,13 @@ async fn guest_calls_are_recorded_and_replayed() {
                    "metadata": {"name": "kex"}, "spec": {"size": 3}}),
         )
         .await;
+        // Both create handlers done: `peek_secret`'s refused call is what the recording
+        // must hold, and a deletion before its turn would skip it.
         wait_for(&client, "team", "kex", |o| {
-            o.is_some_and(|o| o["status"]["make_child"]["listed"] == 1)
+            o.is_some_and(|o| {
+                o["status"]["make_child"]["listed"] == 1
+                    && o["status"]["peek_secret"]["reason"] == "Forbidden"
+            })
         })
         .await;
         delete(&client, &kopfexamples(), Some("team"), "kex").await;
@@ -306,8 +311,14 @@ async fn changes_of_what_guests_read_unwatched_are_replayed() {
                    "metadata": {"name": "kex"}, "spec": {"size": 1}}),
         )
         .await;
+        // The creation's cycle over (all of its handlers, then the diff-base): a change
+        // of the spec before that is taken into the creation, and no update follows.
         wait_for(&client, "team", "kex", |o| {
-            o.is_some_and(|o| o["status"]["make_child"].is_object())
+            o.is_some_and(|o| {
+                o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("\"size\":1"))
+            })
         })
         .await;
         for (size, level) in [(2, "1"), (3, "2")] {
@@ -360,6 +371,16 @@ async fn raw_events_of_pods_replay_one_for_one() {
     record(&seed, &file, |client, journal| async move {
         let pods = kapsel_tests::core("Pod", "pods");
         create(&client, &pods, Some("default"), kapsel_tests::pod("web-1")).await;
+        // Seen before it changes: created and deleted before the operator's first
+        // listing, the pod would never be seen at all.
+        journal
+            .wait_for(PATIENCE, |records| {
+                kapsel_tests::calls(records, "log_event")
+                    .iter()
+                    .any(|(object, _)| object == "default/web-1")
+            })
+            .await
+            .expect("the pod was seen");
         patch(
             &client,
             &pods,

@@ -411,6 +411,51 @@ async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     s.shutdown().await;
 }
 
+/// An object deleted between the two writes of a cycle: its results are written to
+/// `/status`, then the object's patch fails (500), and its retry a second later finds
+/// the object gone (404). The echo of the status write, still queued, does not say the
+/// cause was handled; the handler must not run again for an object that no longer
+/// exists (it would make its children again, after their owner).
+#[tokio::test]
+async fn an_object_gone_between_the_writes_of_a_cycle_is_not_handled_again() {
+    let s = Scene::start("gone-between").await;
+    let operator = s.operator();
+    s.cluster.server().faults().fail_next(
+        1,
+        RequestMatcher::any()
+            .verb("patch")
+            .plural("kopfexamples")
+            .subresource(""),
+        Fault::InternalError,
+    );
+    // No finalizer for this group: the deletion removes the object at once.
+    s.create(kopfexample(
+        "obj",
+        &["optional"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    until_faults_served(&s).await;
+    s.tracker
+        .wait_for("obj", "the results written", |o| {
+            o["status"]["create_quiet"] == json!({"done": true})
+        })
+        .await;
+    s.delete("obj").await;
+    s.tracker.wait_gone("obj").await;
+    s.settled(&operator, &["obj"]).await;
+    let records = operator.journal().records();
+    assert_eq!(
+        outcomes(&records, "create_quiet", &s.object("obj")),
+        [("success".to_owned(), None)],
+        "handled once"
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
 /// A 422 on the finalizer's JSON patch (a failed `resourceVersion` test, i.e. the
 /// object changed meanwhile) keeps the change for the next cycle (§4.7 step 4), without
 /// throttling: the next event adds the finalizer and creation goes on.

@@ -211,6 +211,11 @@ pub(crate) struct MemoryState {
     /// We released the deleting object (removed our finalizer): the events still in
     /// flight from before the release must not start its deletion handlers again.
     pub(crate) released: bool,
+    /// A write of ours found the object gone (404). Its uid never comes back, so the
+    /// events still queued from before the deletion change nothing more: a handler run
+    /// for them would act for an object that no longer exists (with results written to
+    /// `/status` but the object's patch refused, an echo says its cause is unhandled).
+    pub(crate) gone: bool,
     /// The resourceVersion of its latest event (for `kapsel test`'s waits).
     pub(crate) newest_version: Option<Box<str>>,
     /// Until when its worker sleeps on handler time, if it does.

@@ -57,6 +57,14 @@ impl Changing {
         let changing = &ctx.handlers.changing;
         let (diffbase, keys) = (settings.diffbase(), settings.keys());
 
+        if memory.state().gone {
+            object_log!(
+                debug,
+                object,
+                "The object is gone: an event from before its deletion changes nothing."
+            );
+            return Ok(());
+        }
         if memory.state().released && changes::is_deletion_ongoing(body) {
             // Echoes of our last patches before the release; the DELETED event follows.
             return self.send(ctx, memory, patch).await.map(drop);
@@ -376,6 +384,7 @@ impl Changing {
         let (fresh, refused) = match self.patcher.apply(target, body, &patch).await? {
             Applied::Gone => {
                 object_log!(debug, object, "The object is gone; nothing to patch.");
+                memory.state().gone = true;
                 return Ok(false);
             }
             Applied::Done(fresh) => (fresh, false),
