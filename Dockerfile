@@ -6,11 +6,16 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# The binary the tests run (kapsel-cli's `kapsel`), optimised, with the locked dependencies.
+# The binary the tests run (kapsel-cli's `kapsel`), optimised with a profile of an
+# operator's work (scripts/pgo-build: an instrumented build, a training run of the bench's
+# operator on a local API server, the final build), with the locked dependencies. The
+# training needs the bench's guest and the bench.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p kapsel-cli --bin kapsel \
-    && cp target/release/kapsel /kapsel
+    rustup target add wasm32-wasip2 \
+    && GUEST_FOLDERS=bench scripts/build-guests >/dev/null \
+    && cargo build --release --locked -p kapsel-bench \
+    && cp "$(scripts/pgo-build)" /kapsel
 
 # glibc and libgcc, nothing else (no shell); `nonroot` is uid 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot

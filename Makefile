@@ -65,11 +65,15 @@ image:
 # Kapsel side by side with Kopf 1.45 (installed from PyPI into $(TARGET_DIR)/bench/venv)
 # and a bare kube-rs watcher, on fresh in-memory clusters: a table, and
 # $(TARGET_DIR)/bench/results.json. `make bench BENCH_ARGS=--quick` for a fast sanity run;
-# `BENCH_ARGS="--n 1000 --repeat 5"` to choose; `--help` for the rest. Release builds:
-# kapsel-cli and the bench in one cargo call, so they share their dependencies' build.
+# `BENCH_ARGS="--n 1000 --repeat 5"` to choose; `--help` for the rest. It measures the
+# binary the image ships, built with a profile by scripts/pgo-build (about 15 minutes
+# on 2 cores the first time; `PGO=no` measures the plain release build instead).
+PGO ?= yes
 bench: setup guests
-	$(CARGO) build --release -p kapsel-cli -p kapsel-bench
-	$(TARGET_DIR)/release/kapsel-bench $(BENCH_ARGS)
+	$(CARGO) build --release --locked -p kapsel-cli -p kapsel-bench
+	kapsel=$(TARGET_DIR)/release/kapsel; \
+	if [ "$(PGO)" != no ]; then kapsel=$$(scripts/pgo-build) || exit 1; fi; \
+	$(TARGET_DIR)/release/kapsel-bench --kapsel "$$kapsel" $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -160,8 +160,21 @@ impl Proc {
         rss_by_mapping(self.pid, 10).unwrap_or_default()
     }
 
-    /// Stops it (SIGKILL) and waits for it.
+    /// Stops it as the kubelet does: SIGTERM, then SIGKILL after 10 s; and waits for it.
+    /// A process that exits rather than dies writes what it writes at exit (the
+    /// profile of `scripts/pgo-build`'s training run).
     pub(crate) async fn stop(mut self) {
+        let terminated = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .is_ok_and(|status| status.success());
+        if terminated
+            && tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_ok()
+        {
+            return;
+        }
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }

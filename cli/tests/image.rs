@@ -59,30 +59,42 @@ fn the_image_holds_the_tested_binary_run_as_the_deployment_expects() {
         "{} is not Rust {toolchain}",
         build[0]
     );
-    // The build stage builds this package's `kapsel` binary, optimised, locked.
+    // The build stage keeps the binary scripts/pgo-build builds, and that builds this
+    // package's `kapsel` binary, optimised, locked, with a profile or (where none can be
+    // had) without.
     let run = build
         .iter()
-        .find(|i| i.starts_with("RUN ") && i.contains("cargo build"))
+        .find(|i| i.starts_with("RUN ") && i.contains("scripts/pgo-build"))
         .unwrap();
-    let command = &run[run.find("cargo build").unwrap()..];
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let after = |flag: &str| words.iter().position(|w| *w == flag).map(|i| words[i + 1]);
-    assert_eq!(after("-p"), Some(env!("CARGO_PKG_NAME")), "{command}");
+    assert!(
+        run.contains(r#"cp "$(scripts/pgo-build)" /kapsel"#),
+        "the binary the script built is the one kept: {run}"
+    );
+    let script = read("scripts/pgo-build");
     let binary = Path::new(env!("CARGO_BIN_EXE_kapsel")).file_name().unwrap();
+    let builds: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains(" build ") && l.contains("--bin "))
+        .collect();
     assert_eq!(
-        after("--bin").map(std::ffi::OsStr::new),
-        Some(binary),
-        "{command}"
+        builds.len(),
+        2,
+        "the profiled build and the plain one: {builds:?}"
     );
-    assert!(
-        words.contains(&"--release") && words.contains(&"--locked"),
-        "{command}"
-    );
-    let built = format!("target/release/{}", binary.to_string_lossy());
-    assert!(
-        command.contains(&format!("cp {built} /kapsel")),
-        "the binary cargo built is the one kept: {command}"
-    );
+    for command in builds {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let after = |flag: &str| words.iter().position(|w| *w == flag).map(|i| words[i + 1]);
+        assert_eq!(after("-p"), Some(env!("CARGO_PKG_NAME")), "{command}");
+        assert_eq!(
+            after("--bin").map(std::ffi::OsStr::new),
+            Some(binary),
+            "{command}"
+        );
+        assert!(
+            words.contains(&"--release") && words.contains(&"--locked"),
+            "{command}"
+        );
+    }
     // `--locked` fails when Cargo.lock is not what the manifests need. The whole lock
     // file is resolved either way; filtered to the platform the tests build for, cargo
     // needs no crate that only another platform uses (not downloaded on a fresh machine).
