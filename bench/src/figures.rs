@@ -17,12 +17,14 @@ pub(crate) enum Target {
     Ratio(f64),
     /// Kapsel's value at most this (in the row's unit).
     AtMost(f64),
+    /// Kapsel's value at least this (in the row's unit).
+    AtLeast(f64),
 }
 
 impl Target {
     fn bound(self) -> f64 {
         match self {
-            Target::Ratio(r) | Target::AtMost(r) => r,
+            Target::Ratio(r) | Target::AtMost(r) | Target::AtLeast(r) => r,
         }
     }
 
@@ -32,6 +34,7 @@ impl Target {
             Target::Ratio(r) if r < 1.0 => format!("≤ 1/{}", trim(1.0 / r)),
             Target::Ratio(r) => format!("≤ {}", trim(r)),
             Target::AtMost(v) => format!("≤ {} {unit}", trim(v)),
+            Target::AtLeast(v) => format!("≥ {} {unit}", trim(v)),
         }
     }
 }
@@ -86,12 +89,19 @@ impl Row {
         self.target = target;
         let measured = match target {
             Some(Target::Ratio(_)) => self.ratio,
-            Some(Target::AtMost(_)) => self.kapsel,
+            Some(Target::AtMost(_) | Target::AtLeast(_)) => self.kapsel,
             None => None,
         };
-        if let (Some(t), Some(m)) = (target, measured) {
-            self.of_target = Some(m / t.bound());
-            self.met = Some(m <= t.bound());
+        match (target, measured) {
+            (Some(Target::AtLeast(bound)), Some(m)) => {
+                self.of_target = Some(if m > 0.0 { bound / m } else { f64::INFINITY });
+                self.met = Some(m >= bound);
+            }
+            (Some(t), Some(m)) => {
+                self.of_target = Some(m / t.bound());
+                self.met = Some(m <= t.bound());
+            }
+            _ => {}
         }
         self
     }
@@ -172,6 +182,7 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
         sections.push(mappings);
     }
     sections.push(floors(results));
+    sections.push(invocation(results));
     sections.push(sizes(results));
     sections
 }
@@ -657,6 +668,31 @@ fn floors(results: &Results) -> Section {
     }
 }
 
+fn invocation(results: &Results) -> Section {
+    let rows = match &results.invocation {
+        Ok(i) => vec![
+            Row::new(
+                format!("one {} call on a {:.1} KB Pod", i.handler, i.body_bytes as f64 / 1000.0),
+                "µs",
+                Some(i.call_us),
+                Some(i.native_us),
+            )
+            .target(Some(Target::Ratio(3.0)))
+            .note("the cause handed over, a fresh sandboxed instance, the guest parses and patches, the host reads the reply; native: the same logic, the same JSON back"),
+            Row::new("calls per second, one core", "calls/s", Some(i.calls_per_second()), None)
+                .target(Some(Target::AtLeast(30_000.0)))
+                .note(format!("{} calls one after the other, in this process (the host's code as the bench is built)", i.calls)),
+        ],
+        Err(e) => vec![Row::new("one handler call", "µs", None, None).note(e.clone())],
+    };
+    Section {
+        title: "Invocation cost: a handler call through the host beside the same logic native"
+            .into(),
+        baseline: Some("native"),
+        rows,
+    }
+}
+
 fn sizes(results: &Results) -> Section {
     let rows = match &results.guest_sizes {
         Ok(sizes) => sizes
@@ -702,6 +738,12 @@ mod tests {
         assert_eq!(row.met, Some(true));
         let row = Row::new("x", "s", None, Some(1.0)).target(Some(Target::Ratio(0.2)));
         assert_eq!(row.met, None);
+        let row =
+            Row::new("x", "calls/s", Some(20_000.0), None).target(Some(Target::AtLeast(30_000.0)));
+        assert_eq!((row.met, row.of_target), (Some(false), Some(1.5)));
+        let row =
+            Row::new("x", "calls/s", Some(60_000.0), None).target(Some(Target::AtLeast(30_000.0)));
+        assert_eq!((row.met, row.of_target), (Some(true), Some(0.5)));
     }
 
     #[test]
@@ -710,5 +752,9 @@ mod tests {
         assert_eq!(Target::Ratio(0.1).label("ms"), "≤ 1/10");
         assert_eq!(Target::Ratio(1.0).label("req"), "≤ 1");
         assert_eq!(Target::AtMost(40.0).label("MiB"), "≤ 40 MiB");
+        assert_eq!(
+            Target::AtLeast(30_000.0).label("calls/s"),
+            "≥ 30000 calls/s"
+        );
     }
 }

@@ -10,6 +10,7 @@
 
 mod cluster;
 mod figures;
+mod invocation;
 mod operators;
 mod procs;
 mod report;
@@ -45,8 +46,8 @@ struct Args {
     /// Leave Kopf out (its columns stay empty).
     #[arg(long)]
     skip_kopf: bool,
-    /// Which runs: startup, running, backlog (comma-separated; default all).
-    #[arg(long, value_delimiter = ',', value_parser = ["startup", "running", "backlog"])]
+    /// Which runs: startup, running, backlog, invocation (comma-separated; default all).
+    #[arg(long, value_delimiter = ',', value_parser = ["startup", "running", "backlog", "invocation"])]
     only: Vec<String>,
     /// More environment for Kapsel's process, KEY=VALUE (repeatable), for experiments
     /// (e.g. GLIBC_TUNABLES=glibc.malloc.arena_max=1); recorded in the results.
@@ -126,6 +127,7 @@ async fn main() -> std::process::ExitCode {
         .unwrap_or_else(|| target.join("guests").join("wasm32-wasip2").join("release"));
     let kapsel = args.kapsel.clone().unwrap_or_else(|| exe_beside("kapsel"));
     let guest = guests.join("bench_operator.wasm");
+    let guest_path = guest.clone();
     let json = out.join("results.json");
 
     for (what, path) in [
@@ -182,6 +184,7 @@ async fn main() -> std::process::ExitCode {
         startup: only("startup"),
         running: only("running"),
         backlog: only("backlog"),
+        invocation: only("invocation").then(|| guest_path.clone()),
         sizes,
         repetitions,
         skip_kopf: args.skip_kopf,
@@ -222,6 +225,8 @@ struct Plan {
     startup: bool,
     running: bool,
     backlog: bool,
+    /// The guest whose handler call is measured, if that is measured.
+    invocation: Option<PathBuf>,
     sizes: Vec<usize>,
     repetitions: usize,
     skip_kopf: bool,
@@ -249,6 +254,11 @@ async fn interrupt() {
 
 async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
     lock(shared).guest_sizes = sizes::guest_sizes(&plan.guests, &repository());
+    if let Some(guest) = &plan.invocation {
+        // First, while nothing else runs: calls one after the other on this task.
+        eprintln!("invocation: one handler call, fresh instance vs native");
+        lock(shared).invocation = invocation::measure(guest).await;
+    }
 
     let kopf = if plan.skip_kopf {
         Err("left out (--skip-kopf)".to_owned())

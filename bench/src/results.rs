@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::invocation::Invocation;
 use crate::scenarios::{BacklogRun, RunningRun, StartupRun};
 use crate::sizes::GuestSize;
 
@@ -82,6 +83,7 @@ pub(crate) struct Results {
     /// The Kopf version used, or why Kopf did not run.
     pub(crate) kopf: Result<String, String>,
     pub(crate) guest_sizes: Result<Vec<GuestSize>, String>,
+    pub(crate) invocation: Result<Invocation, String>,
     pub(crate) startup: Vec<StartupRun>,
     pub(crate) running: Vec<RunningRun>,
     pub(crate) backlog: Vec<BacklogRun>,
@@ -101,6 +103,7 @@ impl Results {
             settings,
             kopf: Err("not installed yet".into()),
             guest_sizes: Err("not measured yet".into()),
+            invocation: Err("not measured".into()),
             startup: Vec::new(),
             running: Vec::new(),
             backlog: Vec::new(),

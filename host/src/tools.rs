@@ -1,13 +1,15 @@
 //! What the `kapsel` command's developer tools ask of the library: the handlers a guest
-//! declares (`kapsel inspect`) and the RBAC an operator of guests needs (`kapsel rbac`,
-//! [`RbacRequest`]).
+//! declares (`kapsel inspect`), the RBAC an operator of guests needs (`kapsel rbac`,
+//! [`RbacRequest`]), and one handler called as the operator calls it, to measure what a
+//! call costs (`make bench`, [`HandlerCall`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::Error;
 use crate::cluster::Scope;
 use crate::limits::Limits;
-use crate::runtime::{self, Runtime};
+use crate::runtime::{self, CallContext, Cause, Guest, NoServices, Outcome, Resource, Runtime};
 
 /// The handlers a guest declares, as JSON (what `kapsel inspect` prints).
 ///
@@ -21,6 +23,104 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
         .await
         .map_err(|e| Error::NoGuests(vec![e.to_string()]))?;
     Ok(runtime::describe_json(guest.describe()))
+}
+
+/// One handler of a guest, called as the operator calls it: the cause handed over, a
+/// fresh sandboxed instance per call within the default limits, the reply read back
+/// (its patch and result parsed, as the host parses them). For measuring what a call
+/// costs (`make bench`'s invocation figures); the guest gets no host services (its
+/// Kubernetes calls and index reads are refused).
+pub struct HandlerCall {
+    guest: Guest,
+    cause: Cause,
+    // The engine the guest was compiled by, kept with it.
+    _runtime: Runtime,
+}
+
+impl HandlerCall {
+    /// `handler` of the guest at `path`, called with `body` (an object's JSON) as for
+    /// the object's creation, whatever the handler's kind.
+    ///
+    /// # Errors
+    /// [`Error::NoGuests`] when the guest cannot be loaded, declares no such handler, or
+    /// the body is not a JSON object; [`Error::Runtime`] when the engine cannot start.
+    pub async fn load(path: &Path, handler: &str, body: &str) -> Result<HandlerCall, Error> {
+        let refused =
+            |reason: String| Error::NoGuests(vec![format!("{}: {reason}", path.display())]);
+        let object: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| refused(format!("the body is not JSON: {e}")))?;
+        let runtime = Runtime::new(Limits::default()).map_err(|e| Error::Runtime(Box::new(e)))?;
+        let guest = runtime
+            .load(path)
+            .await
+            .map_err(|e| Error::NoGuests(vec![e.to_string()]))?;
+        let registration = guest
+            .describe()
+            .handlers
+            .iter()
+            .find(|r| r.id == handler)
+            .ok_or_else(|| refused(format!("no handler {handler:?}")))?;
+        let text = |key: &str| object[key].as_str().unwrap_or_default().to_owned();
+        let (api_version, kind) = (text("apiVersion"), text("kind"));
+        let (group, version) = api_version
+            .split_once('/')
+            .map_or((String::new(), api_version.clone()), |(g, v)| {
+                (g.to_owned(), v.to_owned())
+            });
+        let cause = Cause {
+            handler_id: handler.to_owned(),
+            kind: registration.kind,
+            resource: Resource {
+                group,
+                version,
+                plural: format!("{}s", kind.to_lowercase()),
+                kind,
+                namespaced: object["metadata"]["namespace"].is_string(),
+            },
+            event_type: None,
+            reason: Some("create".to_owned()),
+            body: body.to_owned(),
+            old: None,
+            new: None,
+            diff: None,
+            retry: 0,
+            started: "2026-01-01T00:00:00Z".to_owned(),
+            runtime_seconds: 0.0,
+            param: None,
+            memo: None,
+        };
+        Ok(HandlerCall {
+            guest,
+            cause,
+            _runtime: runtime,
+        })
+    }
+
+    /// One call: the bytes of the patch and the result the guest handed back.
+    ///
+    /// # Errors
+    /// [`Error::Operator`] when the call fails (a trap, a limit, an error outcome) or
+    /// hands back what is not JSON.
+    pub async fn call(&self) -> Result<usize, Error> {
+        let failed = |e: String| Error::Operator(e.into());
+        let ctx = CallContext::new(&self.cause.handler_id, None, Arc::new(NoServices));
+        let reply = self
+            .guest
+            .invoke(self.cause.clone(), ctx)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let result = match reply.outcome {
+            Outcome::Done(result) => result,
+            other => return Err(failed(format!("the handler did not succeed: {other:?}"))),
+        };
+        let mut bytes = 0;
+        for json in [reply.patch, result].into_iter().flatten() {
+            serde_json::from_str::<serde_json::Value>(&json)
+                .map_err(|e| failed(format!("not JSON: {e}")))?;
+            bytes += json.len();
+        }
+        Ok(bytes)
+    }
 }
 
 /// What `kapsel rbac` is asked: the guests, the ServiceAccount that runs them, and how

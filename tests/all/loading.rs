@@ -55,3 +55,28 @@ async fn no_loadable_guest_is_an_error() {
     cluster.shutdown().await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// One handler called alone, as the operator calls it (the bench's invocation figures):
+/// a fresh instance per call, what it hands back read; a handler the guest lacks and a
+/// body that is no JSON are refused, saying which.
+#[tokio::test]
+async fn a_handler_is_called_alone_as_the_operator_calls_it() {
+    use kapsel_host::{HandlerCall, error_chain};
+    let path = guest("bench_operator");
+    let body = r#"{"apiVersion":"kopf.dev/v1","kind":"KopfExample","metadata":{"name":"kex-1","namespace":"ns"}}"#;
+    let call = HandlerCall::load(&path, "create_fn", body)
+        .await
+        .expect("loads");
+    // {"status":{"phase":"Created"}} and {"message":"created kex-1"}
+    assert_eq!(call.call().await.expect("called"), 30 + 27);
+    assert_eq!(call.call().await.expect("called again"), 30 + 27);
+
+    let refusal = |result: Result<HandlerCall, kapsel_host::Error>| match result {
+        Ok(_) => panic!("loaded"),
+        Err(e) => error_chain(&e),
+    };
+    let missing = refusal(HandlerCall::load(&path, "nope", body).await);
+    assert!(missing.contains("no handler \"nope\""), "{missing}");
+    let broken = refusal(HandlerCall::load(&path, "create_fn", "{").await);
+    assert!(broken.contains("the body is not JSON"), "{broken}");
+}

@@ -1,0 +1,184 @@
+//! What one handler call costs: the bench guest's `create_fn` on a realistic Pod of
+//! about 4 KB through the host's real path ([`kapsel_host::HandlerCall`]: the cause
+//! handed over, a fresh sandboxed instance, the guest parses the body and patches, the
+//! host reads the reply back), beside the same logic as a native Rust function. Calls
+//! one after the other on one task, so calls per second are per core.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The handler measured: sets `status.phase` through the patch and returns a map.
+const HANDLER: &str = "create_fn";
+
+/// How long each side is measured (after a warm-up of a tenth of that).
+const MEASURED: Duration = Duration::from_secs(2);
+
+/// What was measured.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Invocation {
+    pub(crate) handler: String,
+    pub(crate) body_bytes: usize,
+    /// Through the host, a fresh instance per call.
+    pub(crate) call_us: f64,
+    pub(crate) native_us: f64,
+    pub(crate) calls: u64,
+}
+
+impl Invocation {
+    pub(crate) fn calls_per_second(&self) -> f64 {
+        1e6 / self.call_us
+    }
+}
+
+/// Measures both sides with the guest at `guest`.
+pub(crate) async fn measure(guest: &Path) -> Result<Invocation, String> {
+    let body = pod().to_string();
+    let call = kapsel_host::HandlerCall::load(guest, HANDLER, &body)
+        .await
+        .map_err(|e| kapsel_host::error_chain(&e))?;
+    // The guest's reply and the native one must be the same work: same bytes back.
+    let guest_bytes = call
+        .call()
+        .await
+        .map_err(|e| kapsel_host::error_chain(&e))?;
+    let native_bytes = native(&body);
+    if guest_bytes != native_bytes {
+        return Err(format!(
+            "the guest handed back {guest_bytes} bytes, the native function {native_bytes}: not the same work"
+        ));
+    }
+    let (mut calls, mut error) = (0_u64, None);
+    let call_us = timed(
+        || calls += 1,
+        async || {
+            if let Err(e) = call.call().await {
+                error.get_or_insert(kapsel_host::error_chain(&e));
+            }
+        },
+    )
+    .await;
+    if let Some(error) = error {
+        return Err(error);
+    }
+    let native_us = timed(
+        || {},
+        async || {
+            black_box(native(black_box(&body)));
+        },
+    )
+    .await;
+    Ok(Invocation {
+        handler: HANDLER.to_owned(),
+        body_bytes: body.len(),
+        call_us,
+        native_us,
+        calls,
+    })
+}
+
+/// µs per run of `once`, run for [`MEASURED`] after a warm-up; `count` per measured run.
+async fn timed(mut count: impl FnMut(), mut once: impl AsyncFnMut()) -> f64 {
+    let warm_up = Instant::now();
+    while warm_up.elapsed() < MEASURED / 10 {
+        once().await;
+    }
+    let (started, mut runs) = (Instant::now(), 0_u32);
+    while started.elapsed() < MEASURED {
+        once().await;
+        count();
+        runs += 1;
+    }
+    started.elapsed().as_secs_f64() * 1e6 / f64::from(runs.max(1))
+}
+
+/// `create_fn` natively, and what the host does with its reply: the body parsed, the
+/// patch and the result built and serialised, both read back. The bytes handed back.
+fn native(body: &str) -> usize {
+    let Ok(object) = serde_json::from_str::<Value>(body) else {
+        return 0;
+    };
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let patch = json!({"status": {"phase": "Created"}}).to_string();
+    let result = json!({"message": format!("created {name}")}).to_string();
+    [patch, result]
+        .iter()
+        .filter(|text| serde_json::from_str::<Value>(text).is_ok())
+        .map(String::len)
+        .sum()
+}
+
+/// A Pod as the API server serves it: metadata with labels, annotations, an owner and
+/// managed fields, two containers, volumes, a status with conditions (about 4 KB).
+fn pod() -> Value {
+    let container = |name: &str, image: &str, port: u16| {
+        json!({
+            "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+            "env": [{"name": "LOG_LEVEL", "value": "info"},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": true},
+                             {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": "HTTP"}, "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
+        })
+    };
+    let condition = |kind: &str| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-30T10:00:05Z"});
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "web-7d9f8b6c5d-x2k4q", "generateName": "web-7d9f8b6c5d-", "namespace": "shop",
+            "uid": "5f0c8d1e-3b2a-4c6d-9e8f-1a2b3c4d5e6f", "resourceVersion": "184467",
+            "creationTimestamp": "2026-11-30T10:00:00Z",
+            "labels": {"app.kubernetes.io/name": "web", "app.kubernetes.io/instance": "shop", "pod-template-hash": "7d9f8b6c5d"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-29T08:00:00Z", "prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8b6c5d", "uid": "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": "2026-11-30T10:00:00Z", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app.kubernetes.io/name": {}, "f:pod-template-hash": {}}, "f:ownerReferences": {".": {}}},
+                                            "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}]
+        },
+        "spec": {
+            "containers": [container("web", "registry.example.com/shop/web:1.42.0", 8080),
+                           container("metrics", "registry.example.com/shop/exporter:0.9.1", 9090)],
+            "volumes": [{"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
+                        {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "web", "nodeName": "node-3", "schedulerName": "default-scheduler",
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+        },
+        "status": {
+            "phase": "Running", "hostIP": "10.0.3.17", "podIP": "10.244.3.42", "podIPs": [{"ip": "10.244.3.42"}],
+            "startTime": "2026-11-30T10:00:00Z", "qosClass": "Burstable",
+            "conditions": [condition("Initialized"), condition("Ready"), condition("ContainersReady"), condition("PodScheduled")],
+            "containerStatuses": [
+                {"name": "web", "ready": true, "restartCount": 0, "started": true, "image": "registry.example.com/shop/web:1.42.0",
+                 "imageID": "registry.example.com/shop/web@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+                 "containerID": "containerd://9b1f0c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b", "state": {"running": {"startedAt": "2026-11-30T10:00:03Z"}}},
+                {"name": "metrics", "ready": true, "restartCount": 0, "started": true, "image": "registry.example.com/shop/exporter:0.9.1",
+                 "imageID": "registry.example.com/shop/exporter@sha256:fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9",
+                 "containerID": "containerd://1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b", "state": {"running": {"startedAt": "2026-11-30T10:00:04Z"}}}
+            ]
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pod_is_realistic_in_size_and_the_native_side_does_the_work() {
+        let body = pod().to_string();
+        assert!((3500..5000).contains(&body.len()), "{} bytes", body.len());
+        // {"status":{"phase":"Created"}} and {"message":"created web-7d9f8b6c5d-x2k4q"}
+        assert_eq!(native(&body), 30 + 42);
+        assert_eq!(native("not json"), 0);
+    }
+}
