@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kapsel::api::Api;
 use kapsel::hierarchies::Options;
+use kapsel::serde::Deserialize;
 use kapsel::{Cause, PermanentError, serde_json};
 
 kapsel::permit!("v1", "services", verbs = ["create"]);
@@ -65,7 +66,9 @@ fn expose(cause: &Cause) -> kapsel::Result<()> {
     // becomes JSON once, here.
     let mut body = serde_json::to_value(&service)?;
     Options::new().strict(true).adopt(&mut body, cause.body())?;
-    let created: Service = serde_json::from_value(Api::of(&body).create(&body)?)?;
+    // Read back from a `&Value`, as `body_as` reads: one deserializer for both, where
+    // `serde_json::from_value` would compile every type's a second time (24 KB more).
+    let created = Service::deserialize(&Api::of(&body).create(&body)?)?;
     kapsel::info!(
         "exposed on {} port(s) as service {}",
         created.spec.and_then(|s| s.ports).map_or(0, |p| p.len()),
