@@ -8,6 +8,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use kapsel_host::HandlerReply;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -40,15 +41,15 @@ pub(crate) async fn measure(guest: &Path) -> Result<Invocation, String> {
     let call = kapsel_host::HandlerCall::load(guest, HANDLER, &body)
         .await
         .map_err(|e| kapsel_host::error_chain(&e))?;
-    // The guest's reply and the native one must be the same work: same bytes back.
-    let guest_bytes = call
+    // The same work on both sides: the same patch and result back.
+    let guest_reply = call
         .call()
         .await
         .map_err(|e| kapsel_host::error_chain(&e))?;
-    let native_bytes = native(&body);
-    if guest_bytes != native_bytes {
+    let native_reply = native(&body);
+    if native_reply.as_ref() != Some(&guest_reply) {
         return Err(format!(
-            "the guest handed back {guest_bytes} bytes, the native function {native_bytes}: not the same work"
+            "the guest handed back {guest_reply:?}, the native function {native_reply:?}: not the same work"
         ));
     }
     let (mut calls, mut error) = (0_u64, None);
@@ -96,19 +97,17 @@ async fn timed(mut count: impl FnMut(), mut once: impl AsyncFnMut()) -> f64 {
 }
 
 /// `create_fn` natively, and what the host does with its reply: the body parsed, the
-/// patch and the result built and serialised, both read back. The bytes handed back.
-fn native(body: &str) -> usize {
-    let Ok(object) = serde_json::from_str::<Value>(body) else {
-        return 0;
-    };
+/// patch and the result built and serialised (as a guest hands them over), both read
+/// back. None for a body that is no JSON.
+fn native(body: &str) -> Option<HandlerReply> {
+    let object = serde_json::from_str::<Value>(body).ok()?;
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let patch = json!({"status": {"phase": "Created"}}).to_string();
     let result = json!({"message": format!("created {name}")}).to_string();
-    [patch, result]
-        .iter()
-        .filter(|text| serde_json::from_str::<Value>(text).is_ok())
-        .map(String::len)
-        .sum()
+    Some(HandlerReply {
+        patch: Some(serde_json::from_str(&patch).ok()?),
+        result: serde_json::from_str(&result).ok()?,
+    })
 }
 
 /// A Pod as the API server serves it: metadata with labels, annotations, an owner and
@@ -177,8 +176,13 @@ mod tests {
     fn the_pod_is_realistic_in_size_and_the_native_side_does_the_work() {
         let body = pod().to_string();
         assert!((3500..5000).contains(&body.len()), "{} bytes", body.len());
-        // {"status":{"phase":"Created"}} and {"message":"created web-7d9f8b6c5d-x2k4q"}
-        assert_eq!(native(&body), 30 + 42);
-        assert_eq!(native("not json"), 0);
+        assert_eq!(
+            native(&body),
+            Some(HandlerReply {
+                patch: Some(json!({"status": {"phase": "Created"}})),
+                result: json!({"message": "created web-7d9f8b6c5d-x2k4q"}),
+            })
+        );
+        assert_eq!(native("not json"), None);
     }
 }

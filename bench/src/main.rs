@@ -127,7 +127,6 @@ async fn main() -> std::process::ExitCode {
         .unwrap_or_else(|| target.join("guests").join("wasm32-wasip2").join("release"));
     let kapsel = args.kapsel.clone().unwrap_or_else(|| exe_beside("kapsel"));
     let guest = guests.join("bench_operator.wasm");
-    let guest_path = guest.clone();
     let json = out.join("results.json");
 
     for (what, path) in [
@@ -184,7 +183,7 @@ async fn main() -> std::process::ExitCode {
         startup: only("startup"),
         running: only("running"),
         backlog: only("backlog"),
-        invocation: only("invocation").then(|| guest_path.clone()),
+        invocation: only("invocation"),
         sizes,
         repetitions,
         skip_kopf: args.skip_kopf,
@@ -225,8 +224,8 @@ struct Plan {
     startup: bool,
     running: bool,
     backlog: bool,
-    /// The guest whose handler call is measured, if that is measured.
-    invocation: Option<PathBuf>,
+    /// One handler call of the bench guest beside native.
+    invocation: bool,
     sizes: Vec<usize>,
     repetitions: usize,
     skip_kopf: bool,
@@ -254,10 +253,10 @@ async fn interrupt() {
 
 async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
     lock(shared).guest_sizes = sizes::guest_sizes(&plan.guests, &repository());
-    if let Some(guest) = &plan.invocation {
+    if plan.invocation {
         // First, while nothing else runs: calls one after the other on this task.
         eprintln!("invocation: one handler call, fresh instance vs native");
-        lock(shared).invocation = invocation::measure(guest).await;
+        lock(shared).invocation = invocation::measure(&ctx.operators.guest).await;
     }
 
     let kopf = if plan.skip_kopf {

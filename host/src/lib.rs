@@ -48,4 +48,4 @@ pub use limits::Limits;
 pub use peering::Freezer;
 pub use running::Operator;
 pub use runtime::{CompileCommand, INVALID_COMPONENT, compile_guest};
-pub use tools::{HandlerCall, RbacRequest, inspect, rbac};
+pub use tools::{HandlerCall, HandlerReply, RbacRequest, inspect, rbac};

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::cluster::Scope;
+use crate::handlers::execution::{self, Attempt};
 use crate::limits::Limits;
-use crate::runtime::{self, CallContext, Cause, Guest, NoServices, Outcome, Resource, Runtime};
+use crate::runtime::{self, CallContext, Cause, Guest, NoServices, Resource, Runtime};
 
 /// The handlers a guest declares, as JSON (what `kapsel inspect` prints).
 ///
@@ -27,7 +28,7 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
 
 /// One handler of a guest, called as the operator calls it: the cause handed over, a
 /// fresh sandboxed instance per call within the default limits, the reply read back
-/// (its patch and result parsed, as the host parses them). For measuring what a call
+/// (its patch and result parsed by the host's own code). For measuring what a call
 /// costs (`make bench`'s invocation figures); the guest gets no host services (its
 /// Kubernetes calls and index reads are refused).
 pub struct HandlerCall {
@@ -96,31 +97,34 @@ impl HandlerCall {
         })
     }
 
-    /// One call: the bytes of the patch and the result the guest handed back.
+    /// One call, through the host's own path of a handler call (`execution::invoke`:
+    /// the call, then the reply read into a patch and a result).
     ///
     /// # Errors
-    /// [`Error::Operator`] when the call fails (a trap, a limit, an error outcome) or
-    /// hands back what is not JSON.
-    pub async fn call(&self) -> Result<usize, Error> {
-        let failed = |e: String| Error::Operator(e.into());
+    /// [`Error::Operator`] when the call does not succeed (a trap, a limit, an error
+    /// outcome, a result or patch that is not JSON), with the host's reason.
+    pub async fn call(&self) -> Result<HandlerReply, Error> {
         let ctx = CallContext::new(&self.cause.handler_id, None, Arc::new(NoServices));
-        let reply = self
-            .guest
-            .invoke(self.cause.clone(), ctx)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let result = match reply.outcome {
-            Outcome::Done(result) => result,
-            other => return Err(failed(format!("the handler did not succeed: {other:?}"))),
-        };
-        let mut bytes = 0;
-        for json in [reply.patch, result].into_iter().flatten() {
-            serde_json::from_str::<serde_json::Value>(&json)
-                .map_err(|e| failed(format!("not JSON: {e}")))?;
-            bytes += json.len();
+        let executed = execution::invoke(&self.guest, self.cause.clone(), ctx).await;
+        match executed.attempt {
+            Attempt::Success(result) => Ok(HandlerReply {
+                patch: executed.patch.map(serde_json::Value::Object),
+                result,
+            }),
+            other => Err(Error::Operator(
+                format!("the handler did not succeed: {other:?}").into(),
+            )),
         }
-        Ok(bytes)
     }
+}
+
+/// What a handler handed back, as the host reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerReply {
+    /// Its merge-patch of the object, if it made one.
+    pub patch: Option<serde_json::Value>,
+    /// What it returned, for `status.<id>` (`null`: nothing).
+    pub result: serde_json::Value,
 }
 
 /// What `kapsel rbac` is asked: the guests, the ServiceAccount that runs them, and how

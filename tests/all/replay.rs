@@ -314,11 +314,7 @@ async fn changes_of_what_guests_read_unwatched_are_replayed() {
         // The creation's cycle over (all of its handlers, then the diff-base): a change
         // of the spec before that is taken into the creation, and no update follows.
         wait_for(&client, "team", "kex", |o| {
-            o.is_some_and(|o| {
-                o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
-                    .as_str()
-                    .is_some_and(|d| d.contains("\"size\":1"))
-            })
+            o.is_some_and(|o| handled_with_size(o, 1))
         })
         .await;
         for (size, level) in [(2, "1"), (3, "2")] {
@@ -343,11 +339,7 @@ async fn changes_of_what_guests_read_unwatched_are_replayed() {
             wait_for(&client, "team", "kex", |o| {
                 // The cycle is over once the diff-base (written after the results) has it.
                 o.is_some_and(|o| {
-                    o["status"]["read_settings"]["level"] == level
-                        && o["metadata"]["annotations"]
-                            ["kopf.zalando.org/last-handled-configuration"]
-                            .as_str()
-                            .is_some_and(|d| d.contains(&format!("\"size\":{size}")))
+                    o["status"]["read_settings"]["level"] == level && handled_with_size(o, size)
                 })
             })
             .await;
@@ -359,6 +351,13 @@ async fn changes_of_what_guests_read_unwatched_are_replayed() {
     let report = replayed(&calls, &file, true).await;
     assert!(report.contains("PASS"), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether the kopfexample's diff-base (written last in a cycle) has this `spec.size`.
+fn handled_with_size(object: &Value, size: u32) -> bool {
+    object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+        .as_str()
+        .is_some_and(|d| d.contains(&format!("\"size\":{size}")))
 }
 
 /// Raw events of a core resource: every event the recording saw, the replay sees too,

@@ -87,7 +87,11 @@ impl Packed {
         };
         let input = text.as_bytes();
         let bytes = if input.len() <= SCRATCH_MAX {
-            scratch.resize(lz4_flex::block::get_maximum_output_size(input.len()), 0);
+            // Grown only: the room is zeroed once, not at every body.
+            let room = lz4_flex::block::get_maximum_output_size(input.len());
+            if scratch.len() < room {
+                scratch.resize(room, 0);
+            }
             match lz4_flex::block::compress_into_with_dict(input, scratch, dict) {
                 Ok(written) => Box::from(&scratch[..written]),
                 // Cannot happen with the room asked for; compressed the other way.
