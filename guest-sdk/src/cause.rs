@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::lazy::{Body, Diff, Lazy};
 use crate::{DiffItem, Patch};
 
 /// The one list of handler kinds in the SDK (the WIT's `handler-kind`): the public enum,
@@ -188,6 +189,10 @@ impl Resource {
 /// Accessors for missing parts of the object give empty values, as Kopf does:
 /// `spec()`, `meta()` and `status()` an empty object, `labels()` an empty map,
 /// `name()` `None`.
+///
+/// The host hands the object over as text: its `metadata` is parsed when the call
+/// starts, `spec()`, `status()`, `body()`, `old()`, `new()` and `diff()` the first
+/// time they are read, so a handler pays for what it reads.
 #[derive(Debug, Clone)]
 pub struct Cause {
     pub(crate) handler_id: String,
@@ -195,10 +200,11 @@ pub struct Cause {
     pub(crate) resource: Resource,
     pub(crate) event_type: Option<EventType>,
     pub(crate) reason: Option<Reason>,
-    pub(crate) body: Value,
-    pub(crate) old: Option<Value>,
-    pub(crate) new: Option<Value>,
-    pub(crate) diff: Vec<DiffItem>,
+    /// The object, and the parts below, parsed as far as a handler reads them.
+    pub(crate) body: Body,
+    pub(crate) old: Lazy,
+    pub(crate) new: Lazy,
+    pub(crate) diff: Diff,
     pub(crate) retry: u32,
     /// The first attempt's start as the host sent it (RFC 3339) and as a time.
     pub(crate) started: (String, SystemTime),
@@ -227,12 +233,11 @@ impl Cause {
 
     /// The whole object, as last seen.
     pub fn body(&self) -> &Value {
-        &self.body
+        self.body.whole()
     }
 
     fn section(&self, key: &str) -> &Value {
-        self.body
-            .get(key)
+        Some(self.body.section(key))
             .filter(|v| v.is_object())
             .unwrap_or(&EMPTY_OBJECT)
     }
@@ -303,7 +308,7 @@ impl Cause {
     /// # Errors
     /// The object does not fit the type (as for [`spec_as`](Self::spec_as)).
     pub fn body_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        T::deserialize(&self.body)
+        T::deserialize(self.body())
     }
 
     fn meta_str(&self, key: &str) -> Option<&str> {
@@ -367,7 +372,7 @@ impl Cause {
     /// The essence (or, for field handlers, the field's value) before the
     /// change; `None` when there was none (creation, a field that was absent).
     pub fn old(&self) -> Option<&Value> {
-        self.old.as_ref()
+        self.old.optional()
     }
 
     /// The essence (or the field's value) after the change; `None` when absent
@@ -377,7 +382,7 @@ impl Cause {
         reason = "Kopf's `new` keyword argument, beside `old`"
     )]
     pub fn new(&self) -> Option<&Value> {
-        self.new.as_ref()
+        self.new.optional()
     }
 
     /// What changed between [`old`](Self::old) and [`new`](Self::new), in
@@ -398,7 +403,7 @@ impl Cause {
     /// assert!(cause.diff().iter().any(|item| item.is_under(&["spec", "tier"])));
     /// ```
     pub fn diff(&self) -> &[DiffItem] {
-        &self.diff
+        self.diff.items()
     }
 
     /// The attempt number: 0 on the first attempt.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::bindings::kapsel::operator::types as wit;
 use crate::cause::{Cause, EventType, Reason, Resource};
 use crate::host::selector_to_wit;
+use crate::lazy::{Body, Diff, Lazy};
 use crate::registry::{self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration};
 
 struct Component;
@@ -69,9 +70,17 @@ fn parse_optional(what: &str, json: Option<String>) -> Result<Option<serde_json:
     .transpose()
 }
 
+/// `old`/`new`, parsed when first read; absent from the host is absent.
+fn lazy_part(what: &'static str, text: Option<String>) -> Lazy {
+    text.map_or_else(
+        || Lazy::from_value(serde_json::Value::Null),
+        |text| Lazy::from_text(what, text),
+    )
+}
+
 /// The SDK's [`Cause`] from the host's.
 fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
-    let body = serde_json::from_str(&cause.body)
+    let body = Body::from_text(cause.body)
         .map_err(|e| format!("the host sent an invalid object body: {e}"))?;
     Ok(Cause {
         handler_id: cause.handler_id,
@@ -91,17 +100,15 @@ fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
         reason: cause.reason.as_deref().and_then(Reason::parse),
         body,
         // JSON `null` is Kopf's `None`: absent.
-        old: parse_optional("old", cause.old)?.filter(|v| !v.is_null()),
-        new: parse_optional("new", cause.new)?.filter(|v| !v.is_null()),
-        diff: match parse_optional("diff", cause.diff)? {
-            Some(json) => crate::diff::parse(&json)
-                .map_err(|e| format!("the host sent an invalid diff: {e}"))?,
-            None => Vec::new(),
-        },
+        old: lazy_part("old", cause.old),
+        new: lazy_part("new", cause.new),
+        diff: cause
+            .diff
+            .map_or_else(|| Diff::from_items(Vec::new()), Diff::from_text),
         retry: cause.retry,
         started: {
             let time = crate::time::parse_rfc3339(&cause.started).ok_or_else(|| {
-                format!("the host sent an invalid start time: {:?}", cause.started)
+                format!("the host sent an invalid start time: `{}`", cause.started)
             })?;
             (cause.started, time)
         },

@@ -129,6 +129,7 @@ pub mod api;
 #[allow(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
 mod bindings;
 mod cause;
+mod declaration;
 mod diff;
 mod error;
 pub mod events;
@@ -141,6 +142,7 @@ mod guest;
 pub mod hierarchies;
 mod host;
 pub mod index;
+mod lazy;
 mod log;
 pub mod on;
 mod patch;

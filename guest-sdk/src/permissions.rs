@@ -33,7 +33,7 @@ pub struct PermissionEntry {
     /// Builds the permission (when the host asks, at `describe`).
     pub permission: fn() -> Permission,
     /// Where the macro is written: the declaration order, as for handlers.
-    pub source: (&'static str, u32, u32),
+    pub source: crate::declaration::Source,
 }
 
 static PERMISSIONS: Mutex<Vec<PermissionEntry>> = Mutex::new(Vec::new());
@@ -52,6 +52,6 @@ pub(crate) fn permissions() -> Vec<Permission> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    entries.sort_by_key(|e| e.source);
+    crate::declaration::sort(&mut entries, |e| e.source);
     entries.iter().map(|entry| (entry.permission)()).collect()
 }

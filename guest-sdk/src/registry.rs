@@ -146,7 +146,7 @@ pub struct Entry {
     /// `module::function`, to tell two functions sharing an id apart.
     pub function: &'static str,
     /// Where the attribute is written (file, line, column): the declaration order.
-    pub source: (&'static str, u32, u32),
+    pub source: crate::declaration::Source,
 }
 
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -171,7 +171,7 @@ fn entries() -> Vec<Entry> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    entries.sort_by_key(|e| e.source);
+    crate::declaration::sort(&mut entries, |e| e.source);
     entries
 }
 

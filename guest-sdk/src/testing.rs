@@ -75,6 +75,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::lazy::{Body, Diff, Lazy};
 use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutcome};
 use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
 
@@ -235,10 +236,10 @@ pub fn cause() -> CauseBuilder {
             resource: Resource::default(),
             event_type: None,
             reason: None,
-            body: Value::Object(serde_json::Map::new()),
-            old: None,
-            new: None,
-            diff: Vec::new(),
+            body: Body::from_value(Value::Object(serde_json::Map::new())),
+            old: Lazy::from_value(Value::Null),
+            new: Lazy::from_value(Value::Null),
+            diff: Diff::from_items(Vec::new()),
             retry: 0,
             started: (
                 STARTED.to_owned(),
@@ -278,7 +279,7 @@ impl CauseBuilder {
     /// The object. Unless [`CauseBuilder::resource`] is given, the resource is
     /// guessed from its `apiVersion` and `kind`.
     pub fn body(mut self, body: Value) -> Self {
-        self.cause.body = body;
+        self.cause.body = Body::from_value(body);
         self
     }
 
@@ -316,13 +317,13 @@ impl CauseBuilder {
 
     /// The old essence (or field value); `null` means absent, as from the host.
     pub fn old(mut self, old: Value) -> Self {
-        self.cause.old = Some(old).filter(|v| !v.is_null());
+        self.cause.old = Lazy::from_value(old);
         self
     }
 
     /// The new essence (or field value); `null` means absent, as from the host.
     pub fn new(mut self, new: Value) -> Self {
-        self.cause.new = Some(new).filter(|v| !v.is_null());
+        self.cause.new = Lazy::from_value(new);
         self
     }
 
@@ -333,7 +334,7 @@ impl CauseBuilder {
     /// When `diff` is not of that form (a test bug).
     pub fn diff(mut self, diff: Value) -> Self {
         self.cause.diff = match crate::diff::parse(&diff) {
-            Ok(items) => items,
+            Ok(items) => Diff::from_items(items),
             Err(error) => panic!("kapsel::testing: {error}"),
         };
         self
@@ -382,14 +383,14 @@ impl CauseBuilder {
         if !self.resource_set {
             let api_version = self
                 .cause
-                .body
+                .body()
                 .get("apiVersion")
                 .and_then(Value::as_str)
                 .unwrap_or("v1");
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
             let kind = self
                 .cause
-                .body
+                .body()
                 .get("kind")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
