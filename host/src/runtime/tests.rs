@@ -116,7 +116,10 @@ async fn describe_lists_the_guests_handlers() {
         .iter()
         .map(|h| h.id.as_str())
         .collect();
-    assert_eq!(ids, ["ok", "spin", "hog", "crash", "log-and-lookup"]);
+    assert_eq!(
+        ids,
+        ["ok", "spin", "hog", "crash", "log-and-lookup", "remember"]
+    );
     let json = describe_json(guest.describe());
     assert_eq!(json["sdk_version"], "raw-0");
     assert_eq!(json["handlers"][1]["deadline_ms"], 200);
@@ -179,6 +182,19 @@ async fn a_spinning_guest_is_stopped_at_its_deadline_and_the_guest_still_works()
     );
     // A fresh store per call: the interrupted instance left nothing behind.
     assert!(call("ok").await.is_ok());
+}
+
+#[tokio::test]
+async fn every_call_starts_from_the_guests_image_whatever_the_last_call_wrote() {
+    // Memory is reset between calls in place (the pages a call wrote, up to a bound)
+    // and by giving pages back (the rest): neither may leak a call's data to the next.
+    for _ in 0..3 {
+        let reply = call("remember").await.expect("remember");
+        let Outcome::Done(Some(result)) = reply.outcome else {
+            panic!("{:?}", reply.outcome);
+        };
+        assert_eq!(result, r#"{"calls_before":7,"nonzero":0}"#);
+    }
 }
 
 #[tokio::test]

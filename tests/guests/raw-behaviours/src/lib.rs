@@ -3,7 +3,8 @@
 //!
 //! Each event handler misbehaves (or behaves) in one way the host must survive:
 //! `ok` succeeds with a result and a patch, `spin` loops forever, `hog` allocates without
-//! bound, `crash` panics, `log-and-lookup` calls the host's `log` and `index-lookup`.
+//! bound, `crash` panics, `log-and-lookup` calls the host's `log` and `index-lookup`,
+//! `remember` reports what the previous call left in its statics, then overwrites them.
 
 #[allow(
     unsafe_code,
@@ -16,6 +17,9 @@ mod bindings {
     export!(Behaviours with_types_in self);
 }
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
+
 use bindings::kapsel::operator::host::{self, Level};
 use bindings::kapsel::operator::types::{
     Cause, DescribeOutput, HandlerKind, IndexOutcome, Outcome, Registration, Reply, ResourceName,
@@ -23,6 +27,13 @@ use bindings::kapsel::operator::types::{
 };
 
 struct Behaviours;
+
+/// Set by the module's data (not zero), counted up by `remember`.
+static CALLS: AtomicU32 = AtomicU32::new(7);
+
+/// Zero in the module's image; filled by `remember`. Larger than what the host's pool
+/// resets in place (128 KiB), so both the kept and the given-back pages are checked.
+static SCRATCH: Mutex<[u8; 512 << 10]> = Mutex::new([0; 512 << 10]);
 
 /// A registration for an event handler on `kopfexamples`, with the host's default budgets.
 fn event_handler(id: &str) -> Registration {
@@ -75,6 +86,7 @@ impl bindings::Guest for Behaviours {
                 hog,
                 event_handler("crash"),
                 lookup,
+                event_handler("remember"),
             ],
             permissions: Vec::new(),
         }
@@ -117,6 +129,20 @@ impl bindings::Guest for Behaviours {
                 Reply {
                     outcome: Outcome::Done(Some(
                         serde_json::json!({"found": found, "keys": keys}).to_string(),
+                    )),
+                    patch: None,
+                    memo: None,
+                }
+            }
+            "remember" => {
+                let calls_before = CALLS.fetch_add(1, Ordering::Relaxed);
+                let mut scratch = SCRATCH.lock().unwrap_or_else(PoisonError::into_inner);
+                let nonzero = scratch.iter().filter(|byte| **byte != 0).count();
+                scratch.fill(0xAB);
+                Reply {
+                    outcome: Outcome::Done(Some(
+                        serde_json::json!({"calls_before": calls_before, "nonzero": nonzero})
+                            .to_string(),
                     )),
                     patch: None,
                     memo: None,
