@@ -163,9 +163,10 @@ impl Changing {
             self.send(ctx, memory, patch).await?;
         }
         match changes::after_patch(patched, &delays) {
+            // At debug level, as Kopf logs it: a user sees it with `--verbose`.
             Wakeup::Idle if handled => {
                 object_log!(
-                    info,
+                    debug,
                     object,
                     "Handling cycle is finished, waiting for new changes."
                 )
