@@ -280,7 +280,10 @@ impl EpochTicker {
     pub(super) fn ticking(&self) -> Ticking {
         let mut calls = self.shared.calls();
         *calls += 1;
-        if *calls == 1 {
+        // Only a parked thread needs waking (`parked` changes under this lock): one between
+        // two ticks sees the count at its next tick, and a notification without a waiter
+        // is still a system call, at every call that starts when none runs.
+        if *calls == 1 && self.shared.parked.load(Ordering::Relaxed) {
             self.shared.wake.notify_one();
         }
         Ticking(Arc::clone(&self.shared))
