@@ -190,9 +190,10 @@ impl Resource {
 /// `spec()`, `meta()` and `status()` an empty object, `labels()` an empty map,
 /// `name()` `None`.
 ///
-/// The host hands the object over as text: its `metadata` is parsed when the call
-/// starts, `spec()`, `status()`, `body()`, `old()`, `new()` and `diff()` the first
-/// time they are read, so a handler pays for what it reads.
+/// The host hands the object over as text, only scanned for where its members are when
+/// the call starts: `meta()` (and the accessors of its fields), `spec()`, `status()`,
+/// `body()`, `old()`, `new()` and `diff()` are parsed the first time they are read, so
+/// a handler pays for what it reads.
 #[derive(Debug, Clone)]
 pub struct Cause {
     pub(crate) handler_id: String,

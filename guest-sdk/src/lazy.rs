@@ -3,33 +3,33 @@
 //! The host hands the object, its old and new essences and the diff over as text. Parsing
 //! all of it was most of a call's cost (a create handler that reads the object's name
 //! parsed a 4 KB Pod whole, and its essence twice more, in `new` and in the diff). Here
-//! the object's `metadata` is parsed when the call starts, the rest of the object only
-//! checked, and each other part is parsed the first time an accessor reads it.
+//! the object's text is only scanned for where its members are when the call starts
+//! ([`crate::members`]), and each part is parsed the first time an accessor reads it.
 
-use std::fmt;
+use std::ops::Range;
 use std::sync::OnceLock;
 
-use serde::Deserializer as _;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::DiffItem;
+use crate::members::{NotAnObject, each_member};
+
+/// The members of the object found when the call starts, each parsed when first read.
+const SECTIONS: [&str; 3] = ["metadata", "spec", "status"];
 
 /// The object a call is about.
 #[derive(Debug, Clone)]
 pub(crate) struct Body {
     /// The host's text; empty for a body built from a value (tests).
     text: String,
-    /// `metadata` (`Null` when absent), read from the text when the call starts.
-    metadata: Value,
+    /// Where each of [`SECTIONS`] is in the text (the last one when repeated, as
+    /// serde_json's `Value` keeps), and its value once read.
+    sections: [(Option<Range<usize>>, OnceLock<Value>); 3],
     whole: OnceLock<Value>,
-    spec: OnceLock<Value>,
-    status: OnceLock<Value>,
 }
 
 impl Body {
-    /// A body from the host's text: its `metadata` parsed, the rest of it checked to be
-    /// JSON (so that a broken body fails the call before the handler runs) but not built.
+    /// A body from the host's text, refused if it is no JSON object; nothing of it parsed.
     #[cfg_attr(
         not(target_arch = "wasm32"),
         allow(
@@ -37,16 +37,17 @@ impl Body {
             reason = "the host's text reaches the SDK in the wasm build only"
         )
     )]
-    pub(crate) fn from_text(text: String) -> Result<Self, String> {
-        let metadata = member(&text, "metadata")
-            .map_err(|e| e.to_string())?
-            .ok_or("not a JSON object")?;
+    pub(crate) fn from_text(text: String) -> Result<Self, NotAnObject> {
+        let mut spans: [Option<Range<usize>>; 3] = Default::default();
+        each_member(&text, |key, value| {
+            if let Some(at) = SECTIONS.iter().position(|section| *section == key) {
+                spans[at] = Some(value);
+            }
+        })?;
         Ok(Self {
             text,
-            metadata,
+            sections: spans.map(|span| (span, OnceLock::new())),
             whole: OnceLock::new(),
-            spec: OnceLock::new(),
-            status: OnceLock::new(),
         })
     }
 
@@ -61,117 +62,53 @@ impl Body {
     pub(crate) fn from_value(value: Value) -> Self {
         Self {
             text: String::new(),
-            metadata: Value::Null,
+            sections: Default::default(),
             whole: OnceLock::from(value),
-            spec: OnceLock::new(),
-            status: OnceLock::new(),
         }
     }
 
     /// The whole object.
+    ///
+    /// # Panics
+    /// As [`Lazy::get`].
     pub(crate) fn whole(&self) -> &Value {
-        // The text was read once already: it is JSON.
-        self.whole
-            .get_or_init(|| serde_json::from_str(&self.text).unwrap_or_default())
+        self.whole.get_or_init(|| parse("object", &self.text))
     }
 
-    /// One of `metadata`, `spec` and `status`, `Null` when absent; the text's member
-    /// alone unless the whole object was parsed already.
+    /// A member of the object, `Null` when absent; for [`SECTIONS`], their text alone
+    /// unless the whole object was parsed already.
+    ///
+    /// # Panics
+    /// As [`Lazy::get`].
     pub(crate) fn section(&self, key: &str) -> &Value {
         if let Some(whole) = self.whole.get() {
             return whole.get(key).unwrap_or(&Value::Null);
         }
-        match key {
-            "metadata" => &self.metadata,
-            "spec" => self.member(&self.spec, key),
-            "status" => self.member(&self.status, key),
-            _ => self.whole().get(key).unwrap_or(&Value::Null),
-        }
-    }
-
-    fn member<'a>(&'a self, cell: &'a OnceLock<Value>, key: &str) -> &'a Value {
-        // Read once already (for the metadata): it is JSON.
-        cell.get_or_init(|| member(&self.text, key).ok().flatten().unwrap_or_default())
-    }
-}
-
-/// The value of `key` in the JSON object `text` (`Null` when absent; the last one when
-/// repeated, as serde_json's `Value` keeps), the other members skipped without being
-/// built; `None` when `text` is JSON but no object.
-fn member(text: &str, key: &str) -> Result<Option<Value>, serde_json::Error> {
-    let mut reader = serde_json::Deserializer::from_str(text);
-    let value = reader.deserialize_any(Member(key))?;
-    reader.end()?;
-    Ok(value)
-}
-
-struct Member<'k>(&'k str);
-
-/// Anything but an object reads as `None` (rather than as serde's errors, which
-/// describe the value found: code a guest would carry for what the host never sends).
-macro_rules! not_an_object {
-    ($($visit:ident($($value:ty)?),)*) => {$(
-        fn $visit<E>(self $(, _: $value)?) -> Result<Option<Value>, E> {
-            Ok(None)
-        }
-    )*};
-}
-
-impl<'de> Visitor<'de> for Member<'_> {
-    type Value = Option<Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
-        let mut found = Value::Null;
-        while let Some(wanted) = map.next_key_seed(KeyIs(self.0))? {
-            if wanted {
-                found = map.next_value()?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+        match SECTIONS.iter().position(|section| *section == key) {
+            Some(at) => {
+                let (span, value) = &self.sections[at];
+                value.get_or_init(|| {
+                    span.as_ref().map_or(Value::Null, |span| {
+                        parse("object", &self.text[span.clone()])
+                    })
+                })
             }
+            None => self.whole().get(key).unwrap_or(&Value::Null),
         }
-        Ok(Some(found))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    not_an_object! {
-        visit_bool(bool),
-        visit_i64(i64),
-        visit_u64(u64),
-        visit_f64(f64),
-        visit_str(&str),
-        visit_unit(),
     }
 }
 
-/// Reads a key as whether it is the one wanted, without keeping it.
-struct KeyIs<'k>(&'k str);
-
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, keys: D) -> Result<bool, D::Error> {
-        keys.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeyIs<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a key")
-    }
-
-    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
-        Ok(key == self.0)
-    }
+/// `text` parsed; the guest traps if it is not JSON, saying which part of the call
+/// (`what`) the host sent broken and where (see [`Lazy::get`]). Where, not serde's
+/// description: its messages are kilobytes of code in every guest, for a host bug.
+fn parse(what: &str, text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| {
+        panic!(
+            "the host sent an invalid {what}: not JSON at line {}, column {}",
+            e.line(),
+            e.column()
+        )
+    })
 }
 
 /// `old` or `new`: JSON from the host, parsed when first read; `null` is absent.
@@ -215,10 +152,7 @@ impl Lazy {
     /// with serde_json). The guest traps, and the host reports the call failed with
     /// this message, rather than the handler deciding on a wrong value.
     pub(crate) fn get(&self) -> &Value {
-        self.value.get_or_init(|| {
-            serde_json::from_str(&self.text)
-                .unwrap_or_else(|e| panic!("the host sent an invalid {}: {e}", self.what))
-        })
+        self.value.get_or_init(|| parse(self.what, &self.text))
     }
 
     /// The value; `None` for absent (`null`, Kopf's `None`).
@@ -295,19 +229,20 @@ mod tests {
     }
 
     #[test]
-    fn a_member_is_found_whatever_its_key_spelling_and_the_last_one_wins() {
-        let spec = |text| member(text, "spec").unwrap();
-        assert_eq!(
-            spec(r#"{"spe\u0063": 1, "x": [{"spec": 2}]}"#),
-            Some(json!(1))
-        );
-        assert_eq!(spec(r#"{"spec": 1, "spec": 2}"#), Some(json!(2)));
-        assert_eq!(spec("{}"), Some(Value::Null));
-        assert_eq!(spec(r#"[{"spec": 1}]"#), None);
+    fn a_section_is_found_whatever_its_key_spelling_and_the_last_one_wins() {
+        let spec = |text: &str| {
+            Body::from_text(text.to_owned())
+                .unwrap()
+                .section("spec")
+                .clone()
+        };
+        assert_eq!(spec(r#"{"spe\u0063": 1, "x": [{"spec": 2}]}"#), json!(1));
+        assert_eq!(spec(r#"{"spec": 1, "spec": 2}"#), json!(2));
+        assert_eq!(spec("{}"), Value::Null);
     }
 
     #[test]
-    fn a_broken_body_is_refused_as_a_whole_even_where_no_section_is_read() {
+    fn a_body_that_is_no_object_is_refused_before_any_section_is_read() {
         for text in [
             r#"{"metadata": {}, "spec": {"#,
             r#"{"metadata": {}} x"#,
@@ -316,6 +251,19 @@ mod tests {
         ] {
             assert!(Body::from_text(text.to_owned()).is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn a_broken_section_traps_when_read_and_the_others_are_read_still() {
+        let body = Body::from_text(r#"{"metadata": {"name": "a"}, "spec": {"x": tru}}"#.to_owned())
+            .unwrap();
+        assert_eq!(body.section("metadata"), &json!({"name": "a"}));
+        let panic = std::panic::catch_unwind(|| body.section("spec").clone()).unwrap_err();
+        let message = panic.downcast_ref::<String>().cloned().unwrap();
+        assert!(
+            message.starts_with("the host sent an invalid object: "),
+            "{message}"
+        );
     }
 
     #[test]

@@ -144,6 +144,7 @@ mod host;
 pub mod index;
 mod lazy;
 mod log;
+mod members;
 pub mod on;
 mod patch;
 mod permissions;
