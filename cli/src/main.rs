@@ -33,33 +33,51 @@ async fn main() -> ExitCode {
 
 /// Completes on the first SIGINT or SIGTERM; a second one exits at once.
 async fn shutdown_signal() {
-    wait_for_signal().await;
+    // Listened to from here on, by the same listeners for both signals: a second signal
+    // sent as soon as the first is logged (and before the task below first ran) was
+    // lost when that task began to listen only then.
+    let mut signals = StopSignals::new();
+    signals.recv().await;
     tracing::info!("Signal received: stopping gracefully (send another to exit at once).");
-    tokio::spawn(async {
-        wait_for_signal().await;
+    tokio::spawn(async move {
+        signals.recv().await;
         tracing::warn!("Second signal received: exiting now.");
         std::process::exit(130);
     });
 }
 
-async fn wait_for_signal() {
+/// SIGINT and SIGTERM, each received once per delivery from the listener's creation on.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    unix: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let unix = signal(SignalKind::interrupt())
+                .and_then(|interrupt| Ok((interrupt, signal(SignalKind::terminate())?)))
+                .ok();
+            StopSignals { unix }
+        }
+        #[cfg(not(unix))]
+        {
+            StopSignals {}
         }
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some((interrupt, terminate)) = &mut self.unix {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+        // Without signal handlers of our own (not Unix, or they could not be set up).
         let _ = tokio::signal::ctrl_c().await;
     }
 }
