@@ -1,8 +1,8 @@
 //! The Kubernetes side that every stage shares: the HTTP client (`client`), what the cluster serves (`discovery`),
 //! which resource a selector means (`selectors`), which namespaces are served (`scope`),
 //! Kopf's retries of API requests (`requests`), Kubernetes Events (`events`), and the
-//! guests' own Kubernetes calls and Events, checked and paced (`guest_calls`). Nothing
-//! here knows about handlers.
+//! guests' own Kubernetes calls and Events, checked and paced (`guest_calls`), and how
+//! objects are read off the wire (`wire`). Nothing here knows about handlers.
 
 mod client;
 mod discovery;
@@ -11,6 +11,7 @@ mod guest_calls;
 mod requests;
 mod scope;
 mod selectors;
+pub(crate) mod wire;
 
 pub use client::{default_kube_client, kube_client};
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};

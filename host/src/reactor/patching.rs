@@ -20,11 +20,12 @@
 //! Warning Event `ResultsRefused` with the API server's reason.
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
+use kube::api::{Api, Patch as KubePatch, PatchParams};
 use serde_json::Value;
 
 use super::changes::{Patch, inconsistencies};
 use super::objects::object_ref;
+use crate::cluster::wire::Body;
 use crate::cluster::{ObjectRef, PostedEvent, Poster, RequestError, Resource, SENSITIVE, retried};
 use crate::object_log::object_log;
 use crate::recording::Recorder;
@@ -49,7 +50,7 @@ impl<'a> Target<'a> {
         }
     }
 
-    fn api(&self, client: &Client) -> Api<DynamicObject> {
+    fn api(&self, client: &Client) -> Api<Body> {
         let ar = self.resource.api_resource();
         match self.namespace {
             Some(ns) if self.resource.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
@@ -157,7 +158,7 @@ async fn apply(
         match sent {
             None => {}
             Some(Ok(object)) => {
-                let response = serde_json::to_value(object).unwrap_or(Value::Null);
+                let response = object.into_value();
                 record(if is_status { "status" } else { "object" }, &response);
                 let missed = inconsistencies(&part, &response);
                 if !missed.is_empty() && holds_credentials(target.resource) {
@@ -199,11 +200,11 @@ fn refuses_results(error: &kube::Error) -> bool {
 
 /// One merge-patch of the object or its `/status`, retried.
 async fn merge(
-    api: &Api<DynamicObject>,
+    api: &Api<Body>,
     name: &str,
     part: &Value,
     is_status: bool,
-) -> Result<DynamicObject, RequestError> {
+) -> Result<Body, RequestError> {
     let what = if is_status {
         "patching the status"
     } else {
@@ -223,7 +224,7 @@ async fn merge(
 
 /// The finalizer change, as a JSON patch tested against the freshest body.
 async fn finalizers(
-    api: &Api<DynamicObject>,
+    api: &Api<Body>,
     target: Target<'_>,
     body: &Value,
     patch: &Patch,
@@ -255,7 +256,7 @@ async fn finalizers(
     .await;
     match sent {
         Ok(object) => {
-            let response = serde_json::to_value(object).unwrap_or(Value::Null);
+            let response = object.into_value();
             record("finalizers", &response);
             Ok(Applied::Done(Some(response)))
         }

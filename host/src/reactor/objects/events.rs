@@ -37,7 +37,8 @@ pub(crate) struct ObjectEvent {
     pub(crate) key: ObjectKey,
     /// The object with `apiVersion` and `kind` filled in.
     pub(crate) body: Arc<Value>,
-    /// The same as compact JSON text, as every call about the event hands it to guests.
+    /// The same as text, as the API server wrote it (see [`QueuedEvent::text`]); every
+    /// call about the event hands it to guests.
     pub(crate) text: Arc<str>,
 }
 
@@ -55,20 +56,21 @@ impl ObjectEvent {
 }
 
 /// One object event as it waits in its object's queue for the object's turn: the body
-/// only as compact JSON text, shared with the stream's memory of the object. A parsed
+/// only as JSON text, shared with the stream's memory of the object. A parsed
 /// body takes several times the memory of its text, and a backlog of thousands of
 /// objects waits with one event each (measured: 10,000 objects listed at start).
 #[derive(Debug, Clone)]
 pub(crate) struct QueuedEvent {
     pub(crate) event_type: EventType,
     pub(crate) key: ObjectKey,
-    /// The object with `apiVersion` and `kind` filled in, as compact JSON text.
+    /// The object as the API server wrote it, with `apiVersion` and `kind` put first
+    /// where it lacks them (`cluster::wire::RawObject`).
     pub(crate) text: Arc<str>,
 }
 
 impl QueuedEvent {
-    /// The event with its body parsed, once its turn has come. (The text is what the
-    /// stream serialised from a parsed body: it parses.)
+    /// The event with its body parsed, once its turn has come. (The text was checked to
+    /// be JSON when it was read: it parses.)
     pub(crate) fn parsed(self) -> ObjectEvent {
         let body = serde_json::from_str(&self.text).unwrap_or(Value::Null);
         ObjectEvent {
@@ -80,27 +82,24 @@ impl QueuedEvent {
     }
 }
 
+/// What an object's key is made of (empty: absent).
+pub(crate) struct KeyFields<'a> {
+    pub(crate) uid: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) api_version: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) namespace: &'a str,
+    pub(crate) creation_timestamp: &'a str,
+}
+
 /// The stable identity of an object: its uid, or Kopf's fallback for uid-less ones.
-pub(crate) fn object_key(body: &Value) -> ObjectKey {
-    let meta = body.get("metadata");
-    let field = |name: &str| {
-        meta.and_then(|m| m.get(name))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let uid = field("uid");
-    if !uid.is_empty() {
-        return uid;
+pub(crate) fn key_from(fields: &KeyFields<'_>) -> ObjectKey {
+    if !fields.uid.is_empty() {
+        return fields.uid.to_owned();
     }
-    let text = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
     format!(
         "{}//{}//{}//{}//{}",
-        text("kind"),
-        text("apiVersion"),
-        field("name"),
-        field("namespace"),
-        field("creationTimestamp")
+        fields.kind, fields.api_version, fields.name, fields.namespace, fields.creation_timestamp
     )
 }
 
@@ -121,17 +120,20 @@ pub(crate) fn object_ref(body: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn keys_prefer_uids_and_fall_back_like_kopf() {
+        let fields = KeyFields {
+            uid: "u1",
+            kind: "Pod",
+            api_version: "v1",
+            name: "a",
+            namespace: "ns",
+            creation_timestamp: "t",
+        };
+        assert_eq!(key_from(&fields), "u1");
         assert_eq!(
-            object_key(&json!({"metadata": {"uid": "u1", "name": "a"}})),
-            "u1"
-        );
-        assert_eq!(
-            object_key(&json!({"kind": "Pod", "apiVersion": "v1",
-                "metadata": {"name": "a", "namespace": "ns", "creationTimestamp": "t"}})),
+            key_from(&KeyFields { uid: "", ..fields }),
             "Pod//v1//a//ns//t"
         );
     }

@@ -9,7 +9,7 @@ mod queue;
 mod self_triggers;
 mod tasks;
 
-pub(crate) use events::{EventType, ObjectEvent, QueuedEvent, object_key, object_ref};
+pub(crate) use events::{EventType, KeyFields, ObjectEvent, QueuedEvent, key_from, object_ref};
 pub(crate) use memory::{ERROR_DELAYS, Memories, ObjectMemory, turns};
 pub(crate) use queue::Router;
 pub(crate) use self_triggers::Streak;

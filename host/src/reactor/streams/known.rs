@@ -1,5 +1,5 @@
-//! Every object a watch stream knows, as its compact JSON compressed against another
-//! object of the same stream.
+//! Every object a watch stream knows, as its JSON text compressed against another object
+//! of the same stream.
 //!
 //! The stream keeps each object's last body for as long as the object lives (for the
 //! DELETED event of an object that vanished while the stream was down, and for a replay

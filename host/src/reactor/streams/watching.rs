@@ -6,16 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Resource;
+use crate::cluster::wire::RawObject;
 use crate::handlers::ObjectKey;
 use crate::metrics::Metrics;
-use crate::reactor::objects::{EventType, QueuedEvent, object_key};
+use crate::reactor::objects::{EventType, KeyFields, QueuedEvent, key_from};
 use crate::recording::Recorder;
 
 use super::known::Known;
@@ -94,7 +95,7 @@ pub(crate) async fn run(
         recorder,
     } = watch;
     let api_resource = resource.api_resource();
-    let api: Api<DynamicObject> = match &namespace {
+    let api: Api<RawObject> = match &namespace {
         Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, &api_resource),
         _ => Api::all_with(client, &api_resource),
     };
@@ -236,11 +237,19 @@ pub(crate) async fn run(
     }
 }
 
-/// The object's key and its body as compact JSON text (serialising a `Value` cannot
-/// fail).
-fn text_of(obj: DynamicObject, resource: &Resource) -> (ObjectKey, Arc<str>) {
-    let body = body_of(obj, resource);
-    (object_key(&body), Arc::from(body.to_string()))
+/// The object's key and its text, as the API server wrote it (with `apiVersion` and
+/// `kind` filled in).
+fn text_of(obj: RawObject, resource: &Resource) -> (ObjectKey, Arc<str>) {
+    let api_version = resource.api_version();
+    let key = key_from(&KeyFields {
+        uid: obj.uid().unwrap_or_default(),
+        kind: obj.kind().unwrap_or(&resource.kind),
+        api_version: obj.api_version().unwrap_or(&api_version),
+        name: obj.name().unwrap_or_default(),
+        namespace: obj.namespace().unwrap_or_default(),
+        creation_timestamp: obj.created().unwrap_or_default(),
+    });
+    (key, Arc::from(obj.into_text(&api_version, &resource.kind)))
 }
 
 fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
@@ -250,20 +259,4 @@ fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
     let event_type = event.event_type.as_kopf().unwrap_or("LISTED");
     let body = serde_json::from_str(&event.text).unwrap_or(Value::Null);
     recorder.watch(resource, event_type, &body);
-}
-
-/// The object as JSON, with `apiVersion`/`kind` filled in (list items may lack them).
-fn body_of(obj: DynamicObject, resource: &Resource) -> Value {
-    let mut body = serde_json::to_value(&obj).unwrap_or(Value::Null);
-    if let Some(map) = body.as_object_mut() {
-        for (key, value) in [
-            ("apiVersion", resource.api_version()),
-            ("kind", resource.kind.clone()),
-        ] {
-            if !map.get(key).is_some_and(Value::is_string) {
-                map.insert(key.to_owned(), Value::String(value));
-            }
-        }
-    }
-    body
 }
