@@ -28,7 +28,7 @@ pub(crate) struct Invocation {
     pub(crate) body_bytes: usize,
     /// Through the host, a fresh instance per call.
     pub(crate) call_us: f64,
-    /// The same work natively: the body read as the SDK reads it.
+    /// The same work natively: the body's metadata parsed with serde, the rest skipped.
     pub(crate) native_us: f64,
     /// Natively with the body parsed whole, as a native (kube-rs) operator is handed it.
     pub(crate) native_whole_us: f64,

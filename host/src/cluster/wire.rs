@@ -11,6 +11,7 @@
 //! object is parsed straight into the `Value` the operator works on.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use kube::api::{ApiResource, ObjectMeta};
 use kube::core::{DynamicResourceScope, Resource};
@@ -105,40 +106,30 @@ impl RawObject {
     }
 
     /// Its text, with `apiVersion` and `kind` put first where it lacks them (the items
-    /// of a list may): these, when asked for.
-    pub(crate) fn into_text(self, api_version: &str, kind: &str) -> String {
+    /// of a list may): these, when asked for. Copied once, from what was read.
+    pub(crate) fn into_text(self, api_version: &str, kind: &str) -> Arc<str> {
         let text = self.text.get();
-        let missing: Vec<(&str, &str)> = [
-            (
-                "apiVersion",
-                self.api_version.is_none().then_some(api_version),
-            ),
-            ("kind", self.kind.is_none().then_some(kind)),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.map(|value| (name, value)))
-        .collect();
+        let mut missing = String::new();
+        for (name, given, value) in [
+            ("apiVersion", &self.api_version, api_version),
+            ("kind", &self.kind, kind),
+        ] {
+            if given.is_none() {
+                // A string always serialises.
+                let value = serde_json::to_string(value).unwrap_or_default();
+                missing.push_str(&format!("\"{name}\":{value},"));
+            }
+        }
         // The text is an object (its head parsed as one): its first `{` opens it.
         let Some(open) = text.find('{').filter(|_| !missing.is_empty()) else {
-            return text.to_owned();
+            return Arc::from(text);
         };
         let rest = &text[open + 1..];
-        let mut out = String::with_capacity(text.len() + 64);
-        out.push('{');
-        for (at, (name, value)) in missing.iter().enumerate() {
-            if at > 0 {
-                out.push(',');
-            }
-            // A string always serialises.
-            out.push_str(&serde_json::to_string(name).unwrap_or_default());
-            out.push(':');
-            out.push_str(&serde_json::to_string(value).unwrap_or_default());
+        if rest.trim_start().starts_with('}') {
+            // No member follows the ones put first.
+            missing.pop();
         }
-        if !rest.trim_start().starts_with('}') {
-            out.push(',');
-        }
-        out.push_str(rest);
-        out
+        Arc::from(format!("{{{missing}{rest}"))
     }
 }
 
@@ -235,14 +226,14 @@ mod tests {
         assert_eq!((object.api_version(), object.kind()), (None, None));
         let filled = object.into_text("v1", "Pod");
         assert_eq!(
-            filled,
+            *filled,
             format!(r#"{{"apiVersion":"v1","kind":"Pod",{}"#, &text[1..])
         );
 
         let typed: RawObject =
             serde_json::from_str(r#"{"kind":"Pod","apiVersion":"v1","metadata":{}}"#).unwrap();
         assert_eq!(
-            typed.into_text("x", "y"),
+            &*typed.into_text("x", "y"),
             r#"{"kind":"Pod","apiVersion":"v1","metadata":{}}"#
         );
         let only_kind: RawObject = serde_json::from_str(r#" { "kind": "Pod" } "#).unwrap();
@@ -252,7 +243,7 @@ mod tests {
         );
         let empty: RawObject = serde_json::from_str("{}").unwrap();
         assert_eq!(
-            empty.into_text("v\"1", "K"),
+            &*empty.into_text("v\"1", "K"),
             r#"{"apiVersion":"v\"1","kind":"K"}"#
         );
     }

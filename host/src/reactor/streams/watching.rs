@@ -249,7 +249,7 @@ fn text_of(obj: RawObject, resource: &Resource) -> (ObjectKey, Arc<str>) {
         namespace: obj.namespace().unwrap_or_default(),
         creation_timestamp: obj.created().unwrap_or_default(),
     });
-    (key, Arc::from(obj.into_text(&api_version, &resource.kind)))
+    (key, obj.into_text(&api_version, &resource.kind))
 }
 
 fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
