@@ -313,7 +313,7 @@ impl Cause {
     }
 
     fn meta_str(&self, key: &str) -> Option<&str> {
-        self.meta().get(key).and_then(Value::as_str)
+        self.body.meta_str(key)
     }
 
     /// `metadata.uid`.

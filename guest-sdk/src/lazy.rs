@@ -17,6 +17,21 @@ use crate::members::{NotAnObject, each_member};
 /// The members of the object found when the call starts, each parsed when first read.
 const SECTIONS: [&str; 3] = ["metadata", "spec", "status"];
 
+/// The members of `metadata` read as text where they are (`name()`, `namespace()`,
+/// `uid()`: most handlers read one), without parsing `metadata` (a Pod's is ~2 KB with
+/// its managed fields, labels and owners: parsing it was a fifth of a call).
+const META_STRINGS: [&str; 3] = ["name", "namespace", "uid"];
+
+/// Where one of [`META_STRINGS`] is.
+#[derive(Debug, Clone)]
+enum MetaString {
+    Absent,
+    /// A string without escapes: the span of its characters in the object's text.
+    Plain(Range<usize>),
+    /// Anything else (an escape, another type): read from `metadata` parsed.
+    Parse,
+}
+
 /// The object a call is about.
 #[derive(Debug, Clone)]
 pub(crate) struct Body {
@@ -26,6 +41,9 @@ pub(crate) struct Body {
     /// serde_json's `Value` keeps), and its value once read.
     sections: [(Option<Range<usize>>, OnceLock<Value>); 3],
     whole: OnceLock<Value>,
+    /// Where each of [`META_STRINGS`] is, found when one is first read; `None` for a
+    /// `metadata` that is no object (read parsed, as any other).
+    meta_strings: OnceLock<Option<[MetaString; 3]>>,
 }
 
 impl Body {
@@ -48,6 +66,7 @@ impl Body {
             text,
             sections: spans.map(|span| (span, OnceLock::new())),
             whole: OnceLock::new(),
+            meta_strings: OnceLock::new(),
         })
     }
 
@@ -64,6 +83,7 @@ impl Body {
             text: String::new(),
             sections: Default::default(),
             whole: OnceLock::from(value),
+            meta_strings: OnceLock::new(),
         }
     }
 
@@ -96,6 +116,56 @@ impl Body {
             None => self.whole().get(key).unwrap_or(&Value::Null),
         }
     }
+}
+
+impl Body {
+    /// A string member of `metadata` (`None` when absent or of another type): for
+    /// [`META_STRINGS`] without escapes, the text as the host wrote it, unless
+    /// `metadata` was parsed already.
+    ///
+    /// # Panics
+    /// As [`Lazy::get`], when `metadata` has to be parsed.
+    pub(crate) fn meta_str(&self, key: &str) -> Option<&str> {
+        let parsed = self.whole.get().is_some() || self.sections[0].1.get().is_some();
+        let at = META_STRINGS.iter().position(|k| *k == key);
+        if let (Some(at), false) = (at, parsed)
+            && let Some(strings) = self.meta_strings.get_or_init(|| self.find_meta_strings())
+        {
+            match &strings[at] {
+                MetaString::Absent => return None,
+                MetaString::Plain(span) => return Some(&self.text[span.clone()]),
+                MetaString::Parse => {}
+            }
+        }
+        self.section("metadata").get(key).and_then(Value::as_str)
+    }
+
+    fn find_meta_strings(&self) -> Option<[MetaString; 3]> {
+        let mut strings = [const { MetaString::Absent }; 3];
+        let Some(span) = &self.sections[0].0 else {
+            return Some(strings);
+        };
+        let metadata = &self.text[span.clone()];
+        each_member(metadata, |key, value| {
+            if let Some(at) = META_STRINGS.iter().position(|k| *k == key) {
+                // The last one, as serde_json's `Value` keeps.
+                strings[at] =
+                    plain_string(&metadata[value.clone()]).map_or(MetaString::Parse, |inner| {
+                        let start = span.start + value.start + 1;
+                        MetaString::Plain(start..start + inner.len())
+                    });
+            }
+        })
+        .ok()?;
+        Some(strings)
+    }
+}
+
+/// What is between the quotes of `value` when it is a JSON string that needs no
+/// decoding: no escape, no control character (which JSON forbids unescaped).
+fn plain_string(value: &str) -> Option<&str> {
+    let inner = value.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.bytes().any(|b| b == b'\\' || b < 0x20)).then_some(inner)
 }
 
 /// `text` parsed; the guest traps if it is not JSON, saying which part of the call
@@ -239,6 +309,58 @@ mod tests {
         assert_eq!(spec(r#"{"spe\u0063": 1, "x": [{"spec": 2}]}"#), json!(1));
         assert_eq!(spec(r#"{"spec": 1, "spec": 2}"#), json!(2));
         assert_eq!(spec("{}"), Value::Null);
+    }
+
+    #[test]
+    fn names_are_read_where_they_are_and_as_parsed_metadata_reads_them() {
+        let cases = [
+            (
+                r#"{"metadata": {"name": "a", "namespace": "ns", "uid": "u-1"}}"#,
+                Some("a"),
+                Some("ns"),
+            ),
+            (
+                r#"{"metadata": {"name": "a", "x": [{"name": "b"}], "name": "c"}}"#,
+                Some("c"),
+                None,
+            ),
+            (
+                r#"{"metadata": {"n\u0061me": "a\"b", "namespace": 3}}"#,
+                Some("a\"b"),
+                None,
+            ),
+            (
+                r#"{"metadata": {"name": "\u00e9t\u00e9"}}"#,
+                Some("été"),
+                None,
+            ),
+            (
+                r#"{"metadata": {"name": null}, "spec": {"name": "x"}}"#,
+                None,
+                None,
+            ),
+            (r#"{"metadata": "not an object"}"#, None, None),
+            (r#"{"spec": {"metadata": {"name": "x"}}}"#, None, None),
+        ];
+        for (text, name, namespace) in cases {
+            let read = Body::from_text(text.to_owned()).unwrap();
+            assert_eq!(read.meta_str("name"), name, "{text}");
+            assert_eq!(read.meta_str("namespace"), namespace, "{text}");
+            // As from `metadata` parsed, once it is.
+            let parsed = Body::from_text(text.to_owned()).unwrap();
+            parsed.section("metadata");
+            assert_eq!(parsed.meta_str("name"), name, "{text}");
+            assert_eq!(parsed.meta_str("namespace"), namespace, "{text}");
+        }
+        let body =
+            Body::from_text(r#"{"metadata": {"name": "a", "uid": "u-1"}}"#.to_owned()).unwrap();
+        assert_eq!(body.meta_str("uid"), Some("u-1"));
+        assert!(body.sections[0].1.get().is_none(), "metadata was parsed");
+        assert_eq!(body.meta_str("generateName"), None);
+        assert!(
+            body.sections[0].1.get().is_some(),
+            "other members are read parsed"
+        );
     }
 
     #[test]
