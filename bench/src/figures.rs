@@ -678,7 +678,7 @@ fn invocation(results: &Results) -> Section {
                 Some(i.native_us),
             )
             .target(Some(Target::Ratio(3.0)))
-            .note("the cause handed over, a fresh sandboxed instance, the guest reads the name (the SDK scans the object for its members and parses its metadata) and patches, the host reads the reply; native: the same logic, the metadata parsed with serde (which tokenises the rest), the same JSON back"),
+            .note("the cause handed over, a fresh sandboxed instance, the guest reads the name (the SDK scans the object for its members, then the metadata's for the name) and patches, the host reads the reply; native: the same logic, the name read with serde into a struct (which tokenises the rest), the same JSON back"),
             Row::new(
                 "the same call beside native parsing the whole Pod",
                 "µs",
