@@ -191,9 +191,10 @@ impl Resource {
 /// `name()` `None`.
 ///
 /// The host hands the object over as text, only scanned for where its members are when
-/// the call starts: `meta()` (and the accessors of its fields), `spec()`, `status()`,
-/// `body()`, `old()`, `new()` and `diff()` are parsed the first time they are read, so
-/// a handler pays for what it reads.
+/// the call starts: `name()`, `namespace()` and `uid()` are read where they are in it;
+/// `meta()` (and the other accessors of its fields), `spec()`, `status()`, `body()`,
+/// `old()`, `new()` and `diff()` are parsed the first time they are read, so a handler
+/// pays for what it reads.
 #[derive(Debug, Clone)]
 pub struct Cause {
     pub(crate) handler_id: String,
