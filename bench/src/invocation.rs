@@ -4,8 +4,8 @@
 //! host reads the reply back), beside the same logic as a native Rust function, which
 //! reads the Pod's name alone as the SDK does (with serde, which tokenises the rest to
 //! skip it, where the SDK only scans its structure), and beside native parsing the Pod
-//! whole (as a kube-rs operator is handed it). Calls one after the other on one task, so calls
-//! per second are per core.
+//! whole (as a kube-rs operator is handed it). Calls one after the other on one task,
+//! so calls per second are per core.
 
 use std::hint::black_box;
 use std::path::Path;

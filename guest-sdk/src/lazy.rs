@@ -17,6 +17,9 @@ use crate::members::{NotAnObject, each_member};
 /// The members of the object found when the call starts, each parsed when first read.
 const SECTIONS: [&str; 3] = ["metadata", "spec", "status"];
 
+/// Where `metadata` is in [`SECTIONS`].
+const METADATA: usize = 0;
+
 /// The members of `metadata` read as text where they are (`name()`, `namespace()`,
 /// `uid()`: most handlers read one), without parsing `metadata` (a Pod's is ~2 KB with
 /// its managed fields, labels and owners: parsing it was a fifth of a call).
@@ -116,9 +119,7 @@ impl Body {
             None => self.whole().get(key).unwrap_or(&Value::Null),
         }
     }
-}
 
-impl Body {
     /// A string member of `metadata` (`None` when absent or of another type): for
     /// [`META_STRINGS`] without escapes, the text as the host wrote it, unless
     /// `metadata` was parsed already.
@@ -126,7 +127,7 @@ impl Body {
     /// # Panics
     /// As [`Lazy::get`], when `metadata` has to be parsed.
     pub(crate) fn meta_str(&self, key: &str) -> Option<&str> {
-        let parsed = self.whole.get().is_some() || self.sections[0].1.get().is_some();
+        let parsed = self.whole.get().is_some() || self.sections[METADATA].1.get().is_some();
         let at = META_STRINGS.iter().position(|k| *k == key);
         if let (Some(at), false) = (at, parsed)
             && let Some(strings) = self.meta_strings.get_or_init(|| self.find_meta_strings())
@@ -142,7 +143,7 @@ impl Body {
 
     fn find_meta_strings(&self) -> Option<[MetaString; 3]> {
         let mut strings = [const { MetaString::Absent }; 3];
-        let Some(span) = &self.sections[0].0 else {
+        let Some(span) = &self.sections[METADATA].0 else {
             return Some(strings);
         };
         let metadata = &self.text[span.clone()];
@@ -355,10 +356,13 @@ mod tests {
         let body =
             Body::from_text(r#"{"metadata": {"name": "a", "uid": "u-1"}}"#.to_owned()).unwrap();
         assert_eq!(body.meta_str("uid"), Some("u-1"));
-        assert!(body.sections[0].1.get().is_none(), "metadata was parsed");
+        assert!(
+            body.sections[METADATA].1.get().is_none(),
+            "metadata was parsed"
+        );
         assert_eq!(body.meta_str("generateName"), None);
         assert!(
-            body.sections[0].1.get().is_some(),
+            body.sections[METADATA].1.get().is_some(),
             "other members are read parsed"
         );
     }
