@@ -190,8 +190,9 @@ impl Resource {
 /// `spec()`, `meta()` and `status()` an empty object, `labels()` an empty map,
 /// `name()` `None`.
 ///
-/// The host hands the object over as text, only scanned for where its members are when
-/// the call starts: `name()`, `namespace()` and `uid()` are read where they are in it;
+/// The host hands the object over as text, only scanned for where its members are as
+/// far as a handler reads: `name()`, `namespace()` and `uid()` are read where they are
+/// in it (the text after them not even scanned);
 /// `meta()` (and the other accessors of its fields), `spec()`, `status()`, `body()`,
 /// `old()`, `new()` and `diff()` are parsed the first time they are read, so a handler
 /// pays for what it reads.

@@ -3,18 +3,19 @@
 //! The host hands the object, its old and new essences and the diff over as text. Parsing
 //! all of it was most of a call's cost (a create handler that reads the object's name
 //! parsed a 4 KB Pod whole, and its essence twice more, in `new` and in the diff). Here
-//! the object's text is only scanned for where its members are when the call starts
-//! ([`crate::members`]), and each part is parsed the first time an accessor reads it.
+//! the object's text is only scanned for where its members are, as far as a handler
+//! reads ([`crate::members`]: up to `metadata`'s name for `name()`), and each part is
+//! parsed the first time an accessor reads it.
 
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
 
 use crate::DiffItem;
-use crate::members::{NotAnObject, each_member};
+use crate::members::{Members, NotAnObject, nothing_after};
 
-/// The members of the object found when the call starts, each parsed when first read.
+/// The members of the object read as a handler asks for them, each parsed when first read.
 const SECTIONS: [&str; 3] = ["metadata", "spec", "status"];
 
 /// Where `metadata` is in [`SECTIONS`].
@@ -36,21 +37,112 @@ enum MetaString {
 }
 
 /// The object a call is about.
-#[derive(Debug, Clone)]
+///
+/// Its text is read only as far as a handler asks: up to `metadata` for its name, on to
+/// `spec` when it reads the spec. Where a key is there twice (never in the host's text:
+/// serde_json and kube-apiserver write each key once), the first one is read, where
+/// `body()` parsed whole keeps the last.
+#[derive(Debug)]
 pub(crate) struct Body {
     /// The host's text; empty for a body built from a value (tests).
     text: String,
-    /// Where each of [`SECTIONS`] is in the text (the last one when repeated, as
-    /// serde_json's `Value` keeps), and its value once read.
-    sections: [(Option<Range<usize>>, OnceLock<Value>); 3],
+    /// How far the text was read; none for a body built from a value.
+    read: Mutex<Option<Read>>,
+    /// Each of [`SECTIONS`] once read.
+    sections: [OnceLock<Value>; 3],
     whole: OnceLock<Value>,
     /// Where each of [`META_STRINGS`] is, found when one is first read; `None` for a
     /// `metadata` that is no object (read parsed, as any other).
     meta_strings: OnceLock<Option<[MetaString; 3]>>,
 }
 
+/// How far the object's members were read, and what was found of [`SECTIONS`].
+#[derive(Debug, Clone)]
+struct Read {
+    members: Members,
+    places: [Place; 3],
+    /// The section whose key was read last, its value not skipped yet.
+    pending: Option<usize>,
+    /// Why the text is no JSON object, once the reading came to where it is not.
+    broken: Option<NotAnObject>,
+}
+
+/// Where a section is, as far as the object was read.
+#[derive(Debug, Clone)]
+enum Place {
+    NotYet,
+    /// Its key was read: its value starts here.
+    Starts(usize),
+    /// Its value was skipped: its span.
+    Spans(Range<usize>),
+}
+
+impl Read {
+    /// Reads on until `section` is found (its value skipped when `span`, to know its
+    /// end), or past the object's end: `None`, an absent section.
+    fn find(
+        &mut self,
+        text: &str,
+        section: usize,
+        span: bool,
+    ) -> Result<Option<Place>, NotAnObject> {
+        if let Some(broken) = &self.broken {
+            return Err(broken.clone());
+        }
+        let found = self.read_on(text, section, span);
+        if let Err(broken) = &found {
+            self.broken = Some(broken.clone());
+        }
+        found
+    }
+
+    fn read_on(
+        &mut self,
+        text: &str,
+        section: usize,
+        span: bool,
+    ) -> Result<Option<Place>, NotAnObject> {
+        loop {
+            match &self.places[section] {
+                Place::Spans(_) => return Ok(Some(self.places[section].clone())),
+                Place::Starts(_) if !span => return Ok(Some(self.places[section].clone())),
+                Place::Starts(_) | Place::NotYet => {}
+            }
+            if let Some(pending) = self.pending.take() {
+                self.places[pending] = Place::Spans(self.members.value(text)?);
+                continue;
+            }
+            let Some((key, start)) = self.members.next_key(text)? else {
+                if let Some(end) = self.members.end() {
+                    nothing_after(text, end)?;
+                }
+                return Ok(None);
+            };
+            if let Some(at) = SECTIONS.iter().position(|section| *section == key)
+                && let Place::NotYet = self.places[at]
+            {
+                self.places[at] = Place::Starts(start);
+                self.pending = Some(at);
+            }
+        }
+    }
+}
+
+impl Clone for Body {
+    fn clone(&self) -> Self {
+        Self {
+            text: self.text.clone(),
+            read: Mutex::new(self.read().clone()),
+            sections: self.sections.clone(),
+            whole: self.whole.clone(),
+            meta_strings: self.meta_strings.clone(),
+        }
+    }
+}
+
 impl Body {
-    /// A body from the host's text, refused if it is no JSON object; nothing of it parsed.
+    /// A body from the host's text, refused if it does not start as a JSON object;
+    /// nothing else of it read yet.
     #[cfg_attr(
         not(target_arch = "wasm32"),
         allow(
@@ -59,15 +151,16 @@ impl Body {
         )
     )]
     pub(crate) fn from_text(text: String) -> Result<Self, NotAnObject> {
-        let mut spans: [Option<Range<usize>>; 3] = Default::default();
-        each_member(&text, |key, value| {
-            if let Some(at) = SECTIONS.iter().position(|section| *section == key) {
-                spans[at] = Some(value);
-            }
-        })?;
+        let members = Members::at(&text, 0)?;
         Ok(Self {
             text,
-            sections: spans.map(|span| (span, OnceLock::new())),
+            read: Mutex::new(Some(Read {
+                members,
+                places: [const { Place::NotYet }; 3],
+                pending: None,
+                broken: None,
+            })),
+            sections: Default::default(),
             whole: OnceLock::new(),
             meta_strings: OnceLock::new(),
         })
@@ -84,9 +177,23 @@ impl Body {
     pub(crate) fn from_value(value: Value) -> Self {
         Self {
             text: String::new(),
+            read: Mutex::new(None),
             sections: Default::default(),
             whole: OnceLock::from(value),
             meta_strings: OnceLock::new(),
+        }
+    }
+
+    fn read(&self) -> MutexGuard<'_, Option<Read>> {
+        // Reading on never panics midway: what it leaves is whole.
+        self.read.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where `section` is, reading the text on as far as needed (see [`Read::find`]).
+    fn find(&self, section: usize, span: bool) -> Result<Option<Place>, NotAnObject> {
+        match self.read().as_mut() {
+            Some(read) => read.find(&self.text, section, span),
+            None => Ok(None),
         }
     }
 
@@ -102,20 +209,18 @@ impl Body {
     /// unless the whole object was parsed already.
     ///
     /// # Panics
-    /// As [`Lazy::get`].
+    /// As [`Lazy::get`], also when the text turns out to be no JSON object where it is
+    /// read.
     pub(crate) fn section(&self, key: &str) -> &Value {
         if let Some(whole) = self.whole.get() {
             return whole.get(key).unwrap_or(&Value::Null);
         }
         match SECTIONS.iter().position(|section| *section == key) {
-            Some(at) => {
-                let (span, value) = &self.sections[at];
-                value.get_or_init(|| {
-                    span.as_ref().map_or(Value::Null, |span| {
-                        parse("object", &self.text[span.clone()])
-                    })
-                })
-            }
+            Some(at) => self.sections[at].get_or_init(|| match self.find(at, true) {
+                Ok(Some(Place::Spans(span))) => parse("object", &self.text[span]),
+                Ok(_) => Value::Null,
+                Err(broken) => panic!("the host sent an invalid object: {broken}"),
+            }),
             None => self.whole().get(key).unwrap_or(&Value::Null),
         }
     }
@@ -127,7 +232,7 @@ impl Body {
     /// # Panics
     /// As [`Lazy::get`], when `metadata` has to be parsed.
     pub(crate) fn meta_str(&self, key: &str) -> Option<&str> {
-        let parsed = self.whole.get().is_some() || self.sections[METADATA].1.get().is_some();
+        let parsed = self.whole.get().is_some() || self.sections[METADATA].get().is_some();
         let at = META_STRINGS.iter().position(|k| *k == key);
         if let (Some(at), false) = (at, parsed)
             && let Some(strings) = self.meta_strings.get_or_init(|| self.find_meta_strings())
@@ -141,24 +246,37 @@ impl Body {
         self.section("metadata").get(key).and_then(Value::as_str)
     }
 
+    /// Reads `metadata`'s members until each of [`META_STRINGS`] is found or its end;
+    /// `None` when `metadata` is no object, or its text turns out broken (it is read
+    /// parsed then, and says so).
     fn find_meta_strings(&self) -> Option<[MetaString; 3]> {
-        let mut strings = [const { MetaString::Absent }; 3];
-        let Some(span) = &self.sections[METADATA].0 else {
-            return Some(strings);
+        let start = match self.find(METADATA, false).ok()? {
+            None => return Some([const { MetaString::Absent }; 3]),
+            Some(Place::Starts(start)) => start,
+            Some(Place::Spans(span)) => span.start,
+            Some(Place::NotYet) => return None,
         };
-        let metadata = &self.text[span.clone()];
-        each_member(metadata, |key, value| {
-            if let Some(at) = META_STRINGS.iter().position(|k| *k == key) {
-                // The last one, as serde_json's `Value` keeps.
-                strings[at] =
-                    plain_string(&metadata[value.clone()]).map_or(MetaString::Parse, |inner| {
-                        let start = span.start + value.start + 1;
-                        MetaString::Plain(start..start + inner.len())
-                    });
+        if self.text.as_bytes().get(start) != Some(&b'{') {
+            return None;
+        }
+        let mut found: [Option<MetaString>; 3] = Default::default();
+        let mut members = Members::at(&self.text, start).ok()?;
+        while found.iter().any(Option::is_none) {
+            let Some((key, _)) = members.next_key(&self.text).ok()? else {
+                break;
+            };
+            if let Some(at) = META_STRINGS.iter().position(|k| *k == key)
+                && found[at].is_none()
+            {
+                let span = members.value(&self.text).ok()?;
+                found[at] = Some(
+                    plain_string(&self.text[span.clone()]).map_or(MetaString::Parse, |inner| {
+                        MetaString::Plain(span.start + 1..span.start + 1 + inner.len())
+                    }),
+                );
             }
-        })
-        .ok()?;
-        Some(strings)
+        }
+        Some(found.map(|found| found.unwrap_or(MetaString::Absent)))
     }
 }
 
@@ -300,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn a_section_is_found_whatever_its_key_spelling_and_the_last_one_wins() {
+    fn a_section_is_found_whatever_its_key_spelling_and_the_first_one_is_read() {
         let spec = |text: &str| {
             Body::from_text(text.to_owned())
                 .unwrap()
@@ -308,7 +426,7 @@ mod tests {
                 .clone()
         };
         assert_eq!(spec(r#"{"spe\u0063": 1, "x": [{"spec": 2}]}"#), json!(1));
-        assert_eq!(spec(r#"{"spec": 1, "spec": 2}"#), json!(2));
+        assert_eq!(spec(r#"{"spec": 1, "spec": 2}"#), json!(1));
         assert_eq!(spec("{}"), Value::Null);
     }
 
@@ -321,7 +439,7 @@ mod tests {
                 Some("ns"),
             ),
             (
-                r#"{"metadata": {"name": "a", "x": [{"name": "b"}], "name": "c"}}"#,
+                r#"{"metadata": {"x": [{"name": "b"}], "name": "c"}, "name": "d"}"#,
                 Some("c"),
                 None,
             ),
@@ -357,25 +475,53 @@ mod tests {
             Body::from_text(r#"{"metadata": {"name": "a", "uid": "u-1"}}"#.to_owned()).unwrap();
         assert_eq!(body.meta_str("uid"), Some("u-1"));
         assert!(
-            body.sections[METADATA].1.get().is_none(),
+            body.sections[METADATA].get().is_none(),
             "metadata was parsed"
         );
         assert_eq!(body.meta_str("generateName"), None);
         assert!(
-            body.sections[METADATA].1.get().is_some(),
+            body.sections[METADATA].get().is_some(),
             "other members are read parsed"
         );
     }
 
     #[test]
-    fn a_body_that_is_no_object_is_refused_before_any_section_is_read() {
-        for text in [
-            r#"{"metadata": {}, "spec": {"#,
-            r#"{"metadata": {}} x"#,
-            "[1]",
-            "3",
-        ] {
+    fn names_are_read_as_far_as_they_are_and_a_repeated_one_is_the_first() {
+        // All three found: nothing after them is read, broken or not.
+        let text = r#"{"kind": "Pod", "metadata": {"name": "a", "namespace": "n", "uid": "u",
+                       "name": "b", "labels": [}, "spec": "#;
+        let body = Body::from_text(text.to_owned()).unwrap();
+        assert_eq!(body.meta_str("name"), Some("a"));
+        assert_eq!(body.meta_str("uid"), Some("u"));
+        assert!(std::panic::catch_unwind(|| body.section("spec").clone()).is_err());
+    }
+
+    #[test]
+    fn text_that_is_no_object_is_refused_where_it_is_read() {
+        for text in ["[1]", "3", "", " x{}"] {
             assert!(Body::from_text(text.to_owned()).is_err(), "{text}");
+        }
+        for (text, expected) in [
+            (
+                r#"{"metadata": {}, "spec": {"#,
+                "the end of an object or array at byte 26",
+            ),
+            (r#"{"metadata": {}} x"#, "the end of the text at byte 17"),
+            (r#"{"metadata": {} "spec": 1}"#, "`,` or `}` at byte 16"),
+        ] {
+            let body = Body::from_text(text.to_owned()).unwrap();
+            assert_eq!(body.section("metadata"), &json!({}), "{text}");
+            for section in ["status", "spec"] {
+                let panic = std::panic::catch_unwind(|| body.section(section).clone()).unwrap_err();
+                let message = panic.downcast_ref::<String>().cloned().unwrap();
+                assert_eq!(
+                    message,
+                    format!(
+                        "the host sent an invalid object: not a JSON object: expected {expected}"
+                    ),
+                    "{text}"
+                );
+            }
         }
     }
 

@@ -5,15 +5,17 @@
 //! members with serde (`IgnoredAny`) still tokenised them whole — every number, escape
 //! and nesting checked — and was the largest part of a call's cost. This scan only
 //! follows the text's structure (strings, brackets, the separators between members) to
-//! find where each member's value begins and ends; a value is parsed, and its JSON
-//! checked, when a handler reads it. Text that is not an object, or whose strings or
-//! brackets do not close, is refused here, before any handler runs.
+//! find where each member's value begins and ends, and only as far as a reader goes (the
+//! scan of a Pod up to its name was a tenth of the whole); a value is parsed, and its
+//! JSON checked, when a handler reads it. Text that is not an object, or whose strings
+//! or brackets do not close, is refused when the scan reaches it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
 /// Why the text is not a JSON object: what was expected, at which byte.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NotAnObject {
     expected: &'static str,
     at: usize,
@@ -29,41 +31,109 @@ impl fmt::Display for NotAnObject {
     }
 }
 
-/// Calls `each` with the key and the span of the value of every member of the JSON object
-/// `text`, in their order.
-pub(crate) fn each_member(
-    text: &str,
-    mut each: impl FnMut(&str, Range<usize>),
-) -> Result<(), NotAnObject> {
-    let mut scan = Scan {
-        bytes: text.as_bytes(),
-        at: 0,
-    };
-    scan.expect(b'{', "`{`")?;
-    if !scan.take(b'}') {
-        loop {
-            let key = scan.string()?;
-            scan.expect(b':', "`:`")?;
-            let value = scan.value()?;
-            // Keys are compared as written unless they hold an escape (never, in what
-            // Kubernetes serves): then decoded, so `"spe\u0063"` is `spec`.
-            // (Decoded as a `Value`, whose parser every guest has, rather than as a `String`,
-            // which would bring serde's type errors into every guest.)
-            let raw = &text[key.clone()];
-            if raw.as_bytes().contains(&b'\\') {
-                let quoted = &text[key.start - 1..key.end + 1];
-                if let Ok(serde_json::Value::String(decoded)) = serde_json::from_str(quoted) {
-                    each(&decoded, value);
-                }
-            } else {
-                each(raw, value);
+/// The members of a JSON object, read one by one as far as a reader goes: each member's
+/// key and where its value starts; its value is skipped (its end found) only when the
+/// reader asks for its span or goes on to the next member. A handler that reads an
+/// object's name scans the object only up to its `metadata` and `metadata` up to the name.
+#[derive(Debug, Clone)]
+pub(crate) struct Members {
+    /// Where the scan goes on.
+    at: usize,
+    state: State,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Past `{`: the first key or `}` is next.
+    Opened,
+    /// A key was read; its value starts at `at`.
+    Key,
+    /// The value of the last key read was skipped: its span. `,` or `}` is next.
+    Value(Range<usize>),
+    /// Past the object's `}`, at `at`.
+    Closed,
+}
+
+impl Members {
+    /// The members of the object that starts at `start` of `text` (after whitespace).
+    pub(crate) fn at(text: &str, start: usize) -> Result<Members, NotAnObject> {
+        let mut scan = Scan::new(text, start);
+        scan.expect(b'{', "`{`")?;
+        Ok(Members {
+            at: scan.at,
+            state: State::Opened,
+        })
+    }
+
+    /// The next member's key (decoded if it holds an escape) and where its value starts;
+    /// `None` past the last member. The value of the member before is skipped first.
+    pub(crate) fn next_key<'t>(
+        &mut self,
+        text: &'t str,
+    ) -> Result<Option<(Cow<'t, str>, usize)>, NotAnObject> {
+        if let State::Key = self.state {
+            self.value(text)?;
+        }
+        let mut scan = Scan::new(text, self.at);
+        match self.state {
+            State::Closed => return Ok(None),
+            State::Opened | State::Value(_) if scan.take(b'}') => {
+                (self.at, self.state) = (scan.at, State::Closed);
+                return Ok(None);
             }
-            if scan.take(b'}') {
-                break;
+            State::Value(_) => scan.expect(b',', "`,` or `}`")?,
+            State::Opened | State::Key => {}
+        }
+        let key = scan.string()?;
+        scan.expect(b':', "`:`")?;
+        scan.skip_whitespace();
+        (self.at, self.state) = (scan.at, State::Key);
+        Ok(Some((decoded_key(text, key), scan.at)))
+    }
+
+    /// The span of the value of the member whose key was read last, skipped now if not
+    /// yet.
+    ///
+    /// # Panics
+    /// When no key was read yet, or the object is closed: a bug of the reader's.
+    pub(crate) fn value(&mut self, text: &str) -> Result<Range<usize>, NotAnObject> {
+        match &self.state {
+            State::Key => {
+                let mut scan = Scan::new(text, self.at);
+                let span = scan.value()?;
+                (self.at, self.state) = (scan.at, State::Value(span.clone()));
+                Ok(span)
             }
-            scan.expect(b',', "`,` or `}`")?;
+            State::Value(span) => Ok(span.clone()),
+            State::Opened | State::Closed => unreachable!("no member's key was read"),
         }
     }
+
+    /// Where the object ends (past its `}`), once its last member was read.
+    pub(crate) fn end(&self) -> Option<usize> {
+        matches!(self.state, State::Closed).then_some(self.at)
+    }
+}
+
+/// The key whose characters are at `span` of `text`: as written unless it holds an
+/// escape (never, in what Kubernetes serves), then decoded, so `"spe\u0063"` is `spec`.
+/// (Decoded as a `Value`, whose parser every guest has, rather than as a `String`, which
+/// would bring serde's type errors into every guest.) A key that does not decode (a
+/// broken escape) reads as written: it names no member a reader asks for.
+fn decoded_key(text: &str, span: Range<usize>) -> Cow<'_, str> {
+    let raw = &text[span.clone()];
+    if !raw.as_bytes().contains(&b'\\') {
+        return Cow::Borrowed(raw);
+    }
+    match serde_json::from_str(&text[span.start - 1..span.end + 1]) {
+        Ok(serde_json::Value::String(decoded)) => Cow::Owned(decoded),
+        _ => Cow::Borrowed(raw),
+    }
+}
+
+/// Nothing but whitespace in `text` from `at` on.
+pub(crate) fn nothing_after(text: &str, at: usize) -> Result<(), NotAnObject> {
+    let mut scan = Scan::new(text, at);
     scan.skip_whitespace();
     if scan.at < scan.bytes.len() {
         return Err(scan.expected("the end of the text"));
@@ -77,7 +147,14 @@ struct Scan<'t> {
     at: usize,
 }
 
-impl Scan<'_> {
+impl<'t> Scan<'t> {
+    fn new(text: &'t str, at: usize) -> Self {
+        Scan {
+            bytes: text.as_bytes(),
+            at,
+        }
+    }
+
     fn expected(&self, expected: &'static str) -> NotAnObject {
         NotAnObject {
             expected,
@@ -119,7 +196,7 @@ impl Scan<'_> {
     fn string_rest(&mut self) -> Result<(), NotAnObject> {
         loop {
             let rest = self.bytes.get(self.at..).unwrap_or_default();
-            let Some(found) = rest.iter().position(|&b| b == b'"' || b == b'\\') else {
+            let Some(found) = quote_or_backslash(rest) else {
                 self.at = self.bytes.len();
                 return Err(self.expected("the end of a string"));
             };
@@ -178,15 +255,52 @@ impl Scan<'_> {
     }
 }
 
+/// Where the first `"` or `\\` of `bytes` is. Eight bytes at a time: strings are most
+/// of an object's text, and a byte at a time this search was a fifth of a call to a
+/// handler that reads a Pod's name (the guest's code is built for size, and Cranelift
+/// does not vectorise).
+fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // The high bit of each byte of `word` equal to `byte` (and, above such a byte, maybe
+    // of others: a borrow runs upwards only, so the lowest bit set is always a match).
+    let matches = |word: u64, byte: u8| {
+        let zero_where_equal = word ^ (ONES * u64::from(byte));
+        zero_where_equal.wrapping_sub(ONES) & !zero_where_equal & HIGHS
+    };
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        // Little-endian: the first byte of the text is the lowest of the word.
+        let word = u64::from_le_bytes(word);
+        let found = matches(word, b'"') | matches(word, b'\\');
+        if found != 0 {
+            return Some(offset + found.trailing_zeros() as usize / 8);
+        }
+        offset += 8;
+    }
+    let rest = chunks.remainder();
+    rest.iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|at| offset + at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every member of the object `text`, read to its end.
     fn members(text: &str) -> Result<Vec<(String, &str)>, NotAnObject> {
         let mut found = Vec::new();
-        each_member(text, |key, value| {
-            found.push((key.to_owned(), &text[value]))
-        })?;
+        let mut members = Members::at(text, 0)?;
+        while let Some((key, start)) = members.next_key(text)? {
+            let span = members.value(text)?;
+            assert_eq!(span.start, start);
+            found.push((key.into_owned(), &text[span]));
+        }
+        nothing_after(text, members.end().unwrap())?;
         Ok(found)
     }
 
@@ -206,6 +320,55 @@ mod tests {
             ]
         );
         assert_eq!(members("{}").unwrap(), []);
+    }
+
+    #[test]
+    fn members_are_read_as_far_as_asked_and_a_value_is_skipped_only_when_passed() {
+        let text = r#"{"a": {"b": 1}, "c": "d", "broken": [1, "#;
+        let mut members = Members::at(text, 0).unwrap();
+        let (key, start) = members.next_key(text).unwrap().unwrap();
+        assert_eq!((&*key, &text[start..start + 1]), ("a", "{"));
+        // The members of a value, from where it starts.
+        let mut inner = Members::at(text, start).unwrap();
+        assert_eq!(inner.next_key(text).unwrap().unwrap().0, "b");
+        assert_eq!(&text[inner.value(text).unwrap()], "1");
+        assert_eq!(inner.next_key(text).unwrap(), None);
+        assert_eq!(inner.end(), Some(start + 8));
+        // Going on skips `a`'s value; the broken one is only found when passed.
+        assert_eq!(members.next_key(text).unwrap().unwrap().0, "c");
+        assert_eq!(&text[members.value(text).unwrap()], r#""d""#);
+        assert_eq!(members.end(), None);
+        assert_eq!(members.next_key(text).unwrap().unwrap().0, "broken");
+        assert_eq!(
+            members.value(text),
+            Err(NotAnObject {
+                expected: "the end of an object or array",
+                at: text.len()
+            })
+        );
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_found_where_a_byte_at_a_time_search_finds_them() {
+        // Every other byte around the one sought, in every position of a word and of the
+        // tail after the last whole word, with a second match further on.
+        for filler in (0..=255).filter(|&b| b != b'"' && b != b'\\') {
+            for len in 0..20 {
+                for at in 0..=len {
+                    for (first, second) in [(b'"', b'\\'), (b'\\', b'"')] {
+                        let mut text = vec![filler; len];
+                        if at < len {
+                            text[at] = first;
+                        }
+                        if at + 3 < len {
+                            text[at + 3] = second;
+                        }
+                        let expected = text.iter().position(|&b| b == b'"' || b == b'\\');
+                        assert_eq!(quote_or_backslash(&text), expected, "{text:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!
 //! What the types cost (this crate's README has the figures): the code of every type a
 //! guest reads or writes, and of every type inside it. A `LabelSelector`, a
-//! `ContainerPort` and a `ServiceSpec` keep this guest at 177 KiB; writing a whole
+//! `ContainerPort` and a `ServiceSpec` keep this guest at 178 KiB; writing a whole
 //! `Service` (its `ObjectMeta` and `ServiceStatus`) takes it to 394 KiB, reading the
 //! created one back as a `Service` to 431 KiB, and reading a whole `Deployment` (its
 //! `PodSpec` and all within) besides to 580 KiB.
