@@ -21,7 +21,7 @@
 
 use kube::Client;
 use kube::api::{Api, Patch as KubePatch, PatchParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::changes::{Patch, inconsistencies};
 use super::objects::object_ref;
@@ -142,7 +142,8 @@ async fn apply(
     for (part, is_status) in [(status, true), (main, false)] {
         let Some(mut part) = part else { continue };
         let sent = loop {
-            match merge(&api, target.name, &part, is_status).await {
+            let shape = (!recorder.is_on()).then(|| read_back(&part));
+            match merge(&api, target.name, &part, is_status, shape.as_ref()).await {
                 Err(e) if refuses_results(&e.source) && part.get("status").is_some() => {
                     refused = Some(e);
                     match part.as_object_mut() {
@@ -157,8 +158,7 @@ async fn apply(
         };
         match sent {
             None => {}
-            Some(Ok(object)) => {
-                let response = object.into_value();
+            Some(Ok(response)) => {
                 record(if is_status { "status" } else { "object" }, &response);
                 let missed = inconsistencies(&part, &response);
                 if !missed.is_empty() && holds_credentials(target.resource) {
@@ -177,7 +177,16 @@ async fn apply(
             Some(Err(e)) => return Err(e),
         }
     }
-    let applied = finalizers(&api, target, body, patch, freshest, record).await?;
+    let applied = finalizers(
+        &api,
+        target,
+        body,
+        patch,
+        freshest,
+        record,
+        recorder.is_on(),
+    )
+    .await?;
     Ok((applied, refused))
 }
 
@@ -198,13 +207,34 @@ fn refuses_results(error: &kube::Error) -> bool {
         })
 }
 
-/// One merge-patch of the object or its `/status`, retried.
+/// What the operator reads of the object its write returns (the rest is skipped unbuilt;
+/// `--record` keeps the answers whole): the fields of the merge patch `part`, to see that
+/// they took, and what its next write needs, `resourceVersion` and the finalizers.
+fn read_back(part: &Value) -> Value {
+    let mut shape = json!({"metadata": {}});
+    if part.is_object() {
+        shape = part.clone();
+    }
+    if let Some(shape) = shape.as_object_mut() {
+        let metadata = shape.entry("metadata").or_insert_with(|| json!({}));
+        if !metadata.is_object() {
+            *metadata = json!({});
+        }
+        metadata["resourceVersion"] = Value::Null;
+        metadata["finalizers"] = Value::Null;
+    }
+    shape
+}
+
+/// One merge-patch of the object or its `/status`, retried; the answer read as far as
+/// `shape` names (see [`Body::read`]), whole without one.
 async fn merge(
     api: &Api<Body>,
     name: &str,
     part: &Value,
     is_status: bool,
-) -> Result<Body, RequestError> {
+    shape: Option<&Value>,
+) -> Result<Value, RequestError> {
     let what = if is_status {
         "patching the status"
     } else {
@@ -213,11 +243,12 @@ async fn merge(
     retried(what, || async {
         let params = PatchParams::default();
         let merge = KubePatch::Merge(part);
-        if is_status {
+        let answer = if is_status {
             api.patch_status(name, &params, &merge).await
         } else {
             api.patch(name, &params, &merge).await
-        }
+        };
+        answer.and_then(|object| object.read(shape).map_err(kube::Error::SerdeError))
     })
     .await
 }
@@ -230,6 +261,7 @@ async fn finalizers(
     patch: &Patch,
     freshest: Option<Value>,
     record: impl Fn(&str, &Value),
+    recorder_on: bool,
 ) -> Result<Applied, RequestError> {
     let latest = freshest.as_ref().unwrap_or(body);
     let Some(ops) = patch.finalizer_json_patch(latest) else {
@@ -245,6 +277,7 @@ async fn finalizers(
             });
         }
     };
+    let shape = (!recorder_on).then(|| read_back(&Value::Null));
     let sent = retried("patching the finalizers", || async {
         api.patch(
             target.name,
@@ -252,11 +285,11 @@ async fn finalizers(
             &KubePatch::<Value>::Json(ops.clone()),
         )
         .await
+        .and_then(|object| object.read(shape.as_ref()).map_err(kube::Error::SerdeError))
     })
     .await;
     match sent {
-        Ok(object) => {
-            let response = object.into_value();
+        Ok(response) => {
             record("finalizers", &response);
             Ok(Applied::Done(Some(response)))
         }
@@ -273,6 +306,41 @@ async fn finalizers(
 mod tests {
     use super::*;
     use kube::core::response::{StatusCause, StatusDetails};
+
+    #[test]
+    fn a_write_is_read_back_as_far_as_the_patch_and_the_next_write_need() {
+        let part = json!({"metadata": {"annotations": {"a": "1"}, "finalizers": ["f"]},
+                          "status": {"create_fn": {"message": "m"}, "phase": "Created"}});
+        assert_eq!(
+            read_back(&part),
+            json!({"metadata": {"annotations": {"a": "1"}, "finalizers": null, "resourceVersion": null},
+                   "status": {"create_fn": {"message": "m"}, "phase": "Created"}})
+        );
+        let answer: Body = serde_json::from_value(json!({
+            "metadata": {"name": "x", "resourceVersion": "9", "annotations": {"a": "1", "b": "2"}},
+            "spec": {"big": [1, 2, 3]},
+            "status": {"create_fn": {"message": "m"}, "phase": "Created", "other": 1}
+        }))
+        .unwrap();
+        let response = answer.read(Some(&read_back(&part))).unwrap();
+        assert_eq!(
+            response,
+            json!({"metadata": {"resourceVersion": "9", "annotations": {"a": "1"}},
+                   "status": {"create_fn": {"message": "m"}, "phase": "Created"}})
+        );
+        // What the operator reads of it: the fields it wrote took (the finalizers it
+        // added did not), and the version its next write tests.
+        let missed = inconsistencies(&part, &response);
+        let paths: Vec<String> = missed.0.iter().map(|d| d.path.join(".")).collect();
+        assert_eq!(paths, ["metadata.finalizers"]);
+        assert_eq!(response["metadata"]["resourceVersion"], "9");
+        for nothing in [Value::Null, json!([1])] {
+            assert_eq!(
+                read_back(&nothing),
+                json!({"metadata": {"finalizers": null, "resourceVersion": null}})
+            );
+        }
+    }
 
     fn invalid(code: u16, fields: &[&str]) -> kube::Error {
         let mut status = kube::core::Status::failure("invalid", "Invalid").with_code(code);
