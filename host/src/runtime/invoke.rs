@@ -335,8 +335,8 @@ async fn run(
     export: Export,
 ) -> wasmtime::Result<Returned> {
     // Only the export called is looked up and its type checked: bindgen's `instantiate`
-    // checks all four at every call (the load checked them once already), which was a
-    // tenth of the host's part of a handler call.
+    // checks all four at every call (the load checked them once already), which was
+    // about a tenth of a handler call (`make bench`'s invocation figure).
     let instance = pre.instance_pre().instantiate_async(&mut *store).await?;
     Ok(match export {
         Export::Describe => {
