@@ -60,9 +60,9 @@ pub(crate) struct Body {
 #[derive(Debug, Clone)]
 struct Read {
     members: Members,
+    /// At most one is `Starts`: the member whose key was read last, its value not
+    /// skipped yet.
     places: [Place; 3],
-    /// The section whose key was read last, its value not skipped yet.
-    pending: Option<usize>,
     /// Why the text is no JSON object, once the reading came to where it is not.
     broken: Option<NotAnObject>,
 }
@@ -108,8 +108,14 @@ impl Read {
                 Place::Starts(_) if !span => return Ok(Some(self.places[section].clone())),
                 Place::Starts(_) | Place::NotYet => {}
             }
-            if let Some(pending) = self.pending.take() {
-                self.places[pending] = Place::Spans(self.members.value(text)?);
+            // A section's value is skipped here, to keep its span; any other member's is
+            // skipped by `next_key`.
+            if let Some(started) = self
+                .places
+                .iter_mut()
+                .find(|p| matches!(p, Place::Starts(_)))
+            {
+                *started = Place::Spans(self.members.value(text)?);
                 continue;
             }
             let Some((key, start)) = self.members.next_key(text)? else {
@@ -122,7 +128,6 @@ impl Read {
                 && let Place::NotYet = self.places[at]
             {
                 self.places[at] = Place::Starts(start);
-                self.pending = Some(at);
             }
         }
     }
@@ -157,7 +162,6 @@ impl Body {
             read: Mutex::new(Some(Read {
                 members,
                 places: [const { Place::NotYet }; 3],
-                pending: None,
                 broken: None,
             })),
             sections: Default::default(),
@@ -256,10 +260,8 @@ impl Body {
             Some(Place::Spans(span)) => span.start,
             Some(Place::NotYet) => return None,
         };
-        if self.text.as_bytes().get(start) != Some(&b'{') {
-            return None;
-        }
         let mut found: [Option<MetaString>; 3] = Default::default();
+        // `None` for a `metadata` that is no object.
         let mut members = Members::at(&self.text, start).ok()?;
         while found.iter().any(Option::is_none) {
             let Some((key, _)) = members.next_key(&self.text).ok()? else {

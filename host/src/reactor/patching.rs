@@ -142,7 +142,7 @@ async fn apply(
     for (part, is_status) in [(status, true), (main, false)] {
         let Some(mut part) = part else { continue };
         let sent = loop {
-            let shape = (!recorder.is_on()).then(|| read_back(&part));
+            let shape = read_back(&part, recorder);
             match merge(&api, target.name, &part, is_status, shape.as_ref()).await {
                 Err(e) if refuses_results(&e.source) && part.get("status").is_some() => {
                     refused = Some(e);
@@ -177,16 +177,9 @@ async fn apply(
             Some(Err(e)) => return Err(e),
         }
     }
-    let applied = finalizers(
-        &api,
-        target,
-        body,
-        patch,
-        freshest,
-        record,
-        recorder.is_on(),
-    )
-    .await?;
+    // The finalizers' JSON patch: what its next write needs of the answer.
+    let shape = read_back(&Value::Null, recorder);
+    let applied = finalizers(&api, target, body, patch, freshest, record, shape).await?;
     Ok((applied, refused))
 }
 
@@ -207,10 +200,14 @@ fn refuses_results(error: &kube::Error) -> bool {
         })
 }
 
-/// What the operator reads of the object its write returns (the rest is skipped unbuilt;
-/// `--record` keeps the answers whole): the fields of the merge patch `part`, to see that
-/// they took, and what its next write needs, `resourceVersion` and the finalizers.
-fn read_back(part: &Value) -> Value {
+/// What the operator reads of the object its write returns, as a shape for
+/// [`Body::read`]: the fields of the merge patch `part` (to see that they took) and what
+/// its next write needs (`resourceVersion`, the finalizers); the rest is skipped unbuilt.
+/// `None` (read whole) when `--record` keeps the answers.
+fn read_back(part: &Value, recorder: &Recorder) -> Option<Value> {
+    if recorder.is_on() {
+        return None;
+    }
     let mut shape = json!({"metadata": {}});
     if part.is_object() {
         shape = part.clone();
@@ -223,7 +220,7 @@ fn read_back(part: &Value) -> Value {
         metadata["resourceVersion"] = Value::Null;
         metadata["finalizers"] = Value::Null;
     }
-    shape
+    Some(shape)
 }
 
 /// One merge-patch of the object or its `/status`, retried; the answer read as far as
@@ -261,7 +258,7 @@ async fn finalizers(
     patch: &Patch,
     freshest: Option<Value>,
     record: impl Fn(&str, &Value),
-    recorder_on: bool,
+    shape: Option<Value>,
 ) -> Result<Applied, RequestError> {
     let latest = freshest.as_ref().unwrap_or(body);
     let Some(ops) = patch.finalizer_json_patch(latest) else {
@@ -277,7 +274,6 @@ async fn finalizers(
             });
         }
     };
-    let shape = (!recorder_on).then(|| read_back(&Value::Null));
     let sent = retried("patching the finalizers", || async {
         api.patch(
             target.name,
@@ -309,12 +305,15 @@ mod tests {
 
     #[test]
     fn a_write_is_read_back_as_far_as_the_patch_and_the_next_write_need() {
+        let off = Recorder::default();
         let part = json!({"metadata": {"annotations": {"a": "1"}, "finalizers": ["f"]},
                           "status": {"create_fn": {"message": "m"}, "phase": "Created"}});
         assert_eq!(
-            read_back(&part),
-            json!({"metadata": {"annotations": {"a": "1"}, "finalizers": null, "resourceVersion": null},
+            read_back(&part, &off),
+            Some(
+                json!({"metadata": {"annotations": {"a": "1"}, "finalizers": null, "resourceVersion": null},
                    "status": {"create_fn": {"message": "m"}, "phase": "Created"}})
+            )
         );
         let answer: Body = serde_json::from_value(json!({
             "metadata": {"name": "x", "resourceVersion": "9", "annotations": {"a": "1", "b": "2"}},
@@ -322,7 +321,7 @@ mod tests {
             "status": {"create_fn": {"message": "m"}, "phase": "Created", "other": 1}
         }))
         .unwrap();
-        let response = answer.read(Some(&read_back(&part))).unwrap();
+        let response = answer.read(read_back(&part, &off).as_ref()).unwrap();
         assert_eq!(
             response,
             json!({"metadata": {"resourceVersion": "9", "annotations": {"a": "1"}},
@@ -336,10 +335,13 @@ mod tests {
         assert_eq!(response["metadata"]["resourceVersion"], "9");
         for nothing in [Value::Null, json!([1])] {
             assert_eq!(
-                read_back(&nothing),
-                json!({"metadata": {"finalizers": null, "resourceVersion": null}})
+                read_back(&nothing, &off),
+                Some(json!({"metadata": {"finalizers": null, "resourceVersion": null}}))
             );
         }
+        // Recording keeps the answers whole.
+        let (recording, _) = Recorder::in_memory(&[]);
+        assert_eq!(read_back(&part, &recording), None);
     }
 
     fn invalid(code: u16, fields: &[&str]) -> kube::Error {
