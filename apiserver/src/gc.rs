@@ -54,7 +54,7 @@ pub(crate) fn delete(
         return Some((obj, false));
     }
     let uid = meta_str(&obj, "uid").to_string();
-    if policy == Propagation::Foreground && !dependents(store, &uid).is_empty() {
+    if policy == Propagation::Foreground && !store.dependents(&uid).is_empty() {
         let now = now();
         mark_deleting(&mut obj, &now);
         let fins = meta_mut(&mut obj)
@@ -64,7 +64,7 @@ pub(crate) fn delete(
             a.push(json!(FOREGROUND));
         }
         store.replace(res, obj);
-        for (r, k) in dependents(store, &uid) {
+        for (r, k) in store.dependents(&uid) {
             delete(store, &r, &k, Propagation::Foreground);
         }
         release_foreground(store, &uid);
@@ -119,17 +119,13 @@ const FOREGROUND: &str = "foregroundDeletion";
 /// Once a foreground-deleting owner has no dependents left, the garbage collector drops its
 /// `foregroundDeletion` finalizer (and the owner goes if nothing else holds it).
 fn release_foreground(store: &mut Store, uid: &str) {
-    if uid.is_empty() || !dependents(store, uid).is_empty() {
+    if uid.is_empty() || !store.dependents(uid).is_empty() {
         return;
     }
-    let found = store.all().find_map(|(r, objs)| {
-        objs.iter()
-            .find(|(_, o)| meta_str(o, "uid") == uid)
-            .map(|(k, o)| (r.clone(), k.clone(), o.clone()))
-    });
-    let Some((res, key, mut owner)) = found else {
+    let Some(((res, key), owner)) = store.by_uid(uid) else {
         return;
     };
+    let (res, key, mut owner) = (res.clone(), key.clone(), owner.clone());
     let Some(fins) = owner
         .pointer_mut("/metadata/finalizers")
         .and_then(Value::as_array_mut)
@@ -231,32 +227,6 @@ fn finish_cleanup(store: &mut Store, res: &ResKey, key: &ObjKey) {
     }
 }
 
-/// Every (resource, key) whose ownerReferences name `uid`.
-fn dependents(store: &Store, uid: &str) -> Vec<(ResKey, ObjKey)> {
-    let mut out = Vec::new();
-    for (res, objs) in store.all() {
-        for (k, o) in objs {
-            let owned = o
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|rs| {
-                    rs.iter()
-                        .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
-                });
-            if owned {
-                out.push((res.clone(), k.clone()));
-            }
-        }
-    }
-    out
-}
-
-fn uid_exists(store: &Store, uid: &str) -> bool {
-    store
-        .all()
-        .any(|(_, objs)| objs.values().any(|o| meta_str(o, "uid") == uid))
-}
-
 fn drop_owner_ref(store: &mut Store, res: &ResKey, key: &ObjKey, uid: &str) {
     let Some(mut o) = store.get(res, key).cloned() else {
         return;
@@ -281,7 +251,7 @@ fn collect_dependents(store: &mut Store, uid: &str) {
     if uid.is_empty() {
         return;
     }
-    for (res, key) in dependents(store, uid) {
+    for (res, key) in store.dependents(uid) {
         let Some(o) = store.get(&res, &key) else {
             continue;
         };
@@ -292,7 +262,7 @@ fn collect_dependents(store: &mut Store, uid: &str) {
             .flatten()
             .filter_map(|r| r.get("uid").and_then(Value::as_str))
             .filter(|u| *u != uid)
-            .any(|u| uid_exists(store, u));
+            .any(|u| store.by_uid(u).is_some());
         if others_alive {
             drop_owner_ref(store, &res, &key, uid);
         } else {
@@ -306,7 +276,7 @@ fn orphan_dependents(store: &mut Store, uid: &str) {
     if uid.is_empty() {
         return;
     }
-    for (res, key) in dependents(store, uid) {
+    for (res, key) in store.dependents(uid) {
         drop_owner_ref(store, &res, &key, uid);
     }
 }

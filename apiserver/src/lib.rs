@@ -40,6 +40,7 @@ mod meta;
 mod negotiate;
 mod objects;
 mod openapi;
+mod owners;
 mod patch;
 mod persist;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! broadcast that feeds watchers.
 
 pub(crate) use crate::meta::{ObjKey, ResKey, meta_str};
+use crate::owners::{Owners, Place};
 use crate::registry::{Registry, ResourceType};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
@@ -51,6 +52,8 @@ const WATCH_BUFFER: usize = 8192;
 pub(crate) struct Store {
     pub(crate) registry: Registry,
     objects: BTreeMap<ResKey, BTreeMap<ObjKey, Value>>,
+    /// The objects by uid and by their owners' uids; changed wherever `objects` is.
+    owners: Owners,
     rv: u64,
     history: VecDeque<Arc<Event>>,
     /// Events with a resourceVersion up to this one are no longer in the history.
@@ -87,6 +90,7 @@ impl Store {
         Store {
             registry: Registry::new(crate::builtins::builtins()),
             objects: BTreeMap::new(),
+            owners: Owners::default(),
             rv: 0,
             history: VecDeque::new(),
             compacted: 0,
@@ -120,7 +124,18 @@ impl Store {
             .filter(move |(k, _)| ns.is_none_or(|n| k.0 == n))
     }
 
-    /// Every stored resource and its objects (for persistence and uid lookups).
+    /// The object with `uid`: where it is stored, and it.
+    pub(crate) fn by_uid(&self, uid: &str) -> Option<(&Place, &Value)> {
+        let place = self.owners.locate(uid)?;
+        Some((place, self.get(&place.0, &place.1)?))
+    }
+
+    /// The objects whose `ownerReferences` name `owner_uid`, in the store's order.
+    pub(crate) fn dependents(&self, owner_uid: &str) -> Vec<Place> {
+        self.owners.dependents(owner_uid)
+    }
+
+    /// Every stored resource and its objects (for persistence and a namespace's cleanup).
     pub(crate) fn all(&self) -> impl Iterator<Item = (&ResKey, &BTreeMap<ObjKey, Value>)> {
         self.objects.iter()
     }
@@ -195,10 +210,7 @@ impl Store {
     pub(crate) fn insert(&mut self, res: &ResKey, mut obj: Value) -> Value {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
-        self.objects
-            .entry(res.clone())
-            .or_default()
-            .insert(obj_key(&obj), obj.clone());
+        self.put(res, obj.clone());
         self.emit(rv, EventType::Added, res, obj.clone(), None);
         obj
     }
@@ -207,18 +219,30 @@ impl Store {
     pub(crate) fn replace(&mut self, res: &ResKey, mut obj: Value) -> Value {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
-        let old = self
-            .objects
-            .entry(res.clone())
-            .or_default()
-            .insert(obj_key(&obj), obj.clone());
+        let old = self.put(res, obj.clone());
         self.emit(rv, EventType::Modified, res, obj.clone(), old);
         obj
+    }
+
+    /// Stores `obj` where its key says, in place of what was there (returned); the
+    /// index follows.
+    fn put(&mut self, res: &ResKey, obj: Value) -> Option<Value> {
+        let key = obj_key(&obj);
+        let objects = self.objects.entry(res.clone()).or_default();
+        let old = objects.insert(key.clone(), obj);
+        if let Some(old) = &old {
+            self.owners.forget(res, &key, old);
+        }
+        if let Some(new) = objects.get(&key) {
+            self.owners.add(res, &key, new);
+        }
+        old
     }
 
     /// Removes an object; emits DELETED with its last state at a fresh resourceVersion.
     pub(crate) fn remove(&mut self, res: &ResKey, key: &ObjKey) -> Option<Value> {
         let mut obj = self.objects.get_mut(res)?.remove(key)?;
+        self.owners.forget(res, key, &obj);
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
         self.emit(rv, EventType::Deleted, res, obj.clone(), None);
@@ -228,7 +252,9 @@ impl Store {
     /// Drops a whole resource's storage (its CRD is gone) without events: by then every
     /// object has been deleted one by one.
     pub(crate) fn drop_resource(&mut self, res: &ResKey) {
-        self.objects.remove(res);
+        for (key, obj) in self.objects.remove(res).unwrap_or_default() {
+            self.owners.forget(res, &key, &obj);
+        }
     }
 
     fn emit(&mut self, rv: u64, ty: EventType, res: &ResKey, object: Value, old: Option<Value>) {
@@ -310,14 +336,100 @@ impl Store {
     /// Restores objects loaded from a state file; the history starts empty after them.
     pub(crate) fn load(&mut self, rv: u64, objects: Vec<(ResKey, Value)>) {
         for (res, obj) in objects {
-            self.objects
-                .entry(res)
-                .or_default()
-                .insert(obj_key(&obj), obj);
+            self.put(&res, obj);
         }
         self.rv = self.rv.max(rv);
         self.compacted = self.rv;
         self.history.clear();
         self.rebuild_registry();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str, uid: &str, owners: &[&str]) -> Value {
+        let refs: Vec<Value> = owners
+            .iter()
+            .map(|uid| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": uid}))
+            .collect();
+        json!({"metadata": {"namespace": "ns", "name": name, "uid": uid, "ownerReferences": refs}})
+    }
+
+    /// What a scan of every stored object finds, which the index must answer.
+    fn scanned(store: &Store, uid: &str) -> (Option<Place>, Vec<Place>) {
+        let mut found = None;
+        let mut dependents = Vec::new();
+        for (res, objects) in store.all() {
+            for (key, obj) in objects {
+                if meta_str(obj, "uid") == uid {
+                    found = Some((res.clone(), key.clone()));
+                }
+                let refs = obj
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array);
+                if refs.is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid)) {
+                    dependents.push((res.clone(), key.clone()));
+                }
+            }
+        }
+        (found, dependents)
+    }
+
+    fn assert_in_step(store: &Store) {
+        for uid in ["a", "b", "c", "d", "gone"] {
+            let indexed = (
+                store.by_uid(uid).map(|(place, _)| place.clone()),
+                store.dependents(uid),
+            );
+            assert_eq!(indexed, scanned(store, uid), "uid {uid}");
+        }
+    }
+
+    #[test]
+    fn the_index_follows_every_change_of_the_objects() {
+        let maps: ResKey = (String::new(), "configmaps".into());
+        let secrets: ResKey = (String::new(), "secrets".into());
+        let key = |name: &str| ("ns".to_owned(), name.to_owned());
+        let mut store = Store::new(100);
+
+        store.insert(&maps, object("owner", "a", &[]));
+        store.insert(&maps, object("one", "b", &["a"]));
+        store.insert(&secrets, object("two", "c", &["a", "b"]));
+        assert_in_step(&store);
+        assert_eq!(store.dependents("a").len(), 2);
+
+        // A dependent changes owners, then loses them.
+        store.replace(&maps, object("one", "b", &["c"]));
+        assert_in_step(&store);
+        store.replace(&secrets, object("two", "c", &[]));
+        assert_in_step(&store);
+        assert!(store.dependents("a").is_empty());
+
+        // Re-created under another uid: the old uid names nothing.
+        store.remove(&maps, &key("owner"));
+        assert_in_step(&store);
+        store.insert(&maps, object("owner", "d", &[]));
+        store.insert(&secrets, object("three", "gone", &["d"]));
+        assert_in_step(&store);
+        assert!(store.by_uid("a").is_none());
+
+        store.drop_resource(&secrets);
+        assert_in_step(&store);
+        assert!(store.dependents("d").is_empty());
+
+        // A state file's objects, one of them twice (the last holds).
+        let mut loaded = Store::new(100);
+        loaded.load(
+            7,
+            vec![
+                (maps.clone(), object("one", "b", &["a"])),
+                (maps.clone(), object("one", "b", &["d"])),
+                (secrets.clone(), object("two", "c", &["d"])),
+            ],
+        );
+        assert_in_step(&loaded);
+        assert_eq!(loaded.dependents("d").len(), 2);
     }
 }
