@@ -323,15 +323,6 @@ fn request_rows(
     kopf: Option<&Requests>,
     target: Option<Target>,
 ) {
-    rows.push(
-        Row::new(
-            format!("API requests per {what} object"),
-            "req",
-            kapsel.map(|r| r.total_per_object),
-            kopf.map(|r| r.total_per_object),
-        )
-        .target(target),
-    );
     let mut kinds: Vec<&String> = kapsel
         .iter()
         .chain(kopf.iter())
@@ -339,6 +330,23 @@ fn request_rows(
         .collect();
     kinds.sort();
     kinds.dedup();
+    let total = Row::new(
+        format!("API requests per {what} object"),
+        "req",
+        kapsel.map(|r| r.total_per_object),
+        kopf.map(|r| r.total_per_object),
+    )
+    .target(target);
+    rows.push(if kinds.iter().any(|kind| kind.starts_with("list ")) {
+        // Why N objects listed cost Kapsel N/500 list requests where Kopf makes one.
+        total.note(
+            "Kapsel's watches list in pages of 500 (kube-runtime's and client-go's default: \
+             no list is held whole in memory), Kopf's unpaged; the writes per object are \
+             KOPF.md §4.9's",
+        )
+    } else {
+        total
+    });
     for kind in kinds {
         let get = |r: Option<&Requests>| r.map(|r| r.by_what.get(kind).copied().unwrap_or(0.0));
         rows.push(Row::new(format!("  {kind}"), "req", get(kapsel), get(kopf)));
