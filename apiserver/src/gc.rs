@@ -2,6 +2,7 @@
 //! namespace and CRD cleanup (the work kube's controllers do, done inline here).
 
 use crate::meta::{meta_mut, now};
+use crate::owners::owner_uids;
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str};
 use serde_json::{Value, json};
 
@@ -152,15 +153,8 @@ pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Va
         store.rebuild_registry();
     }
     collect_dependents(store, meta_str(&obj, "uid"));
-    let owners: Vec<String> = obj
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
-        .collect();
-    for owner in owners {
-        release_foreground(store, &owner);
+    for owner in owner_uids(&obj) {
+        release_foreground(store, owner);
     }
     let ns = meta_str(&obj, "namespace");
     if !ns.is_empty() {
@@ -255,12 +249,7 @@ fn collect_dependents(store: &mut Store, uid: &str) {
         let Some(o) = store.get(&res, &key) else {
             continue;
         };
-        let others_alive = o
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.get("uid").and_then(Value::as_str))
+        let others_alive = owner_uids(o)
             .filter(|u| *u != uid)
             .any(|u| store.by_uid(u).is_some());
         if others_alive {

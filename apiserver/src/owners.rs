@@ -60,6 +60,17 @@ impl Owners {
         }
     }
 
+    /// Re-indexes the object at `res` and `key` that was `old` and is `new` now. Most
+    /// writes (a patch of spec or status) change neither its uid nor its owners: nothing
+    /// to do for them.
+    pub(crate) fn replace(&mut self, res: &ResKey, key: &ObjKey, old: &Value, new: &Value) {
+        if meta_str(old, "uid") == meta_str(new, "uid") && owner_uids(old).eq(owner_uids(new)) {
+            return;
+        }
+        self.forget(res, key, old);
+        self.add(res, key, new);
+    }
+
     /// Where the object with `uid` is stored.
     pub(crate) fn locate(&self, uid: &str) -> Option<&Place> {
         self.by_uid.get(uid)
@@ -75,7 +86,7 @@ impl Owners {
 }
 
 /// The uids `obj`'s `ownerReferences` name (a reference without one names nothing).
-fn owner_uids(obj: &Value) -> impl Iterator<Item = &str> {
+pub(crate) fn owner_uids(obj: &Value) -> impl Iterator<Item = &str> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()

@@ -230,11 +230,11 @@ impl Store {
         let key = obj_key(&obj);
         let objects = self.objects.entry(res.clone()).or_default();
         let old = objects.insert(key.clone(), obj);
-        if let Some(old) = &old {
-            self.owners.forget(res, &key, old);
-        }
         if let Some(new) = objects.get(&key) {
-            self.owners.add(res, &key, new);
+            match &old {
+                Some(old) => self.owners.replace(res, &key, old, new),
+                None => self.owners.add(res, &key, new),
+            }
         }
         old
     }
