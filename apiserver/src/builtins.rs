@@ -288,6 +288,7 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
                     preferred: true,
                     schema: None,
                     custom: false,
+                    kind_schema: Default::default(),
                 }
             },
         )

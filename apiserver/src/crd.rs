@@ -253,6 +253,7 @@ pub(crate) fn types_of(crd: &Value) -> Vec<ResourceType> {
             preferred: v.get("storage").and_then(Value::as_bool) == Some(true),
             schema: v.pointer("/schema/openAPIV3Schema").cloned(),
             custom: true,
+            kind_schema: Default::default(),
         })
         .collect()
 }

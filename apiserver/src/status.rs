@@ -198,7 +198,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Serialises a JSON value; serialising a `Value` cannot fail, the fallback is for form.
-pub(crate) fn json_body(v: &Value) -> Vec<u8> {
+pub(crate) fn json_body(v: &impl serde::Serialize) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_else(|_| b"{}".to_vec())
 }
 
@@ -210,7 +210,7 @@ pub(crate) fn set_json(resp: &mut Response) {
 }
 
 /// A successful JSON answer with the given code.
-pub(crate) fn json_response(code: u16, v: &Value) -> Response {
+pub(crate) fn json_response(code: u16, v: &impl serde::Serialize) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     let mut resp = (code, json_body(v)).into_response();
     set_json(&mut resp);

@@ -1,7 +1,7 @@
 //! WATCH: newline-delimited JSON events, replayed from the history and then live, with
 //! bookmarks, timeouts, selectors and 410 Gone.
 
-use crate::objects::{Scope, present};
+use crate::objects::{Presented, Scope};
 use crate::selectors::Selectors;
 use crate::state::Shared;
 use crate::status::{ApiError, json_body};
@@ -30,24 +30,32 @@ pub(crate) struct WatchParams {
     pub(crate) meta_only: bool,
 }
 
-/// An event's object as this watcher wants it: the object, or a one-row Table.
-fn render(scope: &Scope, p: &WatchParams, obj: &Value) -> Value {
+/// An event's line with its object as this watcher wants it: the object, its metadata or
+/// a one-row Table.
+fn event_line(scope: &Scope, p: &WatchParams, ty: &str, obj: &Value) -> Bytes {
     match &p.table {
         Some(cols) => {
             let rv = crate::store::meta_str(obj, "resourceVersion");
-            cols.table(
+            let table = cols.table(
                 scope,
                 std::slice::from_ref(obj),
                 json!({"resourceVersion": rv}),
-            )
+            );
+            line(ty, &table)
         }
-        None if p.meta_only => crate::table::partial(obj),
-        None => present(&scope.rt, obj),
+        None if p.meta_only => line(ty, &crate::table::partial(obj)),
+        None => line(ty, &Presented::new(&scope.rt, obj)),
     }
 }
 
-fn line(ty: &str, object: Value) -> Bytes {
-    let mut b = json_body(&json!({"type": ty, "object": object}));
+fn line(ty: &str, object: &impl serde::Serialize) -> Bytes {
+    #[derive(serde::Serialize)]
+    struct Line<'a, T> {
+        #[serde(rename = "type")]
+        ty: &'a str,
+        object: &'a T,
+    }
+    let mut b = json_body(&Line { ty, object });
     b.push(b'\n');
     Bytes::from(b)
 }
@@ -59,7 +67,7 @@ fn bookmark(scope: &Scope, rv: u64, initial_end: bool) -> Bytes {
     }
     line(
         "BOOKMARK",
-        json!({"kind": scope.rt.kind, "apiVersion": scope.rt.api_version(), "metadata": meta}),
+        &json!({"kind": scope.rt.kind, "apiVersion": scope.rt.api_version(), "metadata": meta}),
     )
 }
 
@@ -89,7 +97,7 @@ fn translate(scope: &Scope, p: &WatchParams, ev: &Event) -> Option<Bytes> {
         other if now => other.as_str(),
         _ => return None,
     };
-    Some(line(ty, render(scope, p, &ev.object)))
+    Some(event_line(scope, p, ty, &ev.object))
 }
 
 /// Starts a watch: validates, snapshots under the lock, and streams from a task.
@@ -126,7 +134,7 @@ pub(crate) fn start(
         if initial_events {
             for (_, o) in store.list(&scope.res(), scope.ns.as_deref()) {
                 if p.selectors.matches(o) {
-                    first.push(line("ADDED", render(&scope, &p, o)));
+                    first.push(event_line(&scope, &p, "ADDED", o));
                 }
             }
             if p.send_initial_events == Some(true) {
@@ -142,7 +150,7 @@ pub(crate) fn start(
                 Err(oldest) => {
                     let err =
                         ApiError::gone(format!("too old resource version: {from} ({oldest})"));
-                    let body = line("ERROR", err.to_status());
+                    let body = line("ERROR", &err.to_status());
                     return Ok(stream_response(futures::stream::iter([
                         Ok::<_, Infallible>(body),
                     ])));

@@ -25,7 +25,7 @@ use crate::registry::ResourceType;
 pub(crate) fn unknown_fields(rt: &ResourceType, object: &Value) -> Vec<String> {
     let (_, schema) = super::kind_schema(rt);
     let mut out = Vec::new();
-    walk(&schema, object, "", &mut out);
+    walk(schema, object, "", &mut out);
     out
 }
 
@@ -111,6 +111,7 @@ mod tests {
             preferred: true,
             schema,
             custom,
+            kind_schema: Default::default(),
         }
     }
 

@@ -128,7 +128,7 @@ pub(crate) fn v3_group_version(
     let mut schemas = BTreeMap::new();
     let mut paths = BTreeMap::new();
     for rt in served {
-        let (name, schema) = kind_schema(rt);
+        let (name, schema) = kind_schema(rt).clone();
         let (list_name, list) = schemas::list_schema(group, version, &rt.kind, &name);
         for (path, item) in paths::paths(rt, &name, &list_name) {
             paths.insert(path, item);
@@ -163,14 +163,18 @@ fn group_versions(resources: &[ResourceType]) -> BTreeSet<(String, String)> {
 /// The component name and schema of a resource type's kind: the
 /// hand-written one for known built-ins, else the given schema (a CRD's
 /// `openAPIV3Schema`) wrapped as kube does, else an open object.
-pub(crate) fn kind_schema(rt: &ResourceType) -> (String, Value) {
-    if !rt.custom
-        && let Some((name, def)) = schemas::builtin_kind(&rt.group, &rt.version, &rt.kind)
-    {
-        return (name, def.clone());
-    }
-    let name = schemas::definition_name(&rt.group, &rt.version, &rt.kind);
-    (name, schemas::from_given_schema(rt, rt.schema.as_ref()))
+///
+/// Built once per resource type (kept in [`ResourceType::kind_schema`]).
+pub(crate) fn kind_schema(rt: &ResourceType) -> &(String, Value) {
+    rt.kind_schema.get_or_init(|| {
+        if !rt.custom
+            && let Some((name, def)) = schemas::builtin_kind(&rt.group, &rt.version, &rt.kind)
+        {
+            return (name, def.clone());
+        }
+        let name = schemas::definition_name(&rt.group, &rt.version, &rt.kind);
+        (name, schemas::from_given_schema(rt, rt.schema.as_ref()))
+    })
 }
 
 /// Adds every shared definition that the schemas and paths reference,

@@ -28,6 +28,7 @@ fn rt(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) ->
         preferred: true,
         schema: None,
         custom: false,
+        kind_schema: Default::default(),
     }
 }
 
