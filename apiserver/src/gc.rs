@@ -5,6 +5,7 @@ use crate::meta::{meta_mut, now};
 use crate::owners::owner_uids;
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// How dependents are treated when their owner goes away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +47,13 @@ pub(crate) fn delete(
     res: &ResKey,
     key: &ObjKey,
     policy: Propagation,
-) -> Option<(Value, bool)> {
+) -> Option<(Arc<Value>, bool)> {
     let mut obj = store.get(res, key).cloned()?;
     if policy == Propagation::Orphan {
         orphan_dependents(store, meta_str(&obj, "uid"));
     }
     if is_deleting(&obj) {
-        return Some((obj, false));
+        return Some((Arc::new(obj), false));
     }
     let uid = meta_str(&obj, "uid").to_string();
     if policy == Propagation::Foreground && !store.dependents(&uid).is_empty() {
@@ -70,8 +71,10 @@ pub(crate) fn delete(
         }
         release_foreground(store, &uid);
         let gone = store.get(res, key).is_none();
-        let now_obj = store.get(res, key).cloned();
-        return now_obj.map(|o| (o, gone)).or(Some((json!({}), true)));
+        let now_obj = store.shared(res, key).cloned();
+        return now_obj
+            .map(|o| (o, gone))
+            .or(Some((Arc::new(json!({})), true)));
     }
     let now = now();
     let is_ns = res.0.is_empty() && res.1 == "namespaces";
@@ -108,7 +111,10 @@ pub(crate) fn delete(
             finish_cleanup(store, res, key);
         }
         let gone = store.get(res, key).is_none();
-        let now_obj = store.get(res, key).cloned().unwrap_or(stored);
+        let now_obj = store
+            .shared(res, key)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(stored));
         return Some((now_obj, gone));
     }
     remove(store, res, key).map(|o| (o, true))
@@ -146,7 +152,7 @@ fn release_foreground(store: &mut Store, uid: &str) {
 
 /// Removes an object for good, then does what follows: garbage-collects dependents, and
 /// completes a terminating namespace or CRD that became empty.
-pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Value> {
+pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Arc<Value>> {
     let obj = store.remove(res, key)?;
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
         store.drop_resource(&crd_resource(&obj));

@@ -506,8 +506,9 @@ pub(crate) fn commit_update(
     let applied = new.pointer("/metadata/managedFields").cloned();
     let res = scope.res();
     let key = scope.key(name);
+    // The stored version itself, not a copy: the store replaces it, it does not change it.
     let old = store
-        .get(&res, &key)
+        .shared(&res, &key)
         .cloned()
         .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     check_body(scope, &new)?;
@@ -524,7 +525,7 @@ pub(crate) fn commit_update(
     let mut result;
     if status_only {
         // The status subresource changes only `status`; the rest of the request is ignored.
-        result = old.clone();
+        result = Value::clone(&old);
         match new.get("status") {
             Some(s) => result["status"] = s.clone(),
             None => {
@@ -631,10 +632,10 @@ pub(crate) fn commit_update(
     }
     // A write that changes nothing is not a write: no new resourceVersion, no event.
     // (Objects compare as maps, whatever their members' order.)
-    if result == old {
-        return Ok(present_owned(&scope.rt, old));
+    if result == *old {
+        return Ok(present(&scope.rt, &old));
     }
-    let old = present_owned(&scope.rt, old);
+    let old = present(&scope.rt, &old);
     if result == old {
         return Ok(old);
     }

@@ -33,11 +33,12 @@ pub(crate) struct Event {
     pub(crate) rv: u64,
     pub(crate) ty: EventType,
     pub(crate) res: ResKey,
-    /// The object after the change (for DELETED: its last state, carrying the deletion's RV).
-    pub(crate) object: Value,
+    /// The object after the change (for DELETED: its last state, carrying the deletion's
+    /// RV); shared with the store while it is the stored version.
+    pub(crate) object: Arc<Value>,
     /// The object before a MODIFIED change: lets a filtered watcher see objects leave
     /// its selector.
-    pub(crate) old: Option<Value>,
+    pub(crate) old: Option<Arc<Value>>,
 }
 
 /// A watcher's live event feed.
@@ -51,7 +52,10 @@ const WATCH_BUFFER: usize = 8192;
 #[derive(Debug)]
 pub(crate) struct Store {
     pub(crate) registry: Registry,
-    objects: BTreeMap<ResKey, BTreeMap<ObjKey, Value>>,
+    /// Each object shared with the event that wrote it: a write copies it only for its
+    /// answer (a copy for the store and one for the event were a twentieth of the
+    /// server's cost of a write, `make bench`).
+    objects: BTreeMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>,
     /// The objects by uid and by their owners' uids; changed wherever `objects` is.
     owners: Owners,
     rv: u64,
@@ -108,6 +112,11 @@ impl Store {
     }
 
     pub(crate) fn get(&self, res: &ResKey, key: &ObjKey) -> Option<&Value> {
+        self.shared(res, key).map(|obj| &**obj)
+    }
+
+    /// The stored object itself, to keep without a copy.
+    pub(crate) fn shared(&self, res: &ResKey, key: &ObjKey) -> Option<&Arc<Value>> {
         self.objects.get(res).and_then(|m| m.get(key))
     }
 
@@ -122,6 +131,7 @@ impl Store {
             .into_iter()
             .flat_map(|m| m.iter())
             .filter(move |(k, _)| ns.is_none_or(|n| k.0 == n))
+            .map(|(k, obj)| (k, &**obj))
     }
 
     /// The object with `uid`: where it is stored, and it.
@@ -136,7 +146,7 @@ impl Store {
     }
 
     /// Every stored resource and its objects (for persistence and a namespace's cleanup).
-    pub(crate) fn all(&self) -> impl Iterator<Item = (&ResKey, &BTreeMap<ObjKey, Value>)> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = (&ResKey, &BTreeMap<ObjKey, Arc<Value>>)> {
         self.objects.iter()
     }
 
@@ -150,7 +160,7 @@ impl Store {
         let resources: Vec<Value> = self
             .all()
             .filter(|(_, objs)| !objs.is_empty())
-            .map(|((group, plural), objs)| json!({"group": group, "plural": plural, "items": objs.values().collect::<Vec<_>>()}))
+            .map(|((group, plural), objs)| json!({"group": group, "plural": plural, "items": objs.values().map(|obj| &**obj).collect::<Vec<_>>()}))
             .collect();
         let mut snapshot =
             json!({"resourceVersion": self.rv().to_string(), "resources": resources});
@@ -210,23 +220,25 @@ impl Store {
     pub(crate) fn insert(&mut self, res: &ResKey, mut obj: Value) -> Value {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
-        self.put(res, obj.clone());
-        self.emit(rv, EventType::Added, res, obj.clone(), None);
-        obj
+        let obj = Arc::new(obj);
+        self.put(res, Arc::clone(&obj));
+        self.emit(rv, EventType::Added, res, Arc::clone(&obj), None);
+        Value::clone(&obj)
     }
 
     /// Replaces an existing object under a fresh resourceVersion; emits MODIFIED.
     pub(crate) fn replace(&mut self, res: &ResKey, mut obj: Value) -> Value {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
-        let old = self.put(res, obj.clone());
-        self.emit(rv, EventType::Modified, res, obj.clone(), old);
-        obj
+        let obj = Arc::new(obj);
+        let old = self.put(res, Arc::clone(&obj));
+        self.emit(rv, EventType::Modified, res, Arc::clone(&obj), old);
+        Value::clone(&obj)
     }
 
     /// Stores `obj` where its key says, in place of what was there (returned); the
     /// index follows.
-    fn put(&mut self, res: &ResKey, obj: Value) -> Option<Value> {
+    fn put(&mut self, res: &ResKey, obj: Arc<Value>) -> Option<Arc<Value>> {
         let key = obj_key(&obj);
         let objects = self.objects.entry(res.clone()).or_default();
         let old = objects.insert(key.clone(), obj);
@@ -240,12 +252,15 @@ impl Store {
     }
 
     /// Removes an object; emits DELETED with its last state at a fresh resourceVersion.
-    pub(crate) fn remove(&mut self, res: &ResKey, key: &ObjKey) -> Option<Value> {
-        let mut obj = self.objects.get_mut(res)?.remove(key)?;
-        self.owners.forget(res, key, &obj);
+    pub(crate) fn remove(&mut self, res: &ResKey, key: &ObjKey) -> Option<Arc<Value>> {
+        let stored = self.objects.get_mut(res)?.remove(key)?;
+        self.owners.forget(res, key, &stored);
         let rv = self.next_rv();
+        // A copy only while an event still holds the stored version.
+        let mut obj = Arc::unwrap_or_clone(stored);
         Self::stamp(&mut obj, rv);
-        self.emit(rv, EventType::Deleted, res, obj.clone(), None);
+        let obj = Arc::new(obj);
+        self.emit(rv, EventType::Deleted, res, Arc::clone(&obj), None);
         Some(obj)
     }
 
@@ -257,13 +272,20 @@ impl Store {
         }
     }
 
-    fn emit(&mut self, rv: u64, ty: EventType, res: &ResKey, object: Value, old: Option<Value>) {
+    fn emit(
+        &mut self,
+        rv: u64,
+        ty: EventType,
+        res: &ResKey,
+        object: Arc<Value>,
+        old: Option<Arc<Value>>,
+    ) {
         if self.journal.is_some() {
             let record = match ty {
                 EventType::Deleted => {
                     json!({"delete": {"group": res.0, "plural": res.1, "namespace": meta_str(&object, "namespace"), "name": meta_str(&object, "name")}, "rv": rv})
                 }
-                _ => json!({"put": {"group": res.0, "plural": res.1, "object": object}}),
+                _ => json!({"put": {"group": res.0, "plural": res.1, "object": &*object}}),
             };
             self.pending
                 .extend_from_slice(crate::persist::record_line(&record).as_bytes());
@@ -336,7 +358,7 @@ impl Store {
     /// Restores objects loaded from a state file; the history starts empty after them.
     pub(crate) fn load(&mut self, rv: u64, objects: Vec<(ResKey, Value)>) {
         for (res, obj) in objects {
-            self.put(&res, obj);
+            self.put(&res, Arc::new(obj));
         }
         self.rv = self.rv.max(rv);
         self.compacted = self.rv;
