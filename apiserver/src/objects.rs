@@ -108,22 +108,30 @@ impl serde::Serialize for Presented<'_> {
     }
 }
 
-/// Whether the two objects differ outside metadata and status: what `generation` tracks.
-fn spec_changed(new: &Value, old: &Value) -> bool {
-    const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
-    let (Some(new), Some(old)) = (new.as_object(), old.as_object()) else {
-        return new != old;
+/// The members that are not the spec: what `generation` does not track.
+const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+/// The members [`present`] sets.
+const TYPE: [&str; 2] = ["apiVersion", "kind"];
+
+/// Whether the two objects differ in a member other than those of `skip`, compared in
+/// place (objects compare as maps, whatever their members' order).
+fn differs_outside(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a != b;
     };
-    let spec = |m: &'_ Map<String, Value>| {
-        m.iter()
-            .filter(|(k, _)| !NOT_SPEC.contains(&k.as_str()))
-            .count()
-    };
-    spec(new) != spec(old)
-        || new
-            .iter()
-            .filter(|(k, _)| !NOT_SPEC.contains(&k.as_str()))
-            .any(|(k, v)| old.get(k) != Some(v))
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip.contains(&k.as_str())).count();
+    kept(a) != kept(b)
+        || a.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .any(|(k, v)| b.get(k) != Some(v))
+}
+
+/// Whether `result` is `old` as [`present`] serves it, without presenting a copy of `old`.
+fn is_presented(rt: &ResourceType, result: &Value, old: &Value) -> bool {
+    let member = |k: &str| result.get(k).and_then(Value::as_str);
+    member("apiVersion") == Some(rt.api_version().as_str())
+        && member("kind") == Some(rt.kind.as_str())
+        && !differs_outside(result, old, &TYPE)
 }
 
 /// Body checks common to create and update: decodable metadata, matching apiVersion/kind.
@@ -606,7 +614,7 @@ pub(crate) fn commit_update(
                 crate::crd::mark_terminating(&mut result, &now());
             }
         }
-        if spec_changed(&result, &old) {
+        if differs_outside(&result, &old, &NOT_SPEC) {
             let g = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -632,12 +640,8 @@ pub(crate) fn commit_update(
     }
     // A write that changes nothing is not a write: no new resourceVersion, no event.
     // (Objects compare as maps, whatever their members' order.)
-    if result == *old {
+    if result == *old || is_presented(&scope.rt, &result, &old) {
         return Ok(present(&scope.rt, &old));
-    }
-    let old = present(&scope.rt, &old);
-    if result == old {
-        return Ok(old);
     }
     if dry_run {
         return Ok(result);
@@ -659,4 +663,37 @@ pub(crate) fn commit_update(
         store.rebuild_registry();
     }
     Ok(present_owned(&scope.rt, stored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_is_recognised_as_served_without_a_copy() {
+        let rt = crate::builtins::builtins()
+            .into_iter()
+            .find(|t| t.plural == "configmaps")
+            .expect("configmaps");
+        // Stored without its type, or at another version: served with this type's.
+        for old in [
+            json!({"metadata": {"name": "c"}, "data": {"a": "1"}}),
+            json!({"apiVersion": "v0", "kind": "Other", "metadata": {"name": "c"}, "data": {"a": "1"}}),
+        ] {
+            let served = present(&rt, &old);
+            assert!(is_presented(&rt, &served, &old));
+            let mut changed = served.clone();
+            changed["data"]["a"] = json!("2");
+            assert!(!is_presented(&rt, &changed, &old));
+            let mut other_kind = served.clone();
+            other_kind["kind"] = json!("Secret");
+            assert!(!is_presented(&rt, &other_kind, &old));
+            let mut more = served.clone();
+            more["extra"] = json!(1);
+            assert!(!is_presented(&rt, &more, &old));
+            let mut less = served;
+            less.as_object_mut().map(|m| m.remove("data"));
+            assert!(!is_presented(&rt, &less, &old));
+        }
+    }
 }

@@ -217,22 +217,24 @@ impl Store {
     }
 
     /// Stores a new object under a fresh resourceVersion; emits ADDED.
-    pub(crate) fn insert(&mut self, res: &ResKey, mut obj: Value) -> Value {
-        let rv = self.next_rv();
-        Self::stamp(&mut obj, rv);
-        let obj = Arc::new(obj);
-        self.put(res, Arc::clone(&obj));
-        self.emit(rv, EventType::Added, res, Arc::clone(&obj), None);
-        Value::clone(&obj)
+    pub(crate) fn insert(&mut self, res: &ResKey, obj: Value) -> Value {
+        self.write(res, obj, EventType::Added)
     }
 
     /// Replaces an existing object under a fresh resourceVersion; emits MODIFIED.
-    pub(crate) fn replace(&mut self, res: &ResKey, mut obj: Value) -> Value {
+    pub(crate) fn replace(&mut self, res: &ResKey, obj: Value) -> Value {
+        self.write(res, obj, EventType::Modified)
+    }
+
+    /// Stores `obj` under a fresh resourceVersion and emits `ty` (ADDED or MODIFIED) with
+    /// it; the answer is the one copy.
+    fn write(&mut self, res: &ResKey, mut obj: Value, ty: EventType) -> Value {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
         let obj = Arc::new(obj);
         let old = self.put(res, Arc::clone(&obj));
-        self.emit(rv, EventType::Modified, res, Arc::clone(&obj), old);
+        let old = old.filter(|_| ty == EventType::Modified);
+        self.emit(rv, ty, res, Arc::clone(&obj), old);
         Value::clone(&obj)
     }
 
@@ -240,13 +242,14 @@ impl Store {
     /// index follows.
     fn put(&mut self, res: &ResKey, obj: Arc<Value>) -> Option<Arc<Value>> {
         let key = obj_key(&obj);
-        let objects = self.objects.entry(res.clone()).or_default();
-        let old = objects.insert(key.clone(), obj);
-        if let Some(new) = objects.get(&key) {
-            match &old {
-                Some(old) => self.owners.replace(res, &key, old, new),
-                None => self.owners.add(res, &key, new),
-            }
+        let old = self
+            .objects
+            .entry(res.clone())
+            .or_default()
+            .insert(key.clone(), Arc::clone(&obj));
+        match &old {
+            Some(old) => self.owners.replace(res, &key, old, &obj),
+            None => self.owners.add(res, &key, &obj),
         }
         old
     }
