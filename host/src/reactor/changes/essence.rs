@@ -24,6 +24,9 @@ use crate::pyformat::{self, falsy};
 /// kubectl's own copy of the applied manifest: never essential.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The top-level members an essence leaves out (labels and annotations are put back).
+const NOT_ESSENTIAL: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
+
 /// Where the diff-base lives: the key scheme plus the record name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DiffBaseStorage {
@@ -36,13 +39,16 @@ impl DiffBaseStorage {
     /// Kopf's `AnnotationsDiffBaseStorage.build()` followed by the progress storage's
     /// `clear()` (which strips this prefix's annotations, as Kopf's processing does).
     pub(crate) fn build(&self, body: &Value, extra_fields: &[Vec<String>]) -> Value {
-        let mut essence = match body {
-            Value::Object(map) => map.clone(),
+        // The body's members but these, in their order: copied one by one, so that
+        // `metadata` (managed fields and all) and `status` are never copied to be dropped.
+        let mut essence: Map<String, Value> = match body {
+            Value::Object(map) => map
+                .iter()
+                .filter(|(key, _)| !NOT_ESSENTIAL.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
             _ => Map::new(),
         };
-        for key in ["apiVersion", "kind", "metadata", "status"] {
-            essence.shift_remove(key);
-        }
         // Re-added at the end, labels before annotations, as `dicts.cherrypick` does.
         for field in [["metadata", "labels"], ["metadata", "annotations"]] {
             cherrypick(body, &mut essence, &field.map(str::to_owned));
