@@ -26,6 +26,20 @@ impl KeyScheme {
     /// The keys to write for a record key: V2 first, then V1 when it differs.
     /// Reads try them in the same order.
     pub(crate) fn keys(&self, key: &str) -> Vec<String> {
+        // Most record keys (`create_fn`, `last-handled-configuration`) are safe and short
+        // enough for both generations, which then write the key as it is, once: formed
+        // for every handler of every object, this spares the work of the general case.
+        if !key.contains(['/', '<', '>']) && key.len() <= MAX_NAME {
+            let room = MAX_NAME.saturating_sub(self.prefix.chars().count() + 1);
+            if !self.v1 || key.chars().count() <= room {
+                return vec![format!("{}/{key}", self.prefix)];
+            }
+        }
+        self.formed_keys(key)
+    }
+
+    /// [`KeyScheme::keys`] formed by the general rules, whatever the key.
+    fn formed_keys(&self, key: &str) -> Vec<String> {
         let v2 = self.v2_key(key);
         let mut keys = vec![v2.clone()];
         if self.v1 {
@@ -311,6 +325,18 @@ mod tests {
             ..kopf()
         };
         assert_eq!(no_v1.keys(&"a".repeat(50)).len(), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_short_way_forms_the_keys_the_rules_form(
+            key in "[a-z_./<>-]{0,70}|[a-z_]{30,70}|.{0,70}",
+            prefix in "kopf.zalando.org|[a-z.]{1,60}",
+            v1: bool,
+        ) {
+            let scheme = KeyScheme { prefix, v1 };
+            proptest::prop_assert_eq!(scheme.keys(&key), scheme.formed_keys(&key));
+        }
     }
 
     #[test]
