@@ -5,7 +5,6 @@
 use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
-use serde_json::Value;
 
 pub use crate::permissions::{Permission, PermissionEntry, register_permission};
 pub use crate::selector::{ResourceName, Selector};
@@ -254,9 +253,10 @@ pub fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 
 /// The outcome of a handler that returned a value.
 pub fn value_outcome<T: Serialize + ?Sized>(value: &T) -> Outcome {
-    match serde_json::to_value(value) {
-        Ok(Value::Null) => Outcome::Done(None),
-        Ok(value) => Outcome::Done(Some(value.to_string())),
+    // Written out directly: through a `Value` first, a returned `Value` was copied whole.
+    match serde_json::to_string(value) {
+        Ok(json) if json == "null" => Outcome::Done(None),
+        Ok(json) => Outcome::Done(Some(json)),
         Err(error) => Outcome::Failed(format!("the handler's result is not JSON: {error}")),
     }
 }
@@ -426,6 +426,14 @@ mod tests {
     #[test]
     fn outcomes() {
         assert_eq!(value_outcome(&()), Outcome::Done(None));
+        assert_eq!(value_outcome(&None::<u8>), Outcome::Done(None));
+        assert_eq!(value_outcome(&f64::NAN), Outcome::Done(None));
+        assert_eq!(
+            value_outcome(&std::collections::BTreeMap::from([(1, "x")])),
+            Outcome::Done(Some(r#"{"1":"x"}"#.into()))
+        );
+        let tuple_keys = std::collections::BTreeMap::from([((1, 2), "x")]);
+        assert!(matches!(value_outcome(&tuple_keys), Outcome::Failed(_)));
         assert_eq!(
             value_outcome(&json!({"a": 1})),
             Outcome::Done(Some(r#"{"a":1}"#.into()))
