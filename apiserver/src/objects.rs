@@ -511,7 +511,7 @@ pub(crate) fn commit_update(
     dry_run: bool,
     fields: Fields<'_>,
 ) -> Result<Value, ApiError> {
-    let applied = new.pointer("/metadata/managedFields").cloned();
+    let mut new = new;
     let res = scope.res();
     let key = scope.key(name);
     // The stored version itself, not a copy: the store replaces it, it does not change it.
@@ -520,6 +520,12 @@ pub(crate) fn commit_update(
         .cloned()
         .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     check_body(scope, &new)?;
+    // The client's managed fields, taken out (the object is stored with the ones worked
+    // out below; with a patch, they are the stored ones, patched).
+    let applied = new
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove("managedFields"));
     let new_name = meta_str(&new, "name");
     if !new_name.is_empty() && new_name != name {
         return Err(ApiError::bad_request(format!(
@@ -557,9 +563,12 @@ pub(crate) fn commit_update(
                 }
             }
         }
-        let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
+        let no_meta = Map::new();
+        let old_meta = old
+            .get("metadata")
+            .and_then(Value::as_object)
+            .unwrap_or(&no_meta);
         let meta = meta_mut(&mut result);
-        meta.remove("managedFields");
         meta.remove("selfLink");
         for k in [
             "name",
@@ -580,8 +589,7 @@ pub(crate) fn commit_update(
             let old_f = old_meta
                 .get("finalizers")
                 .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+                .map_or(&[][..], Vec::as_slice);
             let added = meta
                 .get("finalizers")
                 .and_then(Value::as_array)
@@ -625,14 +633,14 @@ pub(crate) fn commit_update(
     if let Fields::Update(who) = fields {
         crate::managed::record_update(&scope.rt, Some(&old), &mut result, who, applied.as_ref());
     }
-    let old_entries = old.pointer("/metadata/managedFields").cloned();
-    match (fields, applied.or(old_entries)) {
-        (Fields::Update(_), _) => {}
-        (_, Some(m)) => {
-            meta_mut(&mut result).insert("managedFields".into(), m);
-        }
-        (_, None) => {
-            meta_mut(&mut result).remove("managedFields");
+    if !matches!(fields, Fields::Update(_)) {
+        match applied.or_else(|| old.pointer("/metadata/managedFields").cloned()) {
+            Some(m) => {
+                meta_mut(&mut result).insert("managedFields".into(), m);
+            }
+            None => {
+                meta_mut(&mut result).remove("managedFields");
+            }
         }
     }
     if let Some(user) = fields.user() {

@@ -57,9 +57,13 @@ impl Entry {
 }
 
 fn read_entries(obj: &Value) -> Vec<Entry> {
+    entries_of(obj.pointer("/metadata/managedFields"))
+}
+
+/// The entries of a `managedFields` list.
+fn entries_of(list: Option<&Value>) -> Vec<Entry> {
     let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    obj.pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
+    list.and_then(Value::as_array)
         .into_iter()
         .flatten()
         .map(|e| Entry {
@@ -96,11 +100,19 @@ fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
     let list: Vec<Value> = entries
         .into_iter()
         .map(|e| {
-            let mut v = json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version, "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": e.set.to_json()});
+            // Built member by member, moving each in (`json!` copies every value it is
+            // given, the field set's tree included).
+            let mut entry = Map::new();
+            entry.insert("manager".into(), Value::String(e.manager));
+            entry.insert("operation".into(), Value::String(e.operation));
+            entry.insert("apiVersion".into(), Value::String(e.api_version));
+            entry.insert("time".into(), Value::String(e.time));
+            entry.insert("fieldsType".into(), Value::String("FieldsV1".into()));
+            entry.insert("fieldsV1".into(), e.set.to_json());
             if !e.subresource.is_empty() {
-                v["subresource"] = json!(e.subresource);
+                entry.insert("subresource".into(), Value::String(e.subresource));
             }
-            v
+            Value::Object(entry)
         })
         .collect();
     let meta = crate::meta::meta_mut(obj);
@@ -266,9 +278,7 @@ pub(crate) fn record_update(
     let empty = json!({});
     let before = old.unwrap_or(&empty);
     let mut entries = match given.filter(|g| g.as_array().is_some_and(|a| !a.is_empty())) {
-        Some(g) if who.subresource.is_none() => {
-            read_entries(&json!({"metadata": {"managedFields": g}}))
-        }
+        Some(g) if who.subresource.is_none() => entries_of(Some(g)),
         _ => read_entries(before),
     };
     // The objects were accepted already: where a list that changed cannot be keyed by the
