@@ -47,8 +47,8 @@ pub(crate) fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// Applies a patch of `ty` to `doc` (the object as currently served).
-pub(crate) fn apply(ty: PatchType, doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
-    let mut out = doc.clone();
+pub(crate) fn apply(ty: PatchType, doc: Value, body: &[u8]) -> Result<Value, ApiError> {
+    let mut out = doc;
     match ty {
         PatchType::Json => {
             let p: json_patch::Patch = serde_json::from_slice(body)

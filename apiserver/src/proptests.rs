@@ -46,10 +46,10 @@ proptest! {
     /// patch does not name are kept; applying a patch twice is applying it once.
     #[test]
     fn merge_patch_laws(doc in json_object(), patch in json_object()) {
-        let once = apply(PatchType::Merge, &doc, &bytes(&patch)).unwrap();
-        let twice = apply(PatchType::Merge, &once, &bytes(&patch)).unwrap();
+        let once = apply(PatchType::Merge, doc.clone(), &bytes(&patch)).unwrap();
+        let twice = apply(PatchType::Merge, once.clone(), &bytes(&patch)).unwrap();
         prop_assert_eq!(&once, &twice);
-        prop_assert_eq!(apply(PatchType::Merge, &doc, b"{}").unwrap(), doc.clone());
+        prop_assert_eq!(apply(PatchType::Merge, doc.clone(), b"{}").unwrap(), doc.clone());
         for (k, pv) in patch.as_object().unwrap() {
             match pv {
                 Value::Null => prop_assert!(once.get(k).is_none()),
@@ -69,9 +69,9 @@ proptest! {
     #[test]
     fn json_patch_round_trips(a in json_object(), b in json_object(), ops in json_value()) {
         let diff = json_patch::diff(&a, &b);
-        let got = apply(PatchType::Json, &a, &serde_json::to_vec(&diff).unwrap()).unwrap();
+        let got = apply(PatchType::Json, a.clone(), &serde_json::to_vec(&diff).unwrap()).unwrap();
         prop_assert_eq!(got, b);
-        let _ = apply(PatchType::Json, &a, &bytes(&ops));
+        let _ = apply(PatchType::Json, a.clone(), &bytes(&ops));
     }
 
     /// Strategic merge of keyed lists (containers by name): every item keeps one place,

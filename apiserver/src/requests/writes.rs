@@ -73,10 +73,10 @@ pub(super) fn patch(
         ));
     }
     let mut store = shared.lock();
-    let current = store
-        .get(&scope.res(), &scope.key(name))
-        .map(|o| present(&scope.rt, o));
+    // The stored version itself (shared, not copied: the write replaces it).
+    let stored = store.shared(&scope.res(), &scope.key(name)).cloned();
     if ty == PatchType::Apply {
+        let current = stored.map(|o| present(&scope.rt, &o));
         let config = crate::patch::parse_apply(req.body)?;
         let body_name = crate::store::meta_str(&config, "name");
         if body_name != name {
@@ -111,13 +111,16 @@ pub(super) fn patch(
         };
         return Ok(with_warnings(json_response(code, &written), &warnings));
     }
-    let cur = current.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
-    let new = crate::patch::apply(ty, &cur, req.body)?;
+    let stored = stored.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
+    // The one copy a patch makes: the version as served, patched in place.
+    let new = crate::patch::apply(ty, present(&scope.rt, &stored), req.body)?;
     // Duplicates only in merge-like JSON bodies (a JSON patch is a list of operations).
     let dup_body = matches!(ty, PatchType::Merge | PatchType::Strategic)
         .then(|| json_body(req.ct, req.body))
         .flatten();
-    let warnings = req.fv.check(&scope.rt, &new, Some(&cur), dup_body)?;
+    // Unknown fields the stored version has already are not the patch's (apiVersion and
+    // kind, which only the served version carries, are never unknown).
+    let warnings = req.fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
     let updated = crate::objects::commit_update(
         &mut store,
         scope,
@@ -301,7 +304,7 @@ pub(super) fn scale_request(
         Method::PUT => parse_object(ct, body)?,
         Method::PATCH => {
             let ty = PatchType::from_content_type(ct)?;
-            crate::patch::apply(ty, &scale, body)?
+            crate::patch::apply(ty, scale, body)?
         }
         _ => {
             return Err(ApiError::method_not_allowed(&format!(
