@@ -111,10 +111,7 @@ pub(crate) fn delete(
             finish_cleanup(store, res, key);
         }
         let gone = store.get(res, key).is_none();
-        let now_obj = store
-            .shared(res, key)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(stored));
+        let now_obj = store.shared(res, key).cloned().unwrap_or(stored);
         return Some((now_obj, gone));
     }
     remove(store, res, key).map(|o| (o, true))

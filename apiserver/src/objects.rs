@@ -1,6 +1,8 @@
 //! Object writes and reads with kube-apiserver's rules: create, get, update (PUT and the
 //! common tail of every patch), metadata bookkeeping, generation and status subresources.
 
+use std::sync::Arc;
+
 use crate::meta::{meta_mut, now};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, Target};
@@ -367,14 +369,15 @@ fn crd_terminating(store: &Store, rt: &ResourceType) -> bool {
         .is_some_and(|c| !meta_str(c, "deletionTimestamp").is_empty())
 }
 
-/// POST: creates an object. Returns the stored (or, with dryRun, would-be) object.
+/// POST: creates an object. Returns the stored (or, with dryRun, would-be) object, which
+/// the answer writes out with [`Presented`].
 pub(crate) fn create(
     store: &mut Store,
     scope: &Scope,
     mut body: Value,
     dry_run: bool,
     fields: Fields<'_>,
-) -> Result<Value, ApiError> {
+) -> Result<Arc<Value>, ApiError> {
     check_body(scope, &body)?;
     let applied = body.pointer("/metadata/managedFields").cloned();
     let now = now();
@@ -469,7 +472,7 @@ pub(crate) fn create(
         _ => {}
     }
     if dry_run {
-        return Ok(obj);
+        return Ok(Arc::new(obj));
     }
     let stored = store.insert(&scope.res(), obj);
     crate::gc::collect_if_orphaned(store, &scope.res(), &scope.key(&name));
@@ -489,7 +492,7 @@ pub(crate) fn create(
             }
         }
     }
-    Ok(present_owned(&scope.rt, stored))
+    Ok(stored)
 }
 
 /// GET of one object.
@@ -502,6 +505,8 @@ pub(crate) fn get(store: &Store, scope: &Scope, name: &str) -> Result<Value, Api
 
 /// The common tail of PUT and PATCH: applies kube's update rules to the client's `new`
 /// version of `old` and stores the result. `status_only` for the `/status` subresource.
+/// Returns the object as written (the stored one itself; for a dry run or an object that
+/// went away, what it would be), which the answer writes out with [`Presented`].
 pub(crate) fn commit_update(
     store: &mut Store,
     scope: &Scope,
@@ -510,7 +515,7 @@ pub(crate) fn commit_update(
     status_only: bool,
     dry_run: bool,
     fields: Fields<'_>,
-) -> Result<Value, ApiError> {
+) -> Result<Arc<Value>, ApiError> {
     let mut new = new;
     let res = scope.res();
     let key = scope.key(name);
@@ -649,10 +654,10 @@ pub(crate) fn commit_update(
     // A write that changes nothing is not a write: no new resourceVersion, no event.
     // (Objects compare as maps, whatever their members' order.)
     if result == *old || is_presented(&scope.rt, &result, &old) {
-        return Ok(present(&scope.rt, &old));
+        return Ok(old);
     }
     if dry_run {
-        return Ok(result);
+        return Ok(Arc::new(result));
     }
     let deleting = !meta_str(&result, "deletionTimestamp").is_empty();
     let no_finalizers = result
@@ -663,14 +668,14 @@ pub(crate) fn commit_update(
         // The last finalizer is gone: the object goes away now (kube deletes it in the same
         // request; watchers see only DELETED).
         crate::gc::remove(store, &res, &key);
-        return Ok(present_owned(&scope.rt, result));
+        return Ok(Arc::new(result));
     }
     let stored = store.replace(&res, result);
     crate::gc::collect_if_orphaned(store, &res, &key);
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
         store.rebuild_registry();
     }
-    Ok(present_owned(&scope.rt, stored))
+    Ok(stored)
 }
 
 #[cfg(test)]

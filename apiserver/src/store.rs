@@ -217,25 +217,25 @@ impl Store {
     }
 
     /// Stores a new object under a fresh resourceVersion; emits ADDED.
-    pub(crate) fn insert(&mut self, res: &ResKey, obj: Value) -> Value {
+    pub(crate) fn insert(&mut self, res: &ResKey, obj: Value) -> Arc<Value> {
         self.write(res, obj, EventType::Added)
     }
 
     /// Replaces an existing object under a fresh resourceVersion; emits MODIFIED.
-    pub(crate) fn replace(&mut self, res: &ResKey, obj: Value) -> Value {
+    pub(crate) fn replace(&mut self, res: &ResKey, obj: Value) -> Arc<Value> {
         self.write(res, obj, EventType::Modified)
     }
 
     /// Stores `obj` under a fresh resourceVersion and emits `ty` (ADDED or MODIFIED) with
-    /// it; the answer is the one copy.
-    fn write(&mut self, res: &ResKey, mut obj: Value, ty: EventType) -> Value {
+    /// it; the object stored, the event's and the one returned (for the answer) are one.
+    fn write(&mut self, res: &ResKey, mut obj: Value, ty: EventType) -> Arc<Value> {
         let rv = self.next_rv();
         Self::stamp(&mut obj, rv);
         let obj = Arc::new(obj);
         let old = self.put(res, Arc::clone(&obj));
         let old = old.filter(|_| ty == EventType::Modified);
         self.emit(rv, ty, res, Arc::clone(&obj), old);
-        Value::clone(&obj)
+        obj
     }
 
     /// Stores `obj` where its key says, in place of what was there (returned); the

@@ -10,7 +10,7 @@ mod writes;
 use crate::field_validation::{FieldValidation, with_warnings};
 use crate::list::ListParams;
 use crate::managed::Who;
-use crate::objects::{Fields, Scope};
+use crate::objects::{Fields, Presented, Scope};
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::state::Shared;
 use crate::status::{ApiError, json_response};
@@ -307,7 +307,10 @@ pub(crate) fn resource_request(
             let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
             let created =
                 crate::objects::create(&mut shared.lock(), &scope, obj, dry, Fields::Update(&who))?;
-            Ok(with_warnings(json_response(201, &created), &warnings))
+            Ok(with_warnings(
+                json_response(201, &Presented::new(&scope.rt, &created)),
+                &warnings,
+            ))
         }
         (Method::PUT, Some(name)) => {
             let fv = FieldValidation::from_query(q)?;
@@ -339,7 +342,10 @@ pub(crate) fn resource_request(
                 dry,
                 Fields::Update(&who),
             )?;
-            Ok(with_warnings(json_response(200, &updated), &warnings))
+            Ok(with_warnings(
+                json_response(200, &Presented::new(&scope.rt, &updated)),
+                &warnings,
+            ))
         }
         (Method::PATCH, Some(name)) => {
             let fv = FieldValidation::from_query(q)?;
