@@ -48,16 +48,19 @@ pub(crate) fn delete(
     key: &ObjKey,
     policy: Propagation,
 ) -> Option<(Arc<Value>, bool)> {
-    let mut obj = store.get(res, key).cloned()?;
+    // The stored version, shared: copied only where the deletion changes it (a plain
+    // removal, the most common, hands it on as it is).
+    let stored = Arc::clone(store.shared(res, key)?);
     if policy == Propagation::Orphan {
-        orphan_dependents(store, meta_str(&obj, "uid"));
+        orphan_dependents(store, meta_str(&stored, "uid"));
     }
-    if is_deleting(&obj) {
-        return Some((Arc::new(obj), false));
+    if is_deleting(&stored) {
+        return Some((stored, false));
     }
-    let uid = meta_str(&obj, "uid").to_string();
+    let uid = meta_str(&stored, "uid").to_string();
     if policy == Propagation::Foreground && !store.dependents(&uid).is_empty() {
         let now = now();
+        let mut obj = Value::clone(&stored);
         mark_deleting(&mut obj, &now);
         let fins = meta_mut(&mut obj)
             .entry("finalizers")
@@ -79,7 +82,8 @@ pub(crate) fn delete(
     let now = now();
     let is_ns = res.0.is_empty() && res.1 == "namespaces";
     let is_crd = res.0 == CRDS.0 && res.1 == CRDS.1;
-    if is_ns || is_crd || has_finalizers(&obj) {
+    if is_ns || is_crd || has_finalizers(&stored) {
+        let mut obj = Value::clone(&stored);
         mark_deleting(&mut obj, &now);
         if is_ns {
             obj["status"] = json!({"phase": "Terminating"});

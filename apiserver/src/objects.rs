@@ -511,12 +511,11 @@ pub(crate) fn commit_update(
     store: &mut Store,
     scope: &Scope,
     name: &str,
-    new: Value,
+    mut new: Value,
     status_only: bool,
     dry_run: bool,
     fields: Fields<'_>,
 ) -> Result<Arc<Value>, ApiError> {
-    let mut new = new;
     let res = scope.res();
     let key = scope.key(name);
     // The stored version itself, not a copy: the store replaces it, it does not change it.

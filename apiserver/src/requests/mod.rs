@@ -119,6 +119,15 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) user: Option<Arc<crate::auth::User>>,
 }
 
+/// The answer to a write: the object written (shared with the store, not copied) as the
+/// resource serves it, with field validation's warnings.
+fn answer_written(code: u16, scope: &Scope, obj: &Value, warnings: &[String]) -> Response {
+    with_warnings(
+        json_response(code, &Presented::new(&scope.rt, obj)),
+        warnings,
+    )
+}
+
 pub(crate) fn resource_request(
     shared: &Arc<Shared>,
     request: ResourceRequest<'_>,
@@ -307,10 +316,7 @@ pub(crate) fn resource_request(
             let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
             let created =
                 crate::objects::create(&mut shared.lock(), &scope, obj, dry, Fields::Update(&who))?;
-            Ok(with_warnings(
-                json_response(201, &Presented::new(&scope.rt, &created)),
-                &warnings,
-            ))
+            Ok(answer_written(201, &scope, &created, &warnings))
         }
         (Method::PUT, Some(name)) => {
             let fv = FieldValidation::from_query(q)?;
@@ -342,10 +348,7 @@ pub(crate) fn resource_request(
                 dry,
                 Fields::Update(&who),
             )?;
-            Ok(with_warnings(
-                json_response(200, &Presented::new(&scope.rt, &updated)),
-                &warnings,
-            ))
+            Ok(answer_written(200, &scope, &updated, &warnings))
         }
         (Method::PATCH, Some(name)) => {
             let fv = FieldValidation::from_query(q)?;

@@ -7,11 +7,11 @@ use axum::response::Response;
 use http::Method;
 use serde_json::{Value, json};
 
-use super::{json_body, parse_bool, parse_object, selectors};
-use crate::field_validation::{FieldValidation, with_warnings};
+use super::{answer_written, json_body, parse_bool, parse_object, selectors};
+use crate::field_validation::FieldValidation;
 use crate::gc::Propagation;
 use crate::managed::Who;
-use crate::objects::{Fields, Presented, Scope, present};
+use crate::objects::{Fields, Scope, present};
 use crate::patch::PatchType;
 use crate::state::Shared;
 use crate::status::{ApiError, json_response};
@@ -109,10 +109,7 @@ pub(super) fn patch(
                 )?,
             ),
         };
-        return Ok(with_warnings(
-            json_response(code, &Presented::new(&scope.rt, &written)),
-            &warnings,
-        ));
+        return Ok(answer_written(code, scope, &written, &warnings));
     }
     let stored = stored.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     // The one copy a patch makes: the version as served, patched in place.
@@ -133,10 +130,7 @@ pub(super) fn patch(
         req.dry,
         Fields::Update(who),
     )?;
-    Ok(with_warnings(
-        json_response(200, &Presented::new(&scope.rt, &updated)),
-        &warnings,
-    ))
+    Ok(answer_written(200, scope, &updated, &warnings))
 }
 
 /// Reads DeleteOptions from the query and the (optional) body.

@@ -29,11 +29,11 @@ impl KeyScheme {
         // Most record keys (`create_fn`, `last-handled-configuration`) are safe and short
         // enough for both generations, which then write the key as it is, once: formed
         // for every handler of every object, this spares the work of the general case.
-        if !key.contains(['/', '<', '>']) && key.len() <= MAX_NAME {
-            let room = MAX_NAME.saturating_sub(self.prefix.chars().count() + 1);
-            if !self.v1 || key.chars().count() <= room {
-                return vec![format!("{}/{key}", self.prefix)];
-            }
+        if !key.contains(['/', '<', '>'])
+            && key.len() <= MAX_NAME
+            && (!self.v1 || key.chars().count() <= self.v1_room())
+        {
+            return vec![format!("{}/{key}", self.prefix)];
         }
         self.formed_keys(key)
     }
@@ -66,8 +66,7 @@ impl KeyScheme {
     /// The V1 key: the whole key incl. the prefix is limited; the hash is of the *safe* key.
     pub(crate) fn v1_key(&self, key: &str) -> String {
         let safe = safe_key(key);
-        let prefix_len = self.prefix.chars().count() + 1;
-        let room = MAX_NAME.saturating_sub(prefix_len);
+        let room = self.v1_room();
         let suffix = if safe.chars().count() <= room {
             String::new()
         } else {
@@ -78,6 +77,11 @@ impl KeyScheme {
             .take(room.saturating_sub(suffix.len()))
             .collect();
         format!("{}/{cut}{suffix}", self.prefix)
+    }
+
+    /// The characters a V1 key leaves its name after the prefix and the slash.
+    fn v1_room(&self) -> usize {
+        MAX_NAME.saturating_sub(self.prefix.chars().count() + 1)
     }
 
     /// The marker that brands a non-`kopf.` prefix as Kopf-managed, so that other
