@@ -61,7 +61,7 @@ async fn each_kind_of_filter_selects_its_handlers() {
     let all = s
         .tracker
         .wait_for("all", "creation handled", |b| {
-            diff_base(b).is_some() && results(b).len() >= 10
+            diff_base(b).is_some() && results(b).len() >= 11
         })
         .await;
     // `value = absent` is satisfied by either side (§3); on creation the old side is
@@ -80,6 +80,8 @@ async fn each_kind_of_filter_selects_its_handlers() {
             "by_field_present/spec.size",
             "by_field_absent/spec.size",
             "by_when",
+            // The event handler on `metadata.managedFields` (red objects only).
+            "managed_mark",
         ])
     );
     let few = s

@@ -69,7 +69,7 @@ impl Daemons {
         if ctx.handlers.resource.spawning.is_empty() && tasks.is_empty() {
             return;
         }
-        let changed = tasks.observe(&ctx.event.body, &self.settings.prefix, self.clock.now());
+        let changed = tasks.observe(ctx.event, &self.settings.prefix, self.clock.now());
         let body = &ctx.event.body;
         if changes::is_deletion_ongoing(body) {
             tasks.stop_all().await;
@@ -88,7 +88,7 @@ impl Daemons {
                 continue;
             }
             let stop = stream.stopping.child_token();
-            let (body, latest) = watch::channel(ctx.event.body.clone());
+            let (body, latest) = watch::channel(ctx.event.clone());
             let progress = Arc::new(Mutex::new(TaskProgress {
                 busy: true,
                 due: None,
@@ -99,7 +99,6 @@ impl Daemons {
                 clock: self.clock.clone(),
                 stream: stream.clone(),
                 handler: handler.clone(),
-                key: ctx.event.key.clone(),
                 object: ctx.object.to_owned(),
                 memory: memory.clone(),
                 body: latest,

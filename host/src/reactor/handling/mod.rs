@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
-use crate::cluster::{KubeAccess, Poster, Resource};
+use crate::cluster::{KubeAccess, Poster, Resource, wire};
 use crate::handlers::ResourceHandlers;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -45,12 +45,36 @@ pub(crate) use indexing::Readiness;
 pub(crate) struct StreamHandlers {
     pub(crate) resource: ResourceHandlers,
     pub(crate) changing: ChangingHandlers,
+    /// Whether a handler's field (its filter's, or a field handler's) reaches into
+    /// `metadata.managedFields`, which the stages otherwise parse no body with
+    /// ([`QueuedEvent::parsed`]).
+    reads_managed_fields: bool,
 }
 
 impl StreamHandlers {
     pub(crate) fn new(resource: ResourceHandlers) -> StreamHandlers {
         let changing = ChangingHandlers::new(&resource.changing);
-        StreamHandlers { resource, changing }
+        let reads_managed_fields = [
+            &resource.index,
+            &resource.event,
+            &resource.changing,
+            &resource.spawning,
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|handler| handler.spec.filters.field.as_deref())
+        .any(|field| {
+            // `metadata` whole, or the member, or something in it.
+            field
+                .iter()
+                .zip(wire::UNREAD_MEMBER)
+                .all(|(step, unread)| step == unread)
+        });
+        StreamHandlers {
+            resource,
+            changing,
+            reads_managed_fields,
+        }
     }
 }
 
@@ -230,7 +254,8 @@ impl Handling {
         // the handling's own future, tens of KiB (all its stages' states), are allocated
         // once the turn is taken.
         let _turn = memory.take_turn(&stream.turns).await;
-        Box::pin(self.process_in_turn(stream, event.parsed(), &memory)).await;
+        let whole = stream.handlers().reads_managed_fields;
+        Box::pin(self.process_in_turn(stream, event.parsed(whole), &memory)).await;
     }
 
     async fn process_in_turn(

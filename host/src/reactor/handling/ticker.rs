@@ -24,7 +24,7 @@ use super::calls::{Calls, ChangeDetails, Success};
 use super::{EventContext, StreamContext};
 use crate::clock::Clock;
 use crate::handlers::execution::{self, Verdict};
-use crate::handlers::{DaemonSleeps, Handler, ObjectKey, Schedule, SharedProgress, after};
+use crate::handlers::{DaemonSleeps, Handler, Schedule, SharedProgress, after};
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, ChangeSettings, Patch};
 use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
@@ -38,11 +38,10 @@ pub(super) struct Ticker {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stream: Arc<StreamContext>,
     pub(super) handler: Arc<Handler>,
-    pub(super) key: ObjectKey,
     pub(super) object: String,
     pub(super) memory: Arc<ObjectMemory>,
-    /// The object as last seen.
-    pub(super) body: watch::Receiver<Arc<Value>>,
+    /// The object's event as last seen (its text whole, for the guest).
+    pub(super) body: watch::Receiver<ObjectEvent>,
     /// When the object last changed (what `idle` waits on).
     pub(super) changed: watch::Receiver<DateTime<Utc>>,
     pub(super) stop: CancellationToken,
@@ -213,7 +212,8 @@ impl Ticker {
     async fn call(&self, attempts: &mut Attempts, sleeps: Option<&DaemonSleeps>) -> Tick {
         let handler = &self.handler;
         let spec = &handler.spec;
-        let body = self.body.borrow().clone();
+        let seen = self.body.borrow().clone();
+        let body = seen.body.clone();
         let now = self.clock.now();
         let started = *attempts.started.get_or_insert(now);
         let details = ChangeDetails {
@@ -224,7 +224,10 @@ impl Ticker {
             ..ChangeDetails::default()
         };
         // Timers are called about no event (Kopf's `type` is None for them).
-        let event = ObjectEvent::of(EventType::Listed, self.key.clone(), body.clone());
+        let event = ObjectEvent {
+            event_type: EventType::Listed,
+            ..seen
+        };
         let ctx = EventContext::new(&self.stream, &event, &self.object);
         let mut patch = Patch::default();
         let executed = self

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::cluster::wire;
 use crate::handlers::ObjectKey;
 
 /// A raw event's type as handlers see it (Kopf's `type` kwarg).
@@ -35,7 +36,9 @@ impl EventType {
 pub(crate) struct ObjectEvent {
     pub(crate) event_type: EventType,
     pub(crate) key: ObjectKey,
-    /// The object with `apiVersion` and `kind` filled in.
+    /// The object with `apiVersion` and `kind` filled in, as far as the stages read it:
+    /// without `metadata.managedFields` unless a handler's filter asks for them
+    /// ([`QueuedEvent::parsed`]).
     pub(crate) body: Arc<Value>,
     /// The same as text, as the API server wrote it (see [`QueuedEvent::text`]); every
     /// call about the event hands it to guests.
@@ -43,7 +46,8 @@ pub(crate) struct ObjectEvent {
 }
 
 impl ObjectEvent {
-    /// An event about `body`.
+    /// An event about `body`, its text written from it.
+    #[cfg(test)]
     pub(crate) fn of(event_type: EventType, key: ObjectKey, body: Arc<Value>) -> ObjectEvent {
         let text = Arc::from(body.to_string());
         ObjectEvent {
@@ -69,10 +73,16 @@ pub(crate) struct QueuedEvent {
 }
 
 impl QueuedEvent {
-    /// The event with its body parsed, once its turn has come. (The text was checked to
-    /// be JSON when it was read: it parses.)
-    pub(crate) fn parsed(self) -> ObjectEvent {
-        let body = serde_json::from_str(&self.text).unwrap_or(Value::Null);
+    /// The event with its body parsed, once its turn has come: without
+    /// `metadata.managedFields` ([`wire::UNREAD_MEMBER`]) unless `whole`. (The text was
+    /// checked to be JSON when it was read: it parses.)
+    pub(crate) fn parsed(self, whole: bool) -> ObjectEvent {
+        let parsed = if whole {
+            serde_json::from_str(&self.text)
+        } else {
+            wire::parse_without(&self.text, &wire::UNREAD_MEMBER)
+        };
+        let body = parsed.unwrap_or(Value::Null);
         ObjectEvent {
             event_type: self.event_type,
             key: self.key,

@@ -371,7 +371,9 @@ mod tests {
         let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
             let (log, b_done) = (log.clone(), b_done.clone());
             async move {
-                let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
+                let n = e.clone().parsed(true).body["n"]
+                    .as_u64()
+                    .unwrap_or_default();
                 if e.key == "a" && n == 0 {
                     let waited =
                         tokio::time::timeout(Duration::from_secs(10), b_done.acquire()).await;
@@ -411,7 +413,9 @@ mod tests {
         let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
             let log = log.clone();
             async move {
-                let n = e.clone().parsed().body["n"].as_u64().unwrap_or_default();
+                let n = e.clone().parsed(true).body["n"]
+                    .as_u64()
+                    .unwrap_or_default();
                 log.lock().unwrap().push(n);
             }
         });

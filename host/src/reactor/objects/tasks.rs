@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::ObjectEvent;
 use crate::handlers::{Handler, SharedProgress};
 
 /// The timers and daemons of one object; part of the object's memory. Its state exists
@@ -42,8 +43,9 @@ pub(crate) struct RunningTask {
     pub(crate) handler: Arc<Handler>,
     /// Cancelled to stop the task (its sleeps end at once).
     pub(crate) stop: CancellationToken,
-    /// The object as last seen: calls get the freshest body (Kopf's live kwargs).
-    pub(crate) body: watch::Sender<Arc<Value>>,
+    /// The object's event as last seen: calls get the freshest body (Kopf's live
+    /// kwargs), its text whole.
+    pub(crate) body: watch::Sender<ObjectEvent>,
     /// Where the task is, for `kapsel test`'s "settled".
     #[cfg_attr(
         not(any(test, feature = "testing")),
@@ -92,10 +94,11 @@ impl ObjectTasks {
     /// diff-base, touch-dummy) is no change of the object; results in `status` are.
     pub(crate) fn observe(
         &self,
-        body: &Arc<Value>,
+        event: &ObjectEvent,
         prefix: &str,
         now: DateTime<Utc>,
     ) -> watch::Receiver<DateTime<Utc>> {
+        let body = &event.body;
         let own = format!("{prefix}/");
         let annotations: serde_json::Map<String, Value> = body
             .pointer("/metadata/annotations")
@@ -124,7 +127,7 @@ impl ObjectTasks {
             state.fingerprint = Some(fingerprint);
         }
         for running in state.running.values() {
-            running.body.send_replace(body.clone());
+            running.body.send_replace(event.clone());
         }
         changed.subscribe()
     }
@@ -197,15 +200,21 @@ mod tests {
     use super::*;
     use chrono::TimeDelta;
 
+    use crate::reactor::objects::EventType;
+
     fn at(seconds: i64) -> DateTime<Utc> {
         DateTime::<Utc>::UNIX_EPOCH + TimeDelta::seconds(seconds)
+    }
+
+    fn event(body: serde_json::Value) -> ObjectEvent {
+        ObjectEvent::of(EventType::Modified, "uid".to_owned(), Arc::new(body))
     }
 
     #[test]
     fn idle_restarts_on_changes_of_what_users_change() {
         let timers = ObjectTasks::default();
         let body = |spec: i64, version: &str| {
-            Arc::new(serde_json::json!({
+            event(serde_json::json!({
                 "metadata": {"resourceVersion": version, "labels": {"a": "b"}},
                 "spec": {"size": spec},
             }))
@@ -216,9 +225,9 @@ mod tests {
         timers.observe(&body(1, "2"), "p", at(5));
         assert_eq!(*changed.borrow(), at(0));
         // The operator's own records are not a change either.
-        let mut recorded = (*body(1, "3")).clone();
+        let mut recorded = (*body(1, "3").body).clone();
         recorded["metadata"]["annotations"] = serde_json::json!({"p/tick": "{}"});
-        timers.observe(&Arc::new(recorded), "p", at(6));
+        timers.observe(&event(recorded), "p", at(6));
         assert_eq!(*changed.borrow(), at(0));
         timers.observe(&body(2, "4"), "p", at(7));
         assert_eq!(*changed.borrow(), at(7));
@@ -234,7 +243,7 @@ mod tests {
         assert!(tasks.settled(at(0)));
         tasks.stop_all().await;
         assert!(lock(&tasks.0).is_none(), "asking allocates nothing");
-        tasks.observe(&Arc::new(serde_json::json!({"spec": {}})), "p", at(0));
+        tasks.observe(&event(serde_json::json!({"spec": {}})), "p", at(0));
         assert!(lock(&tasks.0).is_some(), "observing keeps the fingerprint");
     }
 }

@@ -21,7 +21,8 @@
 //!   4`, `retries = 2`), `overrun_for_good` spins with `errors = "permanent"`;
 //! - `long`: a handler with a 73-character id, failing once (0.3 s);
 //! - `filters`: one handler per kind of filter (labels, annotations, field value,
-//!   old/new transitions, `when`);
+//!   old/new transitions, `when`), and `by_managed_fields`, an event handler filtered
+//!   on `metadata.managedFields` (sets `status.managed_mark`);
 //! - `events`: `event_marker`, a raw event handler whose patch marks the object;
 //! - `posting`: `post_events` posts a Kubernetes Event of each kind about its object
 //!   (`kapsel::events::info`, `warn`, `exception`);
@@ -311,6 +312,19 @@ fn wants_special(cause: &Cause) -> bool {
 )]
 fn by_when() -> bool {
     true
+}
+
+/// A field filter on what every object has, its managed fields (which the host parses
+/// only for such a filter): marks the object's `status.managed_mark`.
+#[kapsel::on::event(
+    "kopfexamples",
+    field = "metadata.managedFields",
+    labels("kapsel.test/filters" = present, "kapsel.test/colour" = "red")
+)]
+fn by_managed_fields(cause: &mut Cause) {
+    if cause.status().get("managed_mark").is_none() {
+        cause.patch.set("status.managed_mark", true);
+    }
 }
 
 /// Transitions away from 3.

@@ -4,8 +4,9 @@
 //! object opts into exactly one behaviour (objects with none of these labels match
 //! nothing, and so carry no finalizer). The handlers:
 //!
-//! - `tick` (`kapsel.test/tick`): every 10 s; returns `{"ticks": n}`, n counting its
-//!   calls for the object;
+//! - `tick` (`kapsel.test/tick`): every 10 s; returns `{"ticks": n, "managed_fields":
+//!   ..}`, n counting its calls for the object, and whether the body it got has
+//!   `metadata.managedFields` (a timer gets the object whole, as an event handler does);
 //! - `delayed` (`kapsel.test/delayed`): every 10 s after a 30 s initial delay; returns
 //!   `{"calls": n, "kind": "timer", "event_type": .., "reason": ..}` (`"none"` for the
 //!   missing event type and reason: a timer has neither);
@@ -56,7 +57,8 @@ fn count_call(cause: &mut Cause) -> u64 {
 /// Every 10 s, from the moment the object is first seen.
 #[kapsel::on::timer("kopfexamples", interval = 10, labels("kapsel.test/tick" = present))]
 fn tick(cause: &mut Cause) -> Value {
-    json!({"ticks": count_call(cause)})
+    let managed_fields = cause.meta()["managedFields"].is_array();
+    json!({"ticks": count_call(cause), "managed_fields": managed_fields})
 }
 
 /// Every 10 s, the first time 30 s after the object is first seen. Reports what a
@@ -294,15 +296,29 @@ mod tests {
         assert_eq!(find("broken_tick")["retries"], 2);
     }
 
-    /// `tick` counts its calls in the memo, which the host hands back on the next call.
+    /// `tick` counts its calls in the memo, which the host hands back on the next call,
+    /// and tells whether its body has managed fields.
     #[test]
     fn tick_counts_its_calls_in_the_memo() {
         let first = testing::invoke(&mut timer("tick", "kapsel.test/tick").build());
-        assert_eq!(first.outcome, Outcome::Done(Some(json!({"ticks": 1}))));
+        assert_eq!(
+            first.outcome,
+            Outcome::Done(Some(json!({"ticks": 1, "managed_fields": false})))
+        );
         let memo = first.memo.expect("a memo");
         assert_eq!(memo, json!({"tick": 1}));
-        let second = testing::invoke(&mut timer("tick", "kapsel.test/tick").memo(memo).build());
-        assert_eq!(second.outcome, Outcome::Done(Some(json!({"ticks": 2}))));
+        let mut managed = object("kapsel.test/tick");
+        managed["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+        let second = testing::invoke(
+            &mut timer("tick", "kapsel.test/tick")
+                .body(managed)
+                .memo(memo)
+                .build(),
+        );
+        assert_eq!(
+            second.outcome,
+            Outcome::Done(Some(json!({"ticks": 2, "managed_fields": true})))
+        );
         assert_eq!(second.memo, Some(json!({"tick": 2})));
         assert_eq!(second.patch, None);
     }
