@@ -36,6 +36,12 @@ const TABLES_PER_COMPONENT: u32 = 4;
 /// three times over and bounds what a slot keeps resident between calls. A call of
 /// `make bench` went from ~90 to ~60 µs. Without `PAGEMAP_SCAN` the pool would reset
 /// this much whole at every call, so it keeps the default (`madvise` alone).
+///
+/// Check this still holds when upgrading wasmtime (`strace -c` of `kapsel-bench --only
+/// invocation`: no `madvise` per call): 50.0.1's scan no longer asks for present pages,
+/// so on Linux 6.18 the untouched pages at the bottom of the guest's stack count as
+/// written, fill this budget, and the rest of the memory is given back after every
+/// call; its call took ~44 µs where 48's takes ~22 (8 alternated runs each).
 const KEEP_RESIDENT_PER_MEMORY: usize = 128 << 10;
 
 /// The same for a table slot. Without it, every call ended with an `madvise` of each of
