@@ -18,7 +18,7 @@ use std::sync::Arc;
 use kube::api::{ApiResource, ObjectMeta};
 use kube::core::{DynamicResourceScope, Resource};
 use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -136,7 +136,8 @@ impl RawObject {
 }
 
 /// An object as an API server answered a write with it: its text (checked to be JSON
-/// while read), read as far as the operator needs ([`Body::read`]).
+/// while read), read as far as the operator needs ([`Body::read`]); or an object to
+/// send, written once ([`Body::of`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Body {
     text: Box<RawValue>,
@@ -153,7 +154,25 @@ impl<'de> Deserialize<'de> for Body {
     }
 }
 
+impl Serialize for Body {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.text.serialize(serializer)
+    }
+}
+
 impl Body {
+    /// `object` to send as it is: kube's `DynamicObject` would be built from it (its
+    /// metadata typed) and written out again, and the answer read whole, where the
+    /// Event poster, for one, reads nothing of it.
+    pub(crate) fn of(object: &Value) -> Body {
+        Body {
+            // A `Value` always writes out as JSON.
+            text: RawValue::from_string(object.to_string())
+                .unwrap_or_else(|_| RawValue::NULL.to_owned()),
+            meta: ObjectMeta::default(),
+        }
+    }
+
     /// The object whole, or only what `shape` names: the members `shape` has, each read
     /// as far as its own shape names (where that is an object) or whole (anything else);
     /// the other members are skipped, never built. What the operator reads of its own
@@ -446,6 +465,23 @@ mod tests {
         for broken in ["{", r#"{"a": tru}"#, "[1,]"] {
             assert!(serde_json::from_str::<Body>(broken).is_err(), "{broken}");
         }
+    }
+
+    #[test]
+    fn an_object_to_send_is_written_out_as_given() {
+        let event = json!({"apiVersion": "v1", "kind": "Event",
+                           "metadata": {"generateName": "kopf-event-", "namespace": "n"},
+                           "message": "caf\u{e9} \"quoted\"", "count": 1.5});
+        let body = Body::of(&event);
+        let sent = serde_json::to_string(&body).unwrap();
+        assert_eq!(sent, event.to_string());
+        assert_eq!(
+            serde_json::from_str::<Body>(&sent)
+                .unwrap()
+                .read(None)
+                .unwrap(),
+            event
+        );
     }
 
     #[test]
