@@ -88,7 +88,7 @@ impl Daemons {
                 continue;
             }
             let stop = stream.stopping.child_token();
-            let (body, latest) = watch::channel(ctx.event.clone());
+            let (seen, latest) = watch::channel(ctx.event.clone());
             let progress = Arc::new(Mutex::new(TaskProgress {
                 busy: true,
                 due: None,
@@ -101,7 +101,7 @@ impl Daemons {
                 handler: handler.clone(),
                 object: ctx.object.to_owned(),
                 memory: memory.clone(),
-                body: latest,
+                latest,
                 changed: changed.clone(),
                 stop: stop.clone(),
                 progress: progress.clone(),
@@ -111,7 +111,7 @@ impl Daemons {
             tasks.insert(RunningTask {
                 handler: handler.clone(),
                 stop,
-                body,
+                latest: seen,
                 progress,
                 task,
             });

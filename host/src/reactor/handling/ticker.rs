@@ -41,7 +41,7 @@ pub(super) struct Ticker {
     pub(super) object: String,
     pub(super) memory: Arc<ObjectMemory>,
     /// The object's event as last seen (its text whole, for the guest).
-    pub(super) body: watch::Receiver<ObjectEvent>,
+    pub(super) latest: watch::Receiver<ObjectEvent>,
     /// When the object last changed (what `idle` waits on).
     pub(super) changed: watch::Receiver<DateTime<Utc>>,
     pub(super) stop: CancellationToken,
@@ -212,7 +212,7 @@ impl Ticker {
     async fn call(&self, attempts: &mut Attempts, sleeps: Option<&DaemonSleeps>) -> Tick {
         let handler = &self.handler;
         let spec = &handler.spec;
-        let seen = self.body.borrow().clone();
+        let seen = self.latest.borrow().clone();
         let body = seen.body.clone();
         let now = self.clock.now();
         let started = *attempts.started.get_or_insert(now);

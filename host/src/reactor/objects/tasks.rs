@@ -45,7 +45,7 @@ pub(crate) struct RunningTask {
     pub(crate) stop: CancellationToken,
     /// The object's event as last seen: calls get the freshest body (Kopf's live
     /// kwargs), its text whole.
-    pub(crate) body: watch::Sender<ObjectEvent>,
+    pub(crate) latest: watch::Sender<ObjectEvent>,
     /// Where the task is, for `kapsel test`'s "settled".
     #[cfg_attr(
         not(any(test, feature = "testing")),
@@ -127,7 +127,7 @@ impl ObjectTasks {
             state.fingerprint = Some(fingerprint);
         }
         for running in state.running.values() {
-            running.body.send_replace(event.clone());
+            running.latest.send_replace(event.clone());
         }
         changed.subscribe()
     }
@@ -213,23 +213,23 @@ mod tests {
     #[test]
     fn idle_restarts_on_changes_of_what_users_change() {
         let timers = ObjectTasks::default();
-        let body = |spec: i64, version: &str| {
+        let seen = |spec: i64, version: &str| {
             event(serde_json::json!({
                 "metadata": {"resourceVersion": version, "labels": {"a": "b"}},
                 "spec": {"size": spec},
             }))
         };
-        let changed = timers.observe(&body(1, "1"), "p", at(0));
+        let changed = timers.observe(&seen(1, "1"), "p", at(0));
         assert_eq!(*changed.borrow(), at(0));
         // Only the resourceVersion moved: not a change.
-        timers.observe(&body(1, "2"), "p", at(5));
+        timers.observe(&seen(1, "2"), "p", at(5));
         assert_eq!(*changed.borrow(), at(0));
         // The operator's own records are not a change either.
-        let mut recorded = (*body(1, "3").body).clone();
+        let mut recorded = (*seen(1, "3").body).clone();
         recorded["metadata"]["annotations"] = serde_json::json!({"p/tick": "{}"});
         timers.observe(&event(recorded), "p", at(6));
         assert_eq!(*changed.borrow(), at(0));
-        timers.observe(&body(2, "4"), "p", at(7));
+        timers.observe(&seen(2, "4"), "p", at(7));
         assert_eq!(*changed.borrow(), at(7));
         assert!(timers.settled(at(100)), "no timer runs");
     }
