@@ -164,11 +164,14 @@ impl Body {
     /// `object` to send as it is: kube's `DynamicObject` would be built from it (its
     /// metadata typed) and written out again, and the answer read whole, where the
     /// Event poster, for one, reads nothing of it.
-    pub(crate) fn of(object: &Value) -> Body {
+    pub(crate) fn of(object: &impl Serialize) -> Body {
         Body {
-            // A `Value` always writes out as JSON.
-            text: RawValue::from_string(object.to_string())
-                .unwrap_or_else(|_| RawValue::NULL.to_owned()),
+            // What is sent here (a `Value`, an Event's body) always writes out as JSON;
+            // were it not to, the server would refuse the `null` with a clear error.
+            text: serde_json::to_string(object)
+                .ok()
+                .and_then(|text| RawValue::from_string(text).ok())
+                .unwrap_or_else(|| RawValue::NULL.to_owned()),
             meta: ObjectMeta::default(),
         }
     }

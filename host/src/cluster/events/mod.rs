@@ -20,7 +20,8 @@
 mod poster;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::runtime::GuestEvent;
 
@@ -189,43 +190,93 @@ pub(super) fn event_namespace(involved: &ObjectRef) -> &str {
     involved.namespace.as_deref().unwrap_or("default")
 }
 
-/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5).
-pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> Value {
+/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5), written out member by
+/// member: building it as a `Value` first was ~1.6 % of the operator's CPU in a profile
+/// of `make bench` (1,000 kopfexamples created and deleted, an Event each).
+pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> EventBody<'_> {
     let r = &event.involved;
     let namespace = event_namespace(r);
-    let mut involved = json!({
-        "apiVersion": r.api_version,
-        "kind": r.kind,
-        "name": r.name,
-        "namespace": namespace,
-    });
-    if let Some(uid) = &r.uid {
-        involved["uid"] = json!(uid);
-    }
     // `firstTimestamp`/`lastTimestamp` are metav1.Time (whole seconds); `eventTime`
     // is metav1.MicroTime. All three are the same instant.
     let seconds = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let micros = now.to_rfc3339_opts(SecondsFormat::Micros, true);
-    json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"namespace": namespace, "generateName": NAME_PREFIX},
-        "action": "Action?",
-        "type": event.event_type,
-        "reason": event.reason,
-        "message": shorten(&event.message),
-        "reportingComponent": COMPONENT,
-        "reportingInstance": COMPONENT,
-        "source": {"component": COMPONENT},
-        "involvedObject": involved,
-        "firstTimestamp": seconds,
-        "lastTimestamp": seconds,
-        "eventTime": micros,
-    })
+    EventBody {
+        api_version: "v1",
+        kind: "Event",
+        metadata: EventMeta {
+            namespace,
+            generate_name: NAME_PREFIX,
+        },
+        action: "Action?",
+        event_type: &event.event_type,
+        reason: &event.reason,
+        message: shorten(&event.message),
+        reporting_component: COMPONENT,
+        reporting_instance: COMPONENT,
+        source: EventSource {
+            component: COMPONENT,
+        },
+        involved_object: Involved {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            name: &r.name,
+            namespace,
+            uid: r.uid.as_deref(),
+        },
+        first_timestamp: seconds.clone(),
+        last_timestamp: seconds,
+        event_time: now.to_rfc3339_opts(SecondsFormat::Micros, true),
+    }
+}
+
+/// An Event as it is sent: Kopf's members, in Kopf's order.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct EventBody<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: EventMeta<'a>,
+    action: &'static str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    reason: &'a str,
+    message: String,
+    reporting_component: &'static str,
+    reporting_instance: &'static str,
+    source: EventSource,
+    involved_object: Involved<'a>,
+    first_timestamp: String,
+    last_timestamp: String,
+    event_time: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventMeta<'a> {
+    namespace: &'a str,
+    generate_name: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct EventSource {
+    component: &'static str,
+}
+
+/// The Event's `involvedObject`; without `uid` where the object's is not known.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Involved<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
 }
 
 #[cfg(test)]
 pub(super) mod tests {
+    use serde_json::json;
+
     use super::*;
 
     pub(crate) fn pod_ref() -> ObjectRef {
@@ -252,7 +303,8 @@ pub(super) mod tests {
         let now = DateTime::parse_from_rfc3339("2026-11-30T07:30:00.123456Z")
             .unwrap()
             .with_timezone(&Utc);
-        let body = event_body(&event(pod_ref(), "Created", "all good"), now);
+        let body = serde_json::to_value(event_body(&event(pod_ref(), "Created", "all good"), now))
+            .unwrap();
         assert_eq!(
             body,
             json!({
@@ -284,7 +336,7 @@ pub(super) mod tests {
             namespace: None,
             uid: None,
         };
-        let body = event_body(&event(node, "Seen", ""), Utc::now());
+        let body = serde_json::to_value(event_body(&event(node, "Seen", ""), Utc::now())).unwrap();
         assert_eq!(body["metadata"]["namespace"], "default");
         assert_eq!(
             body["involvedObject"],
