@@ -595,31 +595,6 @@ async fn a_guest_too_large_for_a_configmap_loads_with_a_warning_naming_the_alter
     }
 }
 
-/// Prints load time and per-call overhead; not a test of speed (run with `--ignored`).
-#[tokio::test]
-#[ignore = "a measurement, run by hand: cargo test -p kapsel-host -- --ignored --nocapture bench"]
-async fn bench_load_and_call_overhead() {
-    let path = guest_wasm("raw_behaviours");
-    let started = Instant::now();
-    let guest = runtime().load(&path).await.expect("load");
-    let load = started.elapsed();
-    for _ in 0..20 {
-        let _ = guest.invoke(cause("ok", BODY), ctx("ok")).await;
-    }
-    let rounds = 500_u32;
-    let started = Instant::now();
-    for _ in 0..rounds {
-        guest
-            .invoke(cause("ok", BODY), ctx("ok"))
-            .await
-            .expect("ok");
-    }
-    let per_call = started.elapsed() / rounds;
-    println!(
-        "load (compile + link + describe): {load:?}; invoke `ok` (fresh instance): {per_call:?} per call"
-    );
-}
-
 /// One rescan, made current; what it found.
 async fn scan(library: &mut Library) -> (Vec<String>, Vec<String>, Vec<String>) {
     let rescan = library.rescan(runtime()).await;
