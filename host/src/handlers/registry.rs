@@ -21,10 +21,14 @@ pub(crate) struct ResourceHandlers {
 
 impl ResourceHandlers {
     pub(crate) fn is_empty(&self) -> bool {
-        self.index.is_empty()
-            && self.event.is_empty()
-            && self.changing.is_empty()
-            && self.spawning.is_empty()
+        self.all().next().is_none()
+    }
+
+    /// Every handler of the resource, of every kind.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Handler>> {
+        [&self.index, &self.event, &self.changing, &self.spawning]
+            .into_iter()
+            .flatten()
     }
 
     /// Whether both are the same handlers of the same guest loads, in the same order.

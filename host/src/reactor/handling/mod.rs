@@ -54,22 +54,16 @@ pub(crate) struct StreamHandlers {
 impl StreamHandlers {
     pub(crate) fn new(resource: ResourceHandlers) -> StreamHandlers {
         let changing = ChangingHandlers::new(&resource.changing);
-        let reads_managed_fields = [
-            &resource.index,
-            &resource.event,
-            &resource.changing,
-            &resource.spawning,
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|handler| handler.spec.filters.field.as_deref())
-        .any(|field| {
-            // `metadata` whole, or the member, or something in it.
-            field
-                .iter()
-                .zip(wire::UNREAD_MEMBER)
-                .all(|(step, unread)| step == unread)
-        });
+        let reads_managed_fields = resource
+            .all()
+            .filter_map(|handler| handler.spec.filters.field.as_deref())
+            .any(|field| {
+                // `metadata` whole, or the member, or something in it.
+                field
+                    .iter()
+                    .zip(wire::UNREAD_MEMBER)
+                    .all(|(step, unread)| step == unread)
+            });
         StreamHandlers {
             resource,
             changing,
