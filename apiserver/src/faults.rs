@@ -17,6 +17,9 @@ pub enum Fault {
     },
     /// 500 InternalError.
     InternalError,
+    /// 503 ServiceUnavailable, as while kube-apiserver (or an aggregated API) cannot
+    /// serve: what kube's own retry layer retries.
+    ServiceUnavailable,
     /// 409 Conflict, as when a write lost a race with another writer ("the object has
     /// been modified").
     Conflict,
@@ -37,6 +40,9 @@ impl Fault {
                 ApiError::too_many_requests(*retry_after_secs)
             }
             Fault::InternalError => ApiError::internal("injected fault: internal error"),
+            Fault::ServiceUnavailable => ApiError::service_unavailable(
+                "injected fault: the server is currently unable to handle the request",
+            ),
             Fault::Conflict => ApiError::conflict(target),
             Fault::Invalid => ApiError::invalid(
                 target,

@@ -165,6 +165,11 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 503, as kube-apiserver answers while it (or an aggregated API) cannot serve.
+    pub(crate) fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// The `metav1.Status` object (also used inside watch ERROR events).
     pub(crate) fn to_status(&self) -> Value {
         let mut s = json!({

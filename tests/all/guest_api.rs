@@ -3,6 +3,7 @@
 //! declared, and a call outside them is refused with 403 Forbidden.
 
 use kapsel_cli::Runner;
+use kapsel_host::testing::{Fault, RequestMatcher};
 use kapsel_host::{Operator, Record};
 use kapsel_tests::*;
 use kube::api::{Api, DynamicObject};
@@ -135,4 +136,82 @@ async fn a_refused_call_is_logged_with_the_permit_to_add() {
         "no warning about default/curious with {warning:?}:\n{}",
         result.output
     );
+}
+
+/// How many requests of `verb` on `resource` the server answered with `code`.
+fn answered(
+    server: &kapsel_host::testing::ApiServer,
+    verb: &str,
+    resource: &str,
+    code: u16,
+) -> u64 {
+    server
+        .request_counts()
+        .iter()
+        .filter(|c| c.kind.verb == verb && c.kind.resource == resource && c.kind.code == code)
+        .map(|c| c.count)
+        .sum()
+}
+
+/// A guest's own call is answered as the server answered it, once: a 503 reaches the
+/// handler (which fails, to be retried by its own backoff, 60 s later), and the server
+/// saw exactly one request for it — no retry hidden in the host's HTTP client (kube's
+/// `server_retry` layer used to send it again after 5 ms, and the handler never knew).
+#[tokio::test]
+async fn a_guest_call_answered_503_reaches_the_guest_without_a_hidden_retry() {
+    let s = Scene::start("guest-api-503").await;
+    let operator = s
+        .cluster
+        .start_operator(Operator::new([guest("kube_calls")]));
+    // The startup handler's ConfigMap first: its creation is not the one to fail.
+    let started: Api<DynamicObject> = Api::namespaced_with(
+        s.client.clone(),
+        "default",
+        &core("ConfigMap", "configmaps"),
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while started
+        .get_opt("kube-calls-started")
+        .await
+        .expect("get")
+        .is_none()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "startup never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let server = s.cluster.server();
+    let before = (
+        answered(server, "create", "configmaps", 503),
+        answered(server, "create", "configmaps", 201),
+    );
+    server.faults().fail_next(
+        1,
+        RequestMatcher::any().verb("create").plural("configmaps"),
+        Fault::ServiceUnavailable,
+    );
+
+    s.create(kopfexample_of_size("parent", 3)).await;
+    let failed = s
+        .tracker
+        .wait_for("parent", "make_child's failure recorded", |b| {
+            record(b, "make_child").is_some_and(|r| r["retries"] == 1)
+        })
+        .await;
+    let message = record(&failed, "make_child").expect("a record")["message"].clone();
+    assert!(
+        message.as_str().is_some_and(|m| m.contains("503")),
+        "the guest saw the 503: {message}"
+    );
+    let after = (
+        answered(server, "create", "configmaps", 503),
+        answered(server, "create", "configmaps", 201),
+    );
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 0),
+        "one request, answered 503, and no second one"
+    );
+    assert_eq!(server.faults().unserved(), 0);
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
 }

@@ -571,3 +571,62 @@ async fn overruns_of_changing_handlers_follow_their_backoff_and_errors_mode() {
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
+
+/// The operator's own patch answered 503 is retried as Kopf retries its requests
+/// (KOPF.md §5.5: after 1 s), by the one layer that retries: the server sees the 503
+/// and, a second later, the patch that lands — not a retry 5 ms later from kube's
+/// `server_retry` layer under it (which also retried what the guests sent).
+#[tokio::test]
+async fn a_patch_answered_503_is_retried_after_kopfs_backoff() {
+    let s = Scene::start("patch-503").await;
+    let operator = s.operator();
+    let server = s.cluster.server();
+    let patches = |code: u16| -> u64 {
+        server
+            .request_counts()
+            .iter()
+            .filter(|c| {
+                c.kind.verb == "patch"
+                    && c.kind.resource == "kopfexamples"
+                    && c.kind.subresource.is_empty()
+                    && c.kind.code == code
+            })
+            .map(|c| c.count)
+            .sum()
+    };
+    server.faults().fail_next(
+        1,
+        RequestMatcher::any()
+            .verb("patch")
+            .plural("kopfexamples")
+            .subresource(""),
+        Fault::ServiceUnavailable,
+    );
+    // No finalizer for this group: the first patch is the creation cycle's merge-patch.
+    s.create(kopfexample(
+        "obj",
+        &["optional"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    until_faults_served(&s).await;
+    let refused = std::time::Instant::now();
+    s.tracker
+        .wait_for("obj", "creation handled", |b| {
+            handled_with(b, &["create_quiet"])
+        })
+        .await;
+    let waited = refused.elapsed();
+    assert!(
+        // Half of it: the moment the test sees the fault served lags the 503 a little.
+        waited >= Duration::from_millis(500),
+        "retried after {waited:?}, not after Kopf's first backoff (1 s)"
+    );
+    assert_eq!((patches(503), patches(200)), (1, 1));
+    let records = operator.journal().records();
+    assert_eq!(calls_for(&records, "create_quiet", &s.object("obj")), 1);
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}

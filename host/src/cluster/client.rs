@@ -1,7 +1,13 @@
 //! The HTTP client the operator talks to its cluster with.
 //!
-//! kube's own stack — TLS, connect and write timeouts, authentication, extra headers,
-//! retries of 429/503/504 — with one difference: the pool of idle connections is bounded.
+//! kube's own stack — TLS, connect and write timeouts, authentication, extra headers —
+//! with two differences. It never retries a request: a request is retried in one place,
+//! [`retried`](super::requests::retried), with Kopf's backoffs, for the operator's own
+//! writes (patches, Events); the guests' calls are answered as the server answered them,
+//! once (SECURITY.md), and watches resume with kube-runtime's backoff. (kube's
+//! `server_retry` layer, retrying 429, 503 and 504 up to 15 times with delays up to
+//! 1,000 s, sat under both and multiplied what the server saw.) And the pool of idle
+//! connections is bounded.
 //! kube-rs speaks HTTP/1.1 only, so every request in flight holds a connection of its
 //! own, and hyper's default pool keeps each of them once it is idle, without limit, for
 //! 90 s. After a backlog of 1,000 objects an operator held 88 connections (~2 MiB of
@@ -12,8 +18,8 @@ use std::time::Duration;
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use kube::client::{ConfigExt, retry::RetryPolicy};
-use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
+use kube::client::ConfigExt;
+use tower::{BoxError, ServiceBuilder};
 
 /// Idle connections kept per API server. Requests beyond this many at once still get a
 /// connection each; only what is idle beyond it is closed. The host's steady traffic
@@ -29,13 +35,16 @@ pub(crate) const IDLE_CONNECTIONS: usize = 64;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A client of the cluster `config` describes, as `kube::Client::try_from` builds it but
-/// with a bounded pool of idle connections.
+/// without retries (`config.default_retry` is not read) and with a bounded pool of idle
+/// connections.
 ///
 /// # Errors
 /// As `kube::Client::try_from`: the TLS settings or the credentials cannot be used.
-pub fn kube_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+pub fn kube_client(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
     if config.proxy_url.is_some() {
-        // kube's own builder knows the proxies this build supports (or says it does not).
+        // kube's own builder knows the proxies this build supports (or says it does not);
+        // told not to retry, it adds no retry layer either.
+        config.default_retry = false;
         return kube::Client::try_from(config);
     }
     let mut http = HttpConnector::new();
@@ -55,11 +64,6 @@ pub fn kube_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(
-            config
-                .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
-        )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)

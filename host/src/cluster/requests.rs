@@ -1,7 +1,10 @@
 //! Kopf's retries of API requests (KOPF.md §5.5): which failures are worth another
 //! attempt, the pauses between attempts, and [`retried`], which runs a request with them.
-//! The operator's patches and its Events go through it; the guests' own calls do not
-//! (the guest decides what to do with a failure).
+//! It is the one place a request is retried (the HTTP client retries nothing): the
+//! operator's patches and its Events go through it; the guests' own calls do not (the
+//! guest decides what to do with a failure), nor do watches (kube-runtime's backoff
+//! resumes them) or peering keep-alives (the next one, due within the lifetime, is the
+//! retry).
 
 use std::future::Future;
 use std::time::Duration;
