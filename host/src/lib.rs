@@ -18,6 +18,8 @@ mod clock;
 mod cluster;
 mod embedding;
 mod error;
+#[cfg(feature = "faults")]
+mod faults;
 mod handlers;
 mod health;
 mod journal;

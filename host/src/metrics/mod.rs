@@ -74,9 +74,6 @@ impl std::fmt::Debug for Metrics {
 struct Inner {
     state: Mutex<State>,
     paused: AtomicBool,
-    /// Resources whose watch streams a test asked to die (see [`Metrics::sabotage`]).
-    #[cfg(feature = "testing")]
-    sabotaged: tokio::sync::watch::Sender<BTreeSet<String>>,
 }
 
 #[derive(Default)]
@@ -247,34 +244,6 @@ impl Metrics {
             metrics: self.clone(),
             name: name.into(),
         }
-    }
-
-    /// Makes the watch streams of `resource` die as a host bug would (they panic), so
-    /// that a test sees what a dead loop does to liveness. Tests only.
-    #[cfg(feature = "testing")]
-    pub(crate) fn sabotage(&self, resource: &str) {
-        self.inner.sabotaged.send_modify(|resources| {
-            resources.insert(resource.to_owned());
-        });
-    }
-
-    /// Completes once a test has sabotaged the streams of `resource`; never otherwise
-    /// (nor ever without the `testing` feature).
-    pub(crate) async fn sabotaged(&self, resource: &str) {
-        #[cfg(feature = "testing")]
-        {
-            let mut sabotaged = self.inner.sabotaged.subscribe();
-            if sabotaged
-                .wait_for(|resources| resources.contains(resource))
-                .await
-                .is_ok()
-            {
-                return;
-            }
-        }
-        #[cfg(not(feature = "testing"))]
-        let _ = resource;
-        std::future::pending::<()>().await;
     }
 
     /// The loops that died, by name.

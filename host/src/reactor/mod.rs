@@ -101,6 +101,9 @@ pub(crate) struct Shared {
     pub(crate) indexes: Indexes,
     /// Each guest's pace of Kubernetes requests and Events, shared by all its calls.
     pub(crate) traffic: GuestTraffic,
+    /// What tests break on purpose.
+    #[cfg(feature = "faults")]
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl Default for Shared {
@@ -117,6 +120,8 @@ impl Default for Shared {
             watched: Watched::default(),
             known: KnownResources::default(),
             indexes: Indexes::default(),
+            #[cfg(feature = "faults")]
+            faults: crate::faults::Faults::default(),
         }
     }
 }
@@ -314,6 +319,8 @@ impl Reactor {
             recorder: shared.recorder.clone(),
             watched: shared.watched.clone(),
             journal: shared.journal.clone(),
+            #[cfg(feature = "faults")]
+            faults: shared.faults.clone(),
         });
         let mut reactor = Reactor {
             client,

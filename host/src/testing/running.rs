@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, ManualClock};
-use crate::metrics::Metrics;
 use crate::reactor::{Memories, Watched};
 use crate::{Error, Journal, Operator};
 
@@ -48,7 +47,9 @@ pub struct RunningOperator {
     manual: Option<Arc<ManualClock>>,
     memories: Memories,
     watched: Watched,
-    metrics: Metrics,
+    /// What the test breaks on purpose.
+    #[cfg(feature = "faults")]
+    faults: crate::faults::Faults,
     /// Whether the operator has started its watch streams.
     started: tokio::sync::watch::Receiver<bool>,
 }
@@ -64,7 +65,8 @@ impl RunningOperator {
         let clock = operator.shared.clock.clone();
         let memories = operator.shared.memories.clone();
         let watched = operator.shared.watched.clone();
-        let metrics = operator.shared.metrics.clone();
+        #[cfg(feature = "faults")]
+        let faults = operator.shared.faults.clone();
         let started = operator.shared.started.subscribe();
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -77,7 +79,8 @@ impl RunningOperator {
             manual,
             memories,
             watched,
-            metrics,
+            #[cfg(feature = "faults")]
+            faults,
             started,
         }
     }
@@ -151,8 +154,9 @@ impl RunningOperator {
     /// Makes the watch streams of `resource` (`plural.version.group`, e.g. `pods.v1`) die
     /// as a host bug would: their loops panic and are not reopened, and liveness fails
     /// from then on. For testing what the operator does when one of its loops dies.
+    #[cfg(feature = "faults")]
     pub fn kill_streams(&self, resource: &str) {
-        self.metrics.sabotage(resource);
+        self.faults.kill_streams(resource);
     }
 
     /// What the watched resources are (keys as the journal names them), for `kapsel test`

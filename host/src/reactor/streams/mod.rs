@@ -67,6 +67,9 @@ pub(crate) struct StreamParts {
     pub(crate) watched: Watched,
     /// Where streams note their starting, closing and relisting.
     pub(crate) journal: Journal,
+    /// What tests break on purpose.
+    #[cfg(feature = "faults")]
+    pub(crate) faults: crate::faults::Faults,
 }
 
 /// The watch streams that run.
@@ -254,7 +257,7 @@ async fn run_stream(
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (replay, replays) = mpsc::unbounded_channel();
-    let watch = tokio::spawn(watching::run(
+    let watching = watching::run(
         Watch {
             client: parts.client.clone(),
             resource: context.resource.clone(),
@@ -266,7 +269,13 @@ async fn run_stream(
         tx,
         replays,
         cancel.child_token(),
-    ));
+    );
+    #[cfg(feature = "faults")]
+    let watching = parts
+        .faults
+        .clone()
+        .killable(context.resource.key(), watching);
+    let watch = tokio::spawn(watching);
     let readiness = parts.handling.readiness().clone();
     let memories = parts.handling.memories().clone();
     let (handling, ctx) = (parts.handling.clone(), context.clone());

@@ -123,14 +123,10 @@ pub(crate) async fn run(
     };
     // A stream that dies of a host bug is never reopened: liveness must fail.
     let _alive = metrics.loop_watch(format!("the watch stream for {stream_name}"));
-    let resource_key = resource.key();
-    let sabotaged = metrics.sabotaged(&resource_key);
-    tokio::pin!(sabotaged);
     let mut replaying = true;
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
-            () = &mut sabotaged => panic!("the watch stream for {stream_name} was made to die by a test"),
             replay = replays.recv(), if replaying => {
                 let Some(seq) = replay else {
                     replaying = false;
