@@ -146,17 +146,13 @@ impl Calls {
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Executed {
-        let memo = memory.state().memo.clone();
-        let executed = self.invoke(handler, ctx, details, memo).await;
+        let executed = self.invoke(handler, ctx, details, memory.memo()).await;
         if let Some(memo) = &executed.memo {
-            memory.state().memo = Some(memo.clone());
+            memory.set_memo(memo.clone());
         }
         if let Some(fields) = &executed.patch {
             if !fields.is_empty() {
-                let mut state = memory.state();
-                if !state.patched_by.contains(&handler.spec.id) {
-                    state.patched_by.push(handler.spec.id.clone());
-                }
+                memory.patched_by(&handler.spec.id);
             }
             merge_into(&mut patch.merge, fields.clone());
         }

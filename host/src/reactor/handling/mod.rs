@@ -12,7 +12,7 @@ mod indexing;
 mod ticker;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -265,15 +265,8 @@ impl Handling {
             .pointer("/metadata/resourceVersion")
             .and_then(serde_json::Value::as_str);
         let seq = memory.begin_event(version);
-        let (echo, writes) = {
-            let mut state = memory.state();
-            state
-                .noticed_by_listing
-                .get_or_insert(event.event_type == EventType::Listed);
-            state.patched_by.clear();
-            // Waiting for our own patch to come back: this event is (part of) it.
-            (state.expected_version.is_some(), state.writes)
-        };
+        // Waiting for our own patch to come back: this event is (part of) it.
+        let (echo, writes) = memory.event_arrived(event.event_type == EventType::Listed);
         let waited = if echo {
             match self.back_off(&ctx, memory, seq).await {
                 Some(waited) => waited,
@@ -319,7 +312,7 @@ impl Handling {
             // Stopped before the deletion cycle, which releases the finalizer after them.
             memory.tasks.stop_all().await;
         }
-        memory.state().daemons_match = !spawning.is_empty();
+        memory.set_daemons_match(!spawning.is_empty());
         self.handle_with_throttling(&ctx, memory, seq, patch).await;
         self.note_writes(&ctx, memory, (echo, waited), writes);
         self.daemons.sync(stream, &ctx, memory, &spawning).await;
@@ -335,10 +328,8 @@ impl Handling {
         seq: u64,
     ) -> Option<Duration> {
         let limits = &*self.limits;
-        let backoff = memory
-            .state()
-            .self_triggers
-            .backoff(limits.min_retry_delay, limits.self_trigger_limit);
+        let backoff =
+            memory.self_trigger_backoff(limits.min_retry_delay, limits.self_trigger_limit);
         let Some(delay) = backoff else {
             return Some(Duration::ZERO);
         };
@@ -366,24 +357,14 @@ impl Handling {
         writes: u64,
     ) {
         let limits = &*self.limits;
-        let (streak, handlers) = {
-            let mut state = memory.state();
-            let streak = if state.writes == writes {
-                state.self_triggers.settled()
-            } else {
-                // Half the shortest retry delay: a handler retried after a delay writes
-                // once right after its echo and once when the delay is over, and so is
-                // no loop; a loop writes right after every echo.
-                let (quick, limit) = (limits.min_retry_delay / 2, limits.self_trigger_limit);
-                state
-                    .self_triggers
-                    .written(echo, Instant::now(), waited, quick, limit)
-            };
-            let handlers = match state.patched_by.as_slice() {
-                [] => "its handlers".to_owned(),
-                ids => format!("handlers {}", ids.join(", ")),
-            };
-            (streak, handlers)
+        // Half the shortest retry delay: a handler retried after a delay writes once
+        // right after its echo and once when the delay is over, and so is no loop; a
+        // loop writes right after every echo.
+        let quick = (limits.min_retry_delay / 2, limits.self_trigger_limit);
+        let (streak, patched_by) = memory.note_writes(writes, (echo, waited), quick);
+        let handlers = match patched_by.as_slice() {
+            [] => "its handlers".to_owned(),
+            ids => format!("handlers {}", ids.join(", ")),
         };
         match streak {
             Streak::Quiet => {}
@@ -436,12 +417,12 @@ impl Handling {
             };
             let error = match result {
                 Ok(()) => {
-                    memory.state().throttler.on_success();
+                    memory.unthrottle();
                     return;
                 }
                 Err(error) => error,
             };
-            let delay = memory.state().throttler.on_error(&ERROR_DELAYS);
+            let delay = memory.throttle(&ERROR_DELAYS);
             let Some(delay) = delay else {
                 object_log!(error, object, "Processing failed: {error}");
                 return;

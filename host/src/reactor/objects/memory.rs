@@ -21,13 +21,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use chrono::{DateTime, Utc};
 
-use super::self_triggers::SelfTriggers;
+use super::self_triggers::{SelfTriggers, Streak};
 use super::tasks::ObjectTasks;
 use crate::clock::{Clock, Sleep};
 use crate::handlers::ObjectKey;
@@ -191,43 +191,44 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// The remembered facts; only the object's worker changes them, one event at a time.
+/// The remembered facts; only the object's worker changes them, one event at a time,
+/// through [`ObjectMemory`]'s methods, which keep them consistent.
 #[derive(Debug, Default)]
-pub(crate) struct MemoryState {
+struct MemoryState {
     /// Events processed so far (compared with the arrivals to spot newer events).
-    pub(crate) processed: u64,
+    processed: u64,
     /// Whether the first event of the object in this process came from a listing.
-    pub(crate) noticed_by_listing: Option<bool>,
+    noticed_by_listing: Option<bool>,
     /// A changing cycle finished (or had nothing to do) once: no resuming any more.
-    pub(crate) fully_handled_once: bool,
+    fully_handled_once: bool,
     /// The operator-side memo handlers share for this object (JSON).
-    pub(crate) memo: Option<String>,
+    memo: Option<String>,
     /// Throttling of unexpected errors (KOPF.md §5.4).
-    pub(crate) throttler: Throttler,
+    throttler: Throttler,
     /// The resourceVersion of our last patch, until its event arrives (KOPF.md §4.8).
-    pub(crate) expected_version: Option<(String, tokio::time::Instant)>,
+    expected_version: Option<(String, tokio::time::Instant)>,
     /// A finalizer change the server refused; retried in the next cycle.
-    pub(crate) carried_finalizer: Option<FinalizerChange>,
+    carried_finalizer: Option<FinalizerChange>,
     /// We released the deleting object (removed our finalizer): the events still in
     /// flight from before the release must not start its deletion handlers again.
-    pub(crate) released: bool,
+    released: bool,
     /// A write of ours found the object gone (404). Its uid never comes back, so the
     /// events still queued from before the deletion change nothing more: a handler run
     /// for them would act for an object that no longer exists (with results written to
     /// `/status` but the object's patch refused, an echo says its cause is unhandled).
-    pub(crate) gone: bool,
+    gone: bool,
     /// The resourceVersion of its latest event (for `kapsel test`'s waits).
-    pub(crate) newest_version: Option<Box<str>>,
+    newest_version: Option<Box<str>>,
     /// Until when its worker sleeps on handler time, if it does.
-    pub(crate) sleeping_until: Option<DateTime<Utc>>,
+    sleeping_until: Option<DateTime<Utc>>,
     /// Timers or daemons match the object as last seen: they need the finalizer (KOPF.md §4.6).
-    pub(crate) daemons_match: bool,
+    daemons_match: bool,
     /// Patches the operator sent for the object (a change of this count: it wrote).
-    pub(crate) writes: u64,
+    writes: u64,
     /// The handlers whose patch went into the current event's write, for reports.
-    pub(crate) patched_by: Vec<String>,
+    patched_by: Vec<String>,
     /// Whether its handlers re-trigger themselves through their own patches.
-    pub(crate) self_triggers: SelfTriggers,
+    self_triggers: SelfTriggers,
 }
 
 impl ObjectMemory {
@@ -274,7 +275,7 @@ impl ObjectMemory {
     }
 
     /// The remembered facts.
-    pub(crate) fn state(&self) -> MutexGuard<'_, MemoryState> {
+    fn state(&self) -> MutexGuard<'_, MemoryState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -288,6 +289,173 @@ impl ObjectMemory {
             state.newest_version = Some(version.into());
         }
         state.processed
+    }
+
+    /// An event of the object starts being handled (`listed`: it came from a listing):
+    /// whether it is (part of) the echo of our last patch, and the count of our writes
+    /// so far ([`ObjectMemory::note_writes`] compares with it afterwards).
+    pub(crate) fn event_arrived(&self, listed: bool) -> (bool, u64) {
+        let mut state = self.state();
+        state.noticed_by_listing.get_or_insert(listed);
+        state.patched_by.clear();
+        (state.expected_version.is_some(), state.writes)
+    }
+
+    /// Whether a write of ours found the object gone: events from before its deletion
+    /// change nothing more.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state().gone
+    }
+
+    /// Whether we released the deleting object (removed our finalizer).
+    pub(crate) fn is_released(&self) -> bool {
+        self.state().released
+    }
+
+    /// An event with this resourceVersion is being handled: if it is the echo of our
+    /// last patch, the state is consistent again (KOPF.md §4.8).
+    pub(crate) fn echo_arrived(&self, version: Option<&str>) {
+        let mut state = self.state();
+        if state
+            .expected_version
+            .as_ref()
+            .is_some_and(|(expected, _)| version == Some(expected.as_str()))
+        {
+            state.expected_version = None;
+        }
+    }
+
+    /// The resourceVersion our last patch produced and when it was sent, until its echo
+    /// arrives.
+    pub(crate) fn awaited_echo(&self) -> Option<(String, tokio::time::Instant)> {
+        self.state().expected_version.clone()
+    }
+
+    /// The echo of our last patch is no longer waited for (it did not come in time).
+    pub(crate) fn stop_awaiting_echo(&self) {
+        self.state().expected_version = None;
+    }
+
+    /// Whether timers or daemons match the object as last seen (they need the finalizer).
+    pub(crate) fn daemons_match(&self) -> bool {
+        self.state().daemons_match
+    }
+
+    /// Notes whether timers or daemons match the object as now seen.
+    pub(crate) fn set_daemons_match(&self, matching: bool) {
+        self.state().daemons_match = matching;
+    }
+
+    /// Whether the object's changes are part of the operator's initial listing and no
+    /// cycle finished yet: resuming handlers apply.
+    pub(crate) fn is_initial(&self) -> bool {
+        let state = self.state();
+        state.noticed_by_listing == Some(true) && !state.fully_handled_once
+    }
+
+    /// A changing cycle finished (or had nothing to do): no resuming any more.
+    pub(crate) fn handled_fully(&self) {
+        self.state().fully_handled_once = true;
+    }
+
+    /// Takes the finalizer change the server refused last time, to try it again.
+    pub(crate) fn take_carried_finalizer(&self) -> Option<FinalizerChange> {
+        self.state().carried_finalizer.take()
+    }
+
+    /// The server refused a finalizer change, sending nothing of ours: the next cycle
+    /// tries it again.
+    pub(crate) fn release_refused(&self, change: Option<FinalizerChange>) {
+        self.state().carried_finalizer = change;
+    }
+
+    /// A write of ours found the object gone (404): its queued events change nothing.
+    pub(crate) fn gone(&self) {
+        self.state().gone = true;
+    }
+
+    /// A write of ours was sent and answered: counts it; remembers the version it
+    /// produced (its echo is awaited unless the object is being removed by it), a
+    /// release that went through, and the finalizer change of the write when it was
+    /// refused (`Some`: retried in the next cycle).
+    pub(crate) fn wrote(
+        &self,
+        produced: Option<&str>,
+        releasing: bool,
+        refused: Option<Option<FinalizerChange>>,
+    ) {
+        let mut state = self.state();
+        state.writes += 1;
+        let was_refused = refused.is_some();
+        if releasing && !was_refused {
+            state.released = true;
+        }
+        if let Some(change) = refused {
+            state.carried_finalizer = change;
+        }
+        // Releasing a deleting object's last finalizer deletes it: that version never arrives.
+        state.expected_version = match produced {
+            Some(version) if !releasing || was_refused => {
+                Some((version.to_owned(), tokio::time::Instant::now()))
+            }
+            _ => None,
+        };
+    }
+
+    /// The memo handlers share for the object (JSON).
+    pub(crate) fn memo(&self) -> Option<String> {
+        self.state().memo.clone()
+    }
+
+    /// A handler returned the memo.
+    pub(crate) fn set_memo(&self, memo: String) {
+        self.state().memo = Some(memo);
+    }
+
+    /// A handler's patch goes into the event's write (named in reports).
+    pub(crate) fn patched_by(&self, handler: &str) {
+        let mut state = self.state();
+        if !state.patched_by.iter().any(|id| id == handler) {
+            state.patched_by.push(handler.to_owned());
+        }
+    }
+
+    /// Handling the object failed unexpectedly: how long to throttle it (KOPF.md §5.4).
+    pub(crate) fn throttle(&self, delays: &[u64]) -> Option<Duration> {
+        self.state().throttler.on_error(delays)
+    }
+
+    /// Handling the object succeeded: the throttling starts over.
+    pub(crate) fn unthrottle(&self) {
+        self.state().throttler.on_success();
+    }
+
+    /// How long to wait before handling an echo, while its handlers re-trigger
+    /// themselves (see `SelfTriggers::backoff`).
+    pub(crate) fn self_trigger_backoff(&self, min_delay: Duration, limit: u32) -> Option<Duration> {
+        self.state().self_triggers.backoff(min_delay, limit)
+    }
+
+    /// After an event that was (`echo`) or was not the echo of our last write, handled
+    /// after backing off for `waited`: the streak of self-triggering writes it makes (a
+    /// write of ours for it, if our write count moved past `writes`, as
+    /// [`ObjectMemory::event_arrived`] said it, is `quick` when it came that soon after
+    /// the previous one), and which handlers' patches went into the write.
+    pub(crate) fn note_writes(
+        &self,
+        writes: u64,
+        (echo, waited): (bool, Duration),
+        (quick, limit): (Duration, u32),
+    ) -> (Streak, Vec<String>) {
+        let mut state = self.state();
+        let streak = if state.writes == writes {
+            state.self_triggers.settled()
+        } else {
+            state
+                .self_triggers
+                .written(echo, Instant::now(), waited, quick, limit)
+        };
+        (streak, state.patched_by.clone())
     }
 
     /// The event's processing has ended.

@@ -57,7 +57,7 @@ impl Changing {
         let changing = &ctx.handlers.changing;
         let (diffbase, keys) = (settings.diffbase(), settings.keys());
 
-        if memory.state().gone {
+        if memory.is_gone() {
             object_log!(
                 debug,
                 object,
@@ -65,20 +65,15 @@ impl Changing {
             );
             return Ok(());
         }
-        if memory.state().released && changes::is_deletion_ongoing(body) {
+        if memory.is_released() && changes::is_deletion_ongoing(body) {
             // Echoes of our last patches before the release; the DELETED event follows.
             return self.send(ctx, memory, patch).await.map(drop);
         }
 
         // Our own patch came back: the state is consistent again (KOPF.md §4.8).
-        let expected = memory.state().expected_version.clone();
-        if let Some((version, _)) = &expected
-            && resource_version(body) == Some(version.as_str())
-        {
-            memory.state().expected_version = None;
-        }
+        memory.echo_arrived(resource_version(body));
 
-        let daemons_required = memory.state().daemons_match;
+        let daemons_required = memory.daemons_match();
         if changing.is_empty() {
             // Only timers and daemons: no change detection (nothing is stored for it, as in
             // Kopf); only the finalizer they need, released once they have stopped.
@@ -96,10 +91,7 @@ impl Changing {
         for warning in warnings {
             object_log!(warn, object, "{warning}");
         }
-        let initial = {
-            let state = memory.state();
-            state.noticed_by_listing == Some(true) && !state.fully_handled_once
-        };
+        let initial = memory.is_initial();
         let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
         let active = self.active_handlers(ctx, &cause).await;
         let mut eval = no_callbacks;
@@ -119,14 +111,14 @@ impl Changing {
                 if changes::is_stealth(&active.views, &cause, body, &mut eval) =>
             {
                 // Stealth mode (KOPF.md §3): nothing logged, stored or patched for it.
-                memory.state().fully_handled_once = true;
+                memory.handled_fully();
             }
             FinalizerDecision::Keep => {
                 if !self.consistent(memory, seq, object).await {
                     // A newer event is queued: it carries the fresher state.
                     return self.send(ctx, memory, patch).await.map(drop);
                 }
-                let carried = memory.state().carried_finalizer.take();
+                let carried = memory.take_carried_finalizer();
                 if let Some(FinalizerChange::Remove(name)) = carried
                     && changes::is_deletion_ongoing(body)
                     && changes::is_deletion_blocked(body, &name)
@@ -152,7 +144,7 @@ impl Changing {
                         ),
                         _ => {}
                     }
-                    memory.state().fully_handled_once = true;
+                    memory.handled_fully();
                 }
             }
         }
@@ -199,7 +191,7 @@ impl Changing {
     /// Waits for our last patch to come back (KOPF.md §4.8). `false`: a newer event is
     /// queued, so this one's state-dependent processing is skipped.
     async fn consistent(&self, memory: &ObjectMemory, seq: u64, object: &str) -> bool {
-        let Some((version, since)) = memory.state().expected_version.clone() else {
+        let Some((version, since)) = memory.awaited_echo() else {
             return true;
         };
         if memory.has_newer(seq) {
@@ -215,7 +207,7 @@ impl Changing {
             object,
             "Timed out waiting for resourceVersion {version}; going on with the object as it is."
         );
-        memory.state().expected_version = None;
+        memory.stop_awaiting_echo();
         true
     }
 
@@ -359,7 +351,7 @@ impl Changing {
             self.calls.warn_about(ctx, "DiffBaseDigested", message);
         }
         if end.fully_handled {
-            memory.state().fully_handled_once = true;
+            memory.handled_fully();
         }
         if changes::release_on_deletion(body, &settings.finalizer, !end.delays.is_empty()) {
             patch.finalizer = Some(release(&settings.finalizer, object));
@@ -385,7 +377,7 @@ impl Changing {
         let (fresh, refused) = match self.patcher.apply(target, body, &patch).await? {
             Applied::Gone => {
                 object_log!(debug, object, "The object is gone; nothing to patch.");
-                memory.state().gone = true;
+                memory.gone();
                 return Ok(false);
             }
             Applied::Done(fresh) => (fresh, false),
@@ -396,31 +388,24 @@ impl Changing {
                 // Nothing of ours was written, so no event of ours will come to run the
                 // next cycle: an error, so that the event is tried again after a while
                 // unless a newer one (the change the refusal hints at) comes first.
-                memory.state().carried_finalizer = patch.finalizer.clone();
+                memory.release_refused(patch.finalizer.clone());
                 return Err(error);
             }
             Applied::FinalizerRefused { fresh, .. } => (fresh, true),
         };
-        let mut state = memory.state();
-        state.writes += 1;
-        if releasing && !refused {
-            state.released = true;
-        }
         if refused {
             object_log!(
                 debug,
                 object,
                 "The finalizer change was refused (the object changed meanwhile); retrying in the next cycle."
             );
-            state.carried_finalizer = patch.finalizer.clone();
         }
-        // Releasing a deleting object's last finalizer deletes it: that version never arrives.
-        state.expected_version = match fresh.as_ref().and_then(resource_version) {
-            Some(version) if !releasing || refused => {
-                Some((version.to_owned(), tokio::time::Instant::now()))
-            }
-            _ => None,
-        };
+        let refused = refused.then(|| patch.finalizer.clone());
+        memory.wrote(
+            fresh.as_ref().and_then(resource_version),
+            releasing,
+            refused,
+        );
         Ok(true)
     }
 }
