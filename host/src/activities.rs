@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::clock::{self, Clock, SystemClock};
 use crate::cluster::KubeAccess;
-use crate::handlers::execution::{self, Verdict};
+use crate::handlers::execution::{self, Attempted, Retrying, Standing, Verdict};
 use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes};
 use crate::journal::Journal;
 use crate::recording::Recorder;
@@ -86,54 +88,34 @@ impl Activity {
     pub(crate) async fn run(&self, context: &Context, budget: Option<Duration>) -> Finished {
         let handler = &self.handler;
         let journal = &context.journal;
-        let spec = &handler.spec;
-        let name = execution::display_name(spec.kind, &spec.id);
-        let policy = spec.retry_policy();
-        let started = Instant::now();
-        let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
-        let mut retries: u32 = 0;
+        let clock = SystemClock;
+        let started = clock.now();
+        let retrying = budget.map_or(Retrying::Later, |budget| {
+            Retrying::Before(clock::after(started, budget))
+        });
+        let mut standing = Standing::first(started);
         loop {
-            let cause = self.cause(retries, &started_at, started.elapsed());
-            let services = GuestServices {
-                journal: journal.clone(),
-                indexes: context.indexes.clone(),
-                guest: handler.guest.clone(),
-                // About no object: no default object for Events, and namespaced
-                // Kubernetes calls default to `default`.
-                object: Arc::new(Value::Null),
-                poster: None,
-                kube: context.kube.clone(),
-                recorder: context.recorder.clone(),
-                sleeps: None,
+            let call = async {
+                handler.record_called(journal, About::NOTHING);
+                let cause = self.cause(standing, clock.now());
+                execution::invoke(&handler.guest, cause, self.call_context(context)).await
             };
-            handler.record_called(journal, About::NOTHING);
-            let call = CallContext::new(spec.id.clone(), None, Arc::new(services))
-                .in_pool(Pool::Activities);
-            let executed = execution::invoke(&handler.guest, cause, call).await;
-            let runtime = chrono::TimeDelta::from_std(started.elapsed()).unwrap_or_default();
-            let decision = execution::decide(&name, &policy, retries, runtime, executed.attempt);
-            retries += 1;
-            let (elapsed, fault) = (executed.elapsed, executed.fault);
-            let delay = decision
-                .outcome
-                .delay
-                .map(|seconds| Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO));
-            // No retry that would end past the caller's budget.
-            let verdict = match (decision.verdict, delay) {
-                (Verdict::Retry, Some(delay))
-                    if budget.is_some_and(|b| started.elapsed() + delay >= b) =>
-                {
-                    Verdict::Failure
+            let Attempted { decision, called } =
+                execution::attempt(&handler.spec, standing, retrying, &clock, call).await;
+            standing.retries += 1;
+            let verdict = decision.verdict;
+            match called {
+                Some(called) => {
+                    let ended = Ended {
+                        elapsed: called.elapsed,
+                        verdict,
+                        fault: called.fault,
+                        line: &decision.line,
+                    };
+                    handler.record_finished(journal, About::NOTHING, ended);
                 }
-                (verdict, _) => verdict,
-            };
-            let ended = Ended {
-                elapsed,
-                verdict,
-                fault,
-                line: &decision.line,
-            };
-            handler.record_finished(journal, About::NOTHING, ended);
+                None => handler.record_gave_up(journal, About::NOTHING, &decision.line),
+            }
             match verdict {
                 Verdict::Success => {
                     tracing::info!("{}", decision.line);
@@ -146,11 +128,16 @@ impl Activity {
                 }
                 Verdict::Retry => {
                     tracing::warn!("{}", decision.line);
-                    tokio::time::sleep(delay.unwrap_or(Duration::ZERO)).await;
+                    let delay = decision.outcome.delay.unwrap_or(0.0);
+                    clock
+                        .sleep_until(clock::after_seconds(clock.now(), delay.max(0.0)))
+                        .await;
                 }
                 Verdict::Failure => {
                     tracing::error!("{}", decision.line);
-                    handler.record_failed(journal, About::NOTHING, &decision.line);
+                    if called.is_some() {
+                        handler.record_failed(journal, About::NOTHING, &decision.line);
+                    }
                     let error = decision.outcome.error.unwrap_or(decision.line);
                     return Finished::Failed(format!("failed: {error}"));
                 }
@@ -158,7 +145,25 @@ impl Activity {
         }
     }
 
-    fn cause(&self, retry: u32, started: &str, runtime: Duration) -> runtime::Cause {
+    /// What the guest may use during a call: about no object, no default object for
+    /// Events, and namespaced Kubernetes calls default to `default`.
+    fn call_context(&self, context: &Context) -> CallContext {
+        let handler = &self.handler;
+        let services = GuestServices {
+            journal: context.journal.clone(),
+            indexes: context.indexes.clone(),
+            guest: handler.guest.clone(),
+            object: Arc::new(Value::Null),
+            poster: None,
+            kube: context.kube.clone(),
+            recorder: context.recorder.clone(),
+            sleeps: None,
+        };
+        CallContext::new(handler.spec.id.clone(), None, Arc::new(services))
+            .in_pool(Pool::Activities)
+    }
+
+    fn cause(&self, standing: Standing, now: DateTime<Utc>) -> runtime::Cause {
         let spec = &self.handler.spec;
         runtime::Cause {
             handler_id: spec.id.clone(),
@@ -177,9 +182,13 @@ impl Activity {
             old: None,
             new: None,
             diff: None,
-            retry,
-            started: started.to_owned(),
-            runtime_seconds: runtime.as_secs_f64(),
+            retry: standing.retries,
+            started: standing
+                .started
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            runtime_seconds: (now - standing.started)
+                .to_std()
+                .map_or(0.0, |runtime| runtime.as_secs_f64()),
             param: spec.param.clone(),
             memo: None,
         }

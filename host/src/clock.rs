@@ -12,7 +12,27 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
+
+/// The longest wait handler time knows, a year: a guest's retry delay or a daemon's sleep
+/// longer than this means "not soon" and is cut to it (beyond some thousands of years it
+/// would not fit a timestamp at all).
+pub(crate) const LONGEST_WAIT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The time `delay` after `time`; the end of time when that is no time (never).
+pub(crate) fn after(time: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(delay)
+        .ok()
+        .and_then(|delta| time.checked_add_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// The time `seconds` after `time`; the end of time when that is no time (never),
+/// negative and NaN seconds included.
+pub(crate) fn after_seconds(time: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
+    Duration::try_from_secs_f64(seconds)
+        .map_or(DateTime::<Utc>::MAX_UTC, |delay| after(time, delay))
+}
 
 /// A sleep that a clock hands out.
 pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -105,6 +125,17 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn after_a_delay_or_never() {
+        let now = Utc::now();
+        assert_eq!(after(now, Duration::from_secs(2)) - now, TimeDelta::seconds(2));
+        assert_eq!(after_seconds(now, 1.5) - now, TimeDelta::milliseconds(1500));
+        for never in [f64::NAN, -1.0, f64::INFINITY, 1e300] {
+            assert_eq!(after_seconds(now, never), DateTime::<Utc>::MAX_UTC, "{never}");
+        }
+        assert_eq!(after(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
+    }
 
     #[tokio::test]
     async fn manual_sleeps_end_when_the_clock_is_advanced() {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -136,15 +136,6 @@ pub(crate) fn set_progress(progress: &SharedProgress, busy: bool, due: Option<Da
     *progress.lock().unwrap_or_else(PoisonError::into_inner) = TaskProgress { busy, due };
 }
 
-/// The time `seconds` after `time` (the end of time if that is not a time).
-pub(crate) fn after(time: DateTime<Utc>, seconds: f64) -> DateTime<Utc> {
-    Duration::try_from_secs_f64(seconds)
-        .ok()
-        .and_then(|d| TimeDelta::from_std(d).ok())
-        .and_then(|d| time.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
 /// What a daemon's sleeps (`sleep_unless_stopped`) need: the stop, the clock, and where
 /// `kapsel test` sees that the daemon waits rather than works.
 #[derive(Clone)]
@@ -168,7 +159,7 @@ impl DaemonSleeps {
         if self.stop.is_cancelled() {
             return false;
         }
-        let until = after(self.clock.now(), duration.as_secs_f64());
+        let until = crate::clock::after(self.clock.now(), duration);
         set_progress(&self.progress, false, Some(until));
         let slept = tokio::select! {
             () = self.stop.cancelled() => false,

@@ -1,20 +1,10 @@
 //! One handler registration as the host uses it ([`HandlerSpec`], read once from the
 //! contract's registration), and a loaded guest's handler ([`Handler`]).
 
-use super::execution::RetryPolicy;
 use super::filters::{Filters, Matcher};
 use crate::cluster::Selector;
 use crate::limits::Limits;
 use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration};
-
-/// Kopf's default errors mode of a kind (KOPF.md §5.3): raw events and indexes ignore
-/// arbitrary failures, everything else retries them.
-fn default_errors(kind: HandlerKind) -> ErrorsMode {
-    match kind {
-        HandlerKind::Event | HandlerKind::Index => ErrorsMode::Ignored,
-        _ => ErrorsMode::Temporary,
-    }
-}
 
 /// A number of seconds, if it is one (absent, negative, zero or NaN: not set).
 fn positive(seconds: Option<f64>) -> Option<f64> {
@@ -114,17 +104,6 @@ impl HandlerSpec {
                 sharp: reg.sharp,
             },
             min_retry_delay: limits.min_retry_delay.as_secs_f64(),
-        }
-    }
-
-    /// How the handler's failures are retried (KOPF.md §5.1–§5.3).
-    pub(crate) fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy {
-            errors: self.errors.unwrap_or(default_errors(self.kind)),
-            timeout: self.timeout_seconds,
-            retries: self.retries,
-            backoff: self.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
-            min_delay: self.min_retry_delay,
         }
     }
 

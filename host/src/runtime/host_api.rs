@@ -7,9 +7,7 @@ use std::time::Duration;
 use super::bindings::{HostImports, KubeError, Level, Selector, TypesImports};
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest};
 use super::state::{HostState, over_limit};
-
-/// The longest a daemon's single sleep may ask for; longer requests are cut to this.
-const MAX_SLEEP: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::clock::LONGEST_WAIT;
 
 impl HostState {
     /// Counts a log line against the call's limits; an error fails the call.
@@ -257,8 +255,8 @@ impl HostImports for HostState {
             Duration::ZERO
         } else {
             Duration::try_from_secs_f64(seconds)
-                .unwrap_or(MAX_SLEEP)
-                .min(MAX_SLEEP)
+                .unwrap_or(LONGEST_WAIT)
+                .min(LONGEST_WAIT)
         };
         let services = Arc::clone(&self.services);
         // A daemon's budget is for its work, not for its sleeps.

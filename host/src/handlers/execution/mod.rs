@@ -8,6 +8,7 @@
 //! makes it final when the next attempt would exceed either limit, so `retries=N` means
 //! N attempts in total. The messages end up in progress records, hence the wording.
 
+mod attempt;
 mod replies;
 
 use std::time::{Duration, Instant};
@@ -16,8 +17,11 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+pub(crate) use attempt::{Attempted, Called, Retrying, Standing, attempt};
 use replies::taken;
 
+use super::spec::HandlerSpec;
+use crate::clock::LONGEST_WAIT;
 use crate::pyformat::{py_repr_str, py_seconds, py_timedelta, seconds};
 use crate::runtime::{CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind, IndexOutcome};
 
@@ -39,6 +43,28 @@ pub(crate) struct RetryPolicy {
     /// The host's shortest retry delay in seconds (`Limits::min_retry_delay`): a guest
     /// asking to be retried sooner waits this long, so a failing handler cannot loop.
     pub(crate) min_delay: f64,
+}
+
+impl RetryPolicy {
+    /// How a handler's failures are retried (KOPF.md §5.1–§5.3).
+    pub(crate) fn of(spec: &HandlerSpec) -> RetryPolicy {
+        RetryPolicy {
+            errors: spec.errors.unwrap_or(default_errors(spec.kind)),
+            timeout: spec.timeout_seconds,
+            retries: spec.retries,
+            backoff: spec.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
+            min_delay: spec.min_retry_delay,
+        }
+    }
+}
+
+/// Kopf's default errors mode of a kind (KOPF.md §5.3): raw events and indexes ignore
+/// arbitrary failures, everything else retries them.
+fn default_errors(kind: HandlerKind) -> ErrorsMode {
+    match kind {
+        HandlerKind::Event | HandlerKind::Index => ErrorsMode::Ignored,
+        _ => ErrorsMode::Temporary,
+    }
 }
 
 impl Default for RetryPolicy {
@@ -291,9 +317,8 @@ pub(crate) fn usable_delay(seconds: f64) -> f64 {
     }
 }
 
-/// The longest delay a handler gets, in seconds (a year): longer ones mean "not soon",
-/// and beyond some thousands of years they would not fit a timestamp at all.
-pub(crate) const LONGEST_DELAY: f64 = 366.0 * 24.0 * 3600.0;
+/// The longest delay a handler gets, in seconds: the clock's [`LONGEST_WAIT`].
+pub(crate) const LONGEST_DELAY: f64 = LONGEST_WAIT.as_secs_f64();
 
 /// What one call of a handler produced.
 #[derive(Debug)]

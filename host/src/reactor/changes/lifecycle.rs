@@ -17,6 +17,7 @@ use super::causes::{ChangingCause, capitalize, title};
 use super::essence::DiffBaseStorage;
 use super::patch::Patch;
 use super::progress::{HandlerState, ProgressStorage, seconds};
+use crate::clock;
 use crate::handlers::execution::{Outcome, usable_delay};
 use crate::pyformat::py_eq;
 
@@ -340,15 +341,14 @@ pub(crate) fn finish(
 fn apply_outcome(s: &mut HandlerState, outcome: &Outcome, now: DateTime<Utc>) {
     s.started = Some(s.started.unwrap_or(now));
     s.stopped = s.stopped.or(outcome.is_final.then_some(now));
+    // Whole microseconds, as progress records write times.
     #[expect(
         clippy::cast_possible_truncation,
-        reason = "usable delays are at most a year, far below the i64 µs range"
+        clippy::cast_sign_loss,
+        reason = "usable delays are between 0 and a year, far inside the u64 µs range"
     )]
-    let delay = |d: f64| chrono::TimeDelta::microseconds((usable_delay(d) * 1e6) as i64);
-    s.delayed = outcome.delay.map(|d| {
-        now.checked_add_signed(delay(d))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC)
-    });
+    let delay = |d: f64| Duration::from_micros((usable_delay(d) * 1e6) as u64);
+    s.delayed = outcome.delay.map(|d| clock::after(now, delay(d)));
     s.success = outcome.is_final && outcome.error.is_none();
     s.failure = outcome.is_final && outcome.error.is_some();
     s.retries += 1;

@@ -7,7 +7,7 @@
 //! key, then the legacy `status.kopf.progress.<id>` (read-only since Kopf 1.44), and
 //! re-written only when they change, so a Kopf-written record is taken over verbatim.
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use super::keys::KeyScheme;
@@ -152,7 +152,9 @@ impl HandlerState {
     }
 
     /// Time since the first attempt (the `runtime` kwarg; checked against `timeout`).
-    pub(crate) fn runtime(&self, now: DateTime<Utc>) -> TimeDelta {
+    /// The stages read it from their `Standing` instead.
+    #[cfg(test)]
+    pub(crate) fn runtime(&self, now: DateTime<Utc>) -> chrono::TimeDelta {
         now - self.started.unwrap_or(now)
     }
 

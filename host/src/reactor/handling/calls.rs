@@ -1,15 +1,19 @@
-//! [`Calls`]: how every stage calls a guest about an object — the cause built from the
-//! event, the services the guest may use, the pool its slots come from, the journal
-//! records, and Kopf's log line for how the attempt ended.
+//! [`Calls`]: how every stage attempts a handler about an object ([`Calls::attempt`]) —
+//! the cause built from the event, the services the guest may use, the pool its slots
+//! come from, the attempt itself (`execution::attempt`), the journal records, and Kopf's
+//! log line for how it ended.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::EventContext;
+use crate::clock::Clock;
 use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster};
-use crate::handlers::execution::{self, Decision, Executed, IndexEntries, Verdict};
+use crate::handlers::execution::{
+    self, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
+};
 use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes};
 use crate::journal::Journal;
 use crate::object_log::object_log;
@@ -47,6 +51,20 @@ pub(super) enum Success {
     Silent,
 }
 
+/// How a stage attempts a handler about the event's object.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Attempting<'a> {
+    /// A changing handler's cause, a timer's or daemon's retry and time details; `None`:
+    /// the event alone (raw event and index handlers).
+    pub(super) details: Option<&'a ChangeDetails>,
+    /// Where the handler stands in its retries; `None`: a first attempt, now.
+    pub(super) standing: Option<Standing>,
+    /// What becomes of a failure that would be retried.
+    pub(super) retrying: Retrying,
+    /// How loudly a success is logged.
+    pub(super) success: Success,
+}
+
 /// Guest calls about objects; shared by every stage (cheap to clone).
 #[derive(Clone)]
 pub(crate) struct Calls {
@@ -58,6 +76,8 @@ pub(crate) struct Calls {
     kube: KubeAccess,
     /// Where `--record` writes the guests' Kubernetes calls.
     recorder: Recorder,
+    /// Handler time: where an attempt stands in its retries and timeout.
+    clock: Arc<dyn Clock>,
 }
 
 impl Calls {
@@ -67,6 +87,7 @@ impl Calls {
         poster: Poster,
         kube: KubeAccess,
         recorder: Recorder,
+        clock: Arc<dyn Clock>,
     ) -> Calls {
         Calls {
             journal,
@@ -74,6 +95,7 @@ impl Calls {
             poster,
             kube,
             recorder,
+            clock,
         }
     }
 
@@ -120,9 +142,60 @@ impl Calls {
         })
     }
 
+    /// One attempt of a raw event, changing, timer or daemon handler about the event's
+    /// object: the memo goes in and comes back, the handler's patch is merged into
+    /// `patch`; Kopf's log line and the journal say how it ended. The stage applies the
+    /// decision.
+    pub(super) async fn attempt(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        how: Attempting<'_>,
+        memory: &ObjectMemory,
+        patch: &mut Patch,
+    ) -> Decision {
+        let call = self.invoke_patching(handler, ctx, how.details, memory, patch);
+        self.attempted(handler, ctx, how, call).await
+    }
+
+    /// One attempt of an index handler about the event's object, as [`Calls::attempt`].
+    pub(super) async fn attempt_index(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        how: Attempting<'_>,
+    ) -> Decision<IndexEntries> {
+        let call = self.index(handler, ctx);
+        self.attempted(handler, ctx, how, call).await
+    }
+
+    /// Makes the attempt and concludes it (a call that the strict checks did not make is
+    /// given up on).
+    async fn attempted<T>(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+        how: Attempting<'_>,
+        call: impl Future<Output = Executed<T>>,
+    ) -> Decision<T> {
+        let standing = how
+            .standing
+            .unwrap_or_else(|| Standing::first(self.clock.now()));
+        let Attempted { decision, called } =
+            execution::attempt(&handler.spec, standing, how.retrying, &*self.clock, call).await;
+        match called {
+            Some(called) => self.conclude(handler, ctx, called, &decision, how.success),
+            None => {
+                object_log!(error, ctx.object, "{}", decision.line);
+                handler.record_gave_up(&self.journal, Self::about(ctx), &decision.line);
+            }
+        }
+        decision
+    }
+
     /// Calls an event, changing, timer or daemon handler, recorded in the journal. (The
     /// runtime bounds the calls at once: see `runtime::Pool`.)
-    pub(super) async fn invoke(
+    async fn invoke(
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
@@ -138,7 +211,7 @@ impl Calls {
     /// Calls a handler that keeps the object's memo and builds a patch for it (every
     /// handler but indexers): the memo goes in and comes back, and the handler's patch is
     /// merged into `patch`.
-    pub(super) async fn invoke_patching(
+    async fn invoke_patching(
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
@@ -160,7 +233,7 @@ impl Calls {
     }
 
     /// Calls an index handler.
-    pub(super) async fn index(
+    async fn index(
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
@@ -202,16 +275,15 @@ impl Calls {
 
     /// Logs Kopf's line for how an attempt ended and records it (a failed attempt also
     /// as a failure, with that line).
-    pub(super) fn conclude<T>(
+    fn conclude<T>(
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        executed: (Duration, Option<&'static str>),
+        called: Called,
         decision: &Decision<T>,
-        verdict: Verdict,
         success: Success,
     ) {
-        let (object, line) = (ctx.object, decision.line.as_str());
+        let (object, line, verdict) = (ctx.object, decision.line.as_str(), decision.verdict);
         match (verdict, success) {
             (Verdict::Success, Success::Info) => object_log!(info, object, "{line}"),
             (Verdict::Success, Success::Debug) => object_log!(debug, object, "{line}"),
@@ -221,11 +293,10 @@ impl Calls {
                 handler.record_failed(&self.journal, Self::about(ctx), line);
             }
         }
-        let (elapsed, fault) = executed;
         let ended = Ended {
-            elapsed,
+            elapsed: called.elapsed,
             verdict,
-            fault,
+            fault: called.fault,
             line,
         };
         handler.record_finished(&self.journal, Self::about(ctx), ended);
@@ -237,11 +308,6 @@ impl Calls {
             self.poster
                 .post(PostedEvent::warning(involved, reason, message));
         }
-    }
-
-    /// Records an attempt that was not made: a precheck ended it (timeout, retries).
-    pub(super) fn record_gave_up(&self, handler: &Handler, ctx: &EventContext<'_>, line: &str) {
-        handler.record_gave_up(&self.journal, Self::about(ctx), line);
     }
 }
 

@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 
 use super::EventContext;
-use super::calls::{Calls, Success};
-use crate::handlers::execution::{self, Verdict};
+use super::calls::{Attempting, Calls, Success};
+use crate::handlers::execution::Retrying;
 use crate::reactor::changes::Patch;
 use crate::reactor::objects::ObjectMemory;
 
@@ -36,27 +36,14 @@ impl Events {
                 continue;
             }
             called.insert(handler.identity());
-            let executed = self
-                .calls
-                .invoke_patching(handler, ctx, None, memory, patch)
-                .await;
-            let name = execution::display_name(handler.spec.kind, &handler.spec.id);
-            let policy = handler.spec.retry_policy();
-            let decision =
-                execution::decide(&name, &policy, 0, Default::default(), executed.attempt);
-            // Nothing brings a raw event back: what would be retried is ignored.
-            let verdict = match decision.verdict {
-                Verdict::Success => Verdict::Success,
-                _ => Verdict::Ignored,
+            let how = Attempting {
+                details: None,
+                standing: None,
+                // Nothing brings a raw event back: what would be retried is ignored.
+                retrying: Retrying::Never,
+                success: Success::Debug,
             };
-            self.calls.conclude(
-                handler,
-                ctx,
-                (executed.elapsed, executed.fault),
-                &decision,
-                verdict,
-                Success::Debug,
-            );
+            let decision = self.calls.attempt(handler, ctx, how, memory, patch).await;
             if let Some(result) = &decision.outcome.result {
                 patch.deliver_result(&handler.spec.id, result);
             }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::EventContext;
-use super::calls::{Calls, Success};
-use crate::handlers::execution::{self, IndexEntries, Verdict};
+use super::calls::{Attempting, Calls, Success};
+use crate::handlers::execution::{IndexEntries, Retrying, Verdict};
 use crate::handlers::{IndexUpdate, ObjectKey};
 use crate::reactor::objects::EventType;
 
@@ -45,11 +45,13 @@ impl Indexing {
             if indexes.is_excluded(&guest, &id, key) {
                 continue;
             }
-            let executed = self.calls.index(handler, ctx).await;
-            let name = execution::display_name(handler.spec.kind, &handler.spec.id);
-            let policy = handler.spec.retry_policy();
-            let decision =
-                execution::decide(&name, &policy, 0, Default::default(), executed.attempt);
+            let how = Attempting {
+                details: None,
+                standing: None,
+                retrying: Retrying::Later,
+                success: Success::Silent,
+            };
+            let decision = self.calls.attempt_index(handler, ctx, how).await;
             // Kopf (§7): explicit temporary and permanent errors take the object out of
             // the index; arbitrary failures follow the errors mode (default: ignored,
             // keeping the stale values).
@@ -62,14 +64,6 @@ impl Indexing {
                 (_, Verdict::Ignored) => IndexUpdate::Ignored,
                 (_, Verdict::Success) => IndexUpdate::Keep,
             };
-            self.calls.conclude(
-                handler,
-                ctx,
-                (executed.elapsed, executed.fault),
-                &decision,
-                decision.verdict,
-                Success::Silent,
-            );
             indexes.apply(&guest, &id, key, update);
         }
         if ctx.event.event_type == EventType::Deleted {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
 use crate::cluster::{KubeAccess, Poster, Resource, wire};
 use crate::handlers::ResourceHandlers;
 use crate::limits::Limits;
@@ -186,6 +186,7 @@ impl Handling {
                 shared.traffic.clone(),
             ),
             shared.recorder.clone(),
+            shared.clock.clone(),
         );
         let patcher = Patcher {
             client,
@@ -339,10 +340,7 @@ impl Handling {
             "Backing off for {} seconds: its handlers re-trigger themselves.",
             delay.as_secs_f64()
         );
-        let until = chrono::TimeDelta::from_std(delay)
-            .ok()
-            .and_then(|d| self.clock.now().checked_add_signed(d))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+        let until = clock::after(self.clock.now(), delay);
         let newer = memory.idle_unless_newer(seq, &*self.clock, until).await;
         (!newer).then_some(delay)
     }
@@ -433,10 +431,7 @@ impl Handling {
                 "Throttling for {} seconds due to an unexpected error: {error}",
                 delay.as_secs()
             );
-            let until = chrono::TimeDelta::from_std(delay)
-                .ok()
-                .and_then(|d| self.clock.now().checked_add_signed(d))
-                .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+            let until = clock::after(self.clock.now(), delay);
             if memory.idle_unless_newer(seq, &*self.clock, until).await {
                 return;
             }

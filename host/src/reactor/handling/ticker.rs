@@ -20,11 +20,12 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{Calls, ChangeDetails, Success};
+use super::calls::{Attempting, Calls, ChangeDetails, Success};
 use super::{EventContext, StreamContext};
 use crate::clock::Clock;
-use crate::handlers::execution::{self, Verdict};
-use crate::handlers::{DaemonSleeps, Handler, Schedule, SharedProgress, after};
+use crate::clock::after_seconds as after;
+use crate::handlers::execution::{self, Retrying, Standing, Verdict};
+use crate::handlers::{DaemonSleeps, Handler, Schedule, SharedProgress};
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, ChangeSettings, Patch};
 use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
@@ -230,27 +231,19 @@ impl Ticker {
         };
         let ctx = EventContext::new(&self.stream, &event, &self.object);
         let mut patch = Patch::default();
-        let executed = self
+        let how = Attempting {
+            details: Some(&details),
+            standing: Some(Standing {
+                retries: attempts.retry,
+                started,
+            }),
+            retrying: Retrying::Later,
+            success: Success::Info,
+        };
+        let decision = self
             .calls
-            .invoke_patching(handler, &ctx, Some(&details), &self.memory, &mut patch)
+            .attempt(handler, &ctx, how, &self.memory, &mut patch)
             .await;
-        let name = execution::display_name(spec.kind, &spec.id);
-        let runtime = self.clock.now() - started;
-        let decision = execution::decide(
-            &name,
-            &spec.retry_policy(),
-            attempts.retry,
-            runtime,
-            executed.attempt,
-        );
-        self.calls.conclude(
-            handler,
-            &ctx,
-            (executed.elapsed, executed.fault),
-            &decision,
-            decision.verdict,
-            Success::Info,
-        );
         let tick = match decision.verdict {
             Verdict::Retry => {
                 attempts.retry += 1;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::EventContext;
-use super::calls::{Calls, Success};
-use crate::clock::Clock;
+use super::calls::{Attempting, Calls, Success};
+use crate::clock::{self, Clock};
 use crate::cluster::RequestError;
-use crate::handlers::execution::{self, Outcome};
+use crate::handlers::execution::{Outcome, Retrying, Standing};
 use crate::object_log::object_log;
 use crate::reactor::changes::{
     self, ChangeSettings, ChangingCause, CycleContext, FinalizerChange, FinalizerDecision,
@@ -171,10 +171,7 @@ impl Changing {
                     "Sleeping for {} seconds for the delayed handlers.",
                     pause.as_secs_f64()
                 );
-                let wake_at = chrono::TimeDelta::from_std(pause)
-                    .ok()
-                    .and_then(|p| measured.checked_add_signed(p))
-                    .unwrap_or(measured);
+                let wake_at = clock::after(measured, pause);
                 if !memory.idle_unless_newer(seq, &*self.clock, wake_at).await {
                     let mut touch = Patch::default();
                     let now = changes::touch_value(self.clock.now());
@@ -305,40 +302,19 @@ impl Changing {
             let Some(state) = cycle.state.get(id) else {
                 continue;
             };
-            let handler = &changing.handlers[index];
-            let name = execution::display_name(handler.spec.kind, id);
-            let policy = handler.spec.retry_policy();
-            if let Some(outcome) =
-                execution::precheck(&name, &policy, state.retries, state.runtime(now))
-            {
-                if let Some(error) = &outcome.error {
-                    object_log!(error, object, "{error}");
-                    self.calls.record_gave_up(handler, ctx, error);
-                }
-                outcomes.push((id.clone(), outcome));
-                continue;
-            }
             let started = state.started.unwrap_or(now);
             let details = details(&changing.views[index], cause, state.retries, started, now);
-            let executed = self
-                .calls
-                .invoke_patching(handler, ctx, Some(&details), memory, patch)
-                .await;
-            let decision = execution::decide(
-                &name,
-                &policy,
-                state.retries,
-                state.runtime(now),
-                executed.attempt,
-            );
-            self.calls.conclude(
-                handler,
-                ctx,
-                (executed.elapsed, executed.fault),
-                &decision,
-                decision.verdict,
-                Success::Info,
-            );
+            let how = Attempting {
+                details: Some(&details),
+                standing: Some(Standing {
+                    retries: state.retries,
+                    started,
+                }),
+                retrying: Retrying::Later,
+                success: Success::Info,
+            };
+            let handler = &changing.handlers[index];
+            let decision = self.calls.attempt(handler, ctx, how, memory, patch).await;
             outcomes.push((id.clone(), decision.outcome));
         }
 
