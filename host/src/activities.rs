@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::clock::{self, Clock, SystemClock};
+use crate::clock::{self, Clock};
 use crate::cluster::KubeAccess;
 use crate::handlers::execution::{self, Attempted, Retrying, Standing, Verdict};
 use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes};
@@ -71,6 +71,8 @@ pub(crate) struct Context {
     pub(crate) indexes: Indexes,
     pub(crate) kube: Option<KubeAccess>,
     pub(crate) recorder: Recorder,
+    /// Handler time: the retries' delays, timeouts and budgets (`kapsel test` moves it).
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// Runs activities all at once (KOPF.md §1.15); their results in the same order.
@@ -88,7 +90,7 @@ impl Activity {
     pub(crate) async fn run(&self, context: &Context, budget: Option<Duration>) -> Finished {
         let handler = &self.handler;
         let journal = &context.journal;
-        let clock = SystemClock;
+        let clock = &*context.clock;
         let started = clock.now();
         let retrying = budget.map_or(Retrying::Later, |budget| {
             Retrying::Before(clock::after(started, budget))
@@ -101,7 +103,7 @@ impl Activity {
                 execution::invoke(&handler.guest, cause, self.call_context(context)).await
             };
             let Attempted { decision, called } =
-                execution::attempt(&handler.spec, standing, retrying, &clock, call).await;
+                execution::attempt(&handler.spec, standing, retrying, clock, call).await;
             standing.retries += 1;
             let verdict = decision.verdict;
             match called {

@@ -94,6 +94,12 @@ impl ManualClock {
         *self.offset.borrow()
     }
 
+    /// Whether anything sleeps on this clock now (a retry's delay, a daemon's sleep).
+    #[cfg(feature = "testing")]
+    pub(crate) fn is_slept_on(&self) -> bool {
+        self.offset.receiver_count() > 0
+    }
+
     /// Moves the clock forward, ending the sleeps that are due.
     pub(crate) fn advance(&self, by: Duration) {
         self.offset.send_modify(|offset| *offset += by);
@@ -129,10 +135,17 @@ mod tests {
     #[test]
     fn after_a_delay_or_never() {
         let now = Utc::now();
-        assert_eq!(after(now, Duration::from_secs(2)) - now, TimeDelta::seconds(2));
+        assert_eq!(
+            after(now, Duration::from_secs(2)) - now,
+            TimeDelta::seconds(2)
+        );
         assert_eq!(after_seconds(now, 1.5) - now, TimeDelta::milliseconds(1500));
         for never in [f64::NAN, -1.0, f64::INFINITY, 1e300] {
-            assert_eq!(after_seconds(now, never), DateTime::<Utc>::MAX_UTC, "{never}");
+            assert_eq!(
+                after_seconds(now, never),
+                DateTime::<Utc>::MAX_UTC,
+                "{never}"
+            );
         }
         assert_eq!(after(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
     }

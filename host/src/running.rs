@@ -443,5 +443,6 @@ pub(crate) fn activities_context(
             shared.traffic.clone(),
         )),
         recorder: shared.recorder.clone(),
+        clock: shared.clock.clone(),
     }
 }

@@ -47,3 +47,46 @@ async fn startup_handlers_run_first_and_cleanup_handlers_last() {
     assert_eq!(outcomes, ["retry", "success"]);
     cluster.shutdown().await.expect("cluster stops");
 }
+
+/// A startup handler's retry waits on handler time, as every handler's does: on a manual
+/// clock, its delay is over only once the test advances the clock past it, however long
+/// the test waits (`kapsel test`'s `advance` reaches activities too).
+#[tokio::test]
+async fn an_activity_retry_waits_on_handler_time() {
+    let cluster = Cluster::start().await.expect("cluster");
+    let operator = cluster.start_operator_on_handler_time(
+        kapsel_host::Operator::new([guest("activities")]).standalone(),
+    );
+    let journal = operator.journal().clone();
+    let outcomes = |records: &[Record]| -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::HandlerFinished {
+                    handler, outcome, ..
+                } if handler == "warm_up" => Some(outcome.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    journal
+        .wait_for(PATIENCE, |records| outcomes(records) == ["retry"])
+        .await
+        .expect("the first attempt failed");
+    // The operator settles as it is: its startup waits for handler time to pass.
+    operator.settle([]).await.expect("waiting on handler time");
+    assert_eq!(outcomes(&journal.records()), ["retry"], "not retried yet");
+    // Its 0.2 s are the host's shortest retry delay, 1 s (`--min-retry-delay-ms`).
+    let advance = |ms| operator.advance(std::time::Duration::from_millis(ms));
+    advance(999).await.expect("advanced");
+    assert_eq!(outcomes(&journal.records()), ["retry"], "not due yet");
+    advance(1).await.expect("advanced");
+    journal
+        .wait_for(PATIENCE, |records| {
+            outcomes(records) == ["retry", "success"]
+        })
+        .await
+        .expect("retried once the delay was over");
+    operator.stop().await.expect("stopped cleanly");
+    cluster.shutdown().await.expect("cluster stops");
+}

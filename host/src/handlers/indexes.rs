@@ -1,9 +1,9 @@
 //! The in-memory indexes `#[kapsel::index]` handlers build, per guest (KOPF.md §7), which
 //! guests read through `index-lookup` and `index-keys`.
 
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 /// Identifies an object across events: its uid (or a fallback for uid-less ones).
 pub(crate) type ObjectKey = String;
@@ -18,7 +18,7 @@ struct Index {
     keys_of: HashMap<ObjectKey, BTreeSet<String>>,
     /// Objects whose indexing failed with a temporary (until then) or
     /// permanent (None) error: they are out of the index meanwhile.
-    excluded: HashMap<ObjectKey, Option<Instant>>,
+    excluded: HashMap<ObjectKey, Option<DateTime<Utc>>>,
 }
 
 impl Index {
@@ -66,7 +66,7 @@ pub(crate) enum IndexUpdate {
     /// The object's complete set of key/value pairs (JSON texts).
     Entries(Vec<(String, String)>),
     /// A temporary error: out of the index until this instant.
-    ExcludeUntil(Instant),
+    ExcludeUntil(DateTime<Utc>),
     /// A permanent error: out of the index for the life of this process.
     ExcludeForever,
     /// An arbitrary error in `ignored` mode: stale values stay.
@@ -101,15 +101,21 @@ impl Indexes {
         self.lock().retain(|(guest, index), _| keep(guest, index));
     }
 
-    /// Whether an object is currently excluded because of an earlier error.
-    pub(crate) fn is_excluded(&self, guest: &str, index: &str, object: &str) -> bool {
+    /// Whether an object is excluded at `now` (handler time) because of an earlier error.
+    pub(crate) fn is_excluded(
+        &self,
+        guest: &str,
+        index: &str,
+        object: &str,
+        now: DateTime<Utc>,
+    ) -> bool {
         let mut all = self.lock();
         let Some(idx) = all.get_mut(&(guest.to_owned(), index.to_owned())) else {
             return false;
         };
         match idx.excluded.get(object) {
             Some(None) => true,
-            Some(Some(until)) if *until > Instant::now() => true,
+            Some(Some(until)) if *until > now => true,
             Some(Some(_)) => {
                 idx.excluded.remove(object);
                 false
@@ -227,10 +233,16 @@ mod tests {
         assert_eq!(ix.keys("g", "i"), vec!["1"]);
         ix.apply("g", "i", "o1", IndexUpdate::ExcludeForever);
         assert!(ix.keys("g", "i").is_empty());
-        assert!(ix.is_excluded("g", "i", "o1"));
-        ix.apply("g", "i", "o2", IndexUpdate::ExcludeUntil(Instant::now()));
+        let now = Utc::now();
+        assert!(ix.is_excluded("g", "i", "o1", now));
+        let later = now + chrono::TimeDelta::seconds(5);
+        ix.apply("g", "i", "o2", IndexUpdate::ExcludeUntil(later));
         assert!(
-            !ix.is_excluded("g", "i", "o2"),
+            ix.is_excluded("g", "i", "o2", now),
+            "until its delay is over"
+        );
+        assert!(
+            !ix.is_excluded("g", "i", "o2", later),
             "a past delay no longer excludes"
         );
     }

@@ -104,6 +104,11 @@ impl Calls {
         &self.indexes
     }
 
+    /// Handler time now.
+    pub(super) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
     /// What the journal says the call is about.
     fn about<'a>(ctx: &'a EventContext<'_>) -> About<'a> {
         About {
@@ -154,8 +159,9 @@ impl Calls {
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Decision {
-        let call = self.invoke_patching(handler, ctx, how.details, memory, patch);
-        self.attempted(handler, ctx, how, call).await
+        let standing = self.standing(&how);
+        let call = self.invoke_patching(handler, ctx, (how.details, standing), memory, patch);
+        self.attempted(handler, ctx, (how, standing), call).await
     }
 
     /// One attempt of an index handler about the event's object, as [`Calls::attempt`].
@@ -165,8 +171,16 @@ impl Calls {
         ctx: &EventContext<'_>,
         how: Attempting<'_>,
     ) -> Decision<IndexEntries> {
-        let call = self.index(handler, ctx);
-        self.attempted(handler, ctx, how, call).await
+        let standing = self.standing(&how);
+        let call = self.index(handler, ctx, standing);
+        self.attempted(handler, ctx, (how, standing), call).await
+    }
+
+    /// Where the handler stands: as the stage says, else at a first attempt now (handler
+    /// time: the cause's `started`).
+    fn standing(&self, how: &Attempting<'_>) -> Standing {
+        how.standing
+            .unwrap_or_else(|| Standing::first(self.clock.now()))
     }
 
     /// Makes the attempt and concludes it (a call that the strict checks did not make is
@@ -175,12 +189,9 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        how: Attempting<'_>,
+        (how, standing): (Attempting<'_>, Standing),
         call: impl Future<Output = Executed<T>>,
     ) -> Decision<T> {
-        let standing = how
-            .standing
-            .unwrap_or_else(|| Standing::first(self.clock.now()));
         let Attempted { decision, called } =
             execution::attempt(&handler.spec, standing, how.retrying, &*self.clock, call).await;
         match called {
@@ -199,11 +210,11 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        details: Option<&ChangeDetails>,
+        (details, standing): (Option<&ChangeDetails>, Standing),
         memo: Option<String>,
     ) -> Executed {
         handler.record_called(&self.journal, Self::about(ctx));
-        let cause = cause(handler, ctx, details, memo);
+        let cause = cause(handler, ctx, details, memo, standing.started);
         let context = self.context(handler, ctx, details.and_then(|d| d.sleeps.clone()));
         execution::invoke(&handler.guest, cause, context).await
     }
@@ -215,11 +226,13 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        details: Option<&ChangeDetails>,
+        (details, standing): (Option<&ChangeDetails>, Standing),
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Executed {
-        let executed = self.invoke(handler, ctx, details, memory.memo()).await;
+        let executed = self
+            .invoke(handler, ctx, (details, standing), memory.memo())
+            .await;
         if let Some(memo) = &executed.memo {
             memory.set_memo(memo.clone());
         }
@@ -237,9 +250,10 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
+        standing: Standing,
     ) -> Executed<IndexEntries> {
         handler.record_called(&self.journal, Self::about(ctx));
-        let cause = cause(handler, ctx, None, None);
+        let cause = cause(handler, ctx, None, None, standing.started);
         let context = self.context(handler, ctx, None);
         execution::index(&handler.guest, cause, context).await
     }
@@ -255,7 +269,7 @@ impl Calls {
         if !handler.spec.has_when {
             return true;
         }
-        let cause = cause(handler, ctx, details, None);
+        let cause = cause(handler, ctx, details, None, self.clock.now());
         let context = self.context(handler, ctx, None);
         match handler.guest.when(cause, context).await {
             Ok(passes) => passes,
@@ -311,16 +325,18 @@ impl Calls {
     }
 }
 
-/// The cause of one call about the event's object.
+/// The cause of one call about the event's object; without `details`, the attempt
+/// `started` now (handler time).
 fn cause(
     handler: &Handler,
     ctx: &EventContext<'_>,
     details: Option<&ChangeDetails>,
     memo: Option<String>,
+    started: chrono::DateTime<chrono::Utc>,
 ) -> runtime::Cause {
     let resource = &ctx.stream.resource;
     let started = details.map_or_else(
-        || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+        || started.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
         |d| d.started.clone(),
     );
     runtime::Cause {

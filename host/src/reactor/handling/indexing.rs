@@ -4,12 +4,13 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::EventContext;
 use super::calls::{Attempting, Calls, Success};
+use crate::clock;
 use crate::handlers::execution::{IndexEntries, Retrying, Verdict};
 use crate::handlers::{IndexUpdate, ObjectKey};
 use crate::reactor::objects::EventType;
@@ -42,7 +43,7 @@ impl Indexing {
                 indexes.remove(&guest, &id, key);
                 continue;
             }
-            if indexes.is_excluded(&guest, &id, key) {
+            if indexes.is_excluded(&guest, &id, key, self.calls.now()) {
                 continue;
             }
             let how = Attempting {
@@ -57,9 +58,10 @@ impl Indexing {
             // keeping the stale values).
             let update = match (&decision.outcome.result, decision.verdict) {
                 (Some(IndexEntries::Entries(entries)), _) => IndexUpdate::Entries(entries.clone()),
-                (_, Verdict::Retry) => {
-                    IndexUpdate::ExcludeUntil(Instant::now() + delay(decision.outcome.delay))
-                }
+                (_, Verdict::Retry) => IndexUpdate::ExcludeUntil(clock::after(
+                    self.calls.now(),
+                    delay(decision.outcome.delay),
+                )),
                 (_, Verdict::Failure) => IndexUpdate::ExcludeForever,
                 (_, Verdict::Ignored) => IndexUpdate::Ignored,
                 (_, Verdict::Success) => IndexUpdate::Keep,
