@@ -41,13 +41,25 @@ mod runtime;
 pub mod testing;
 mod tools;
 
-pub use cluster::{default_kube_client, kube_client};
+// The embedding API (ARCHITECTURE.md lists it).
+pub use cluster::default_kube_client;
 pub use embedding::{OperatorHandle, Readiness};
-pub use error::{Error, error_chain};
-pub use health::{Endpoint, EndpointError};
+pub use error::Error;
 pub use journal::{Journal, Record};
 pub use limits::Limits;
 pub use peering::Freezer;
 pub use running::Operator;
+pub use tools::{RbacRequest, inspect, rbac};
+
+// Plumbing of the `kapsel` binary and the bench, not part of the embedding API: public
+// only because those crates are apart from this one.
+#[doc(hidden)]
+pub use cluster::kube_client;
+#[doc(hidden)]
+pub use error::error_chain;
+#[doc(hidden)]
+pub use health::{Endpoint, EndpointError};
+#[doc(hidden)]
 pub use runtime::{CompileCommand, INVALID_COMPONENT, compile_guest};
-pub use tools::{HandlerCall, HandlerReply, RbacRequest, inspect, rbac};
+#[doc(hidden)]
+pub use tools::{HandlerCall, HandlerReply};

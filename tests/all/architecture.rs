@@ -1,5 +1,6 @@
 //! The architecture holds: no import cycles between the modules of any folder of any crate,
-//! and every source file says what it is in a `//!` line (ARCHITECTURE.md).
+//! the host's modules import only from their own layer or the layers below it (the
+//! order ARCHITECTURE.md gives), and every source file says what it is in a `//!` line.
 //!
 //! Module dependencies are read from the source text: every `crate::`, `super::` and
 //! `self::` path (in `use` trees, inline, and in doc links) is resolved to the module it
@@ -11,12 +12,37 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The crates whose modules are checked, by source folder.
-const CRATES: [&str; 5] = [
+const CRATES: [&str; 6] = [
     "host/src",
     "cli/src",
     "apiserver/src",
     "guest-sdk/src",
+    "guest-sdk/macros/src",
     "bench/src",
+];
+
+/// The host's top-level modules by layer, bottom to top (ARCHITECTURE.md, "The host,
+/// bottom to top"): a module may import from its own layer and the layers below.
+const HOST_LAYERS: [&[&str]; 7] = [
+    // Ground.
+    &[
+        "clock",
+        "error",
+        "faults",
+        "journal",
+        "limits",
+        "metrics",
+        "object_log",
+        "proptesting",
+        "pyformat",
+        "rate",
+    ],
+    &["runtime"],
+    &["cluster", "recording"],
+    &["handlers"],
+    &["peering", "rbac"],
+    &["activities", "health", "reactor"],
+    &["embedding", "reloading", "running", "testing", "tools"],
 ];
 
 fn workspace() -> PathBuf {
@@ -327,9 +353,12 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     search.found
 }
 
-/// The import cycles among the children of each folder of the crate at `src`, as
-/// `folder: {a, b, c}` lines.
-fn crate_cycles(src: &Path) -> Vec<String> {
+/// Which children of a folder import which (by folder).
+type Graph = BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>>;
+
+/// The import graph of the crate at `src`: for each folder, which of its children import
+/// which.
+fn crate_graph(src: &Path) -> Graph {
     let mut files = Vec::new();
     modules(src, &Vec::new(), &mut files);
     let folders: BTreeSet<ModPath> = files
@@ -344,7 +373,7 @@ fn crate_cycles(src: &Path) -> Vec<String> {
         .map(|(module, _)| module.clone())
         .collect();
     let aliases = re_exports(&files);
-    let mut graph: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut graph = Graph::new();
     for (module, path) in &files {
         let source = std::fs::read_to_string(path).unwrap_or_default();
         for named in named_paths(&source) {
@@ -364,8 +393,14 @@ fn crate_cycles(src: &Path) -> Vec<String> {
             }
         }
     }
+    graph
+}
+
+/// The import cycles among the children of each folder of the crate at `src`, as
+/// `folder: {a, b, c}` lines.
+fn crate_cycles(src: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for (folder, edges) in &graph {
+    for (folder, edges) in &crate_graph(src) {
         for cycle in cycles(edges) {
             let name = if folder.is_empty() {
                 "(crate root)".to_owned()
@@ -390,6 +425,75 @@ fn no_module_imports_run_in_a_cycle() {
         }
     }
     assert!(all.is_empty(), "import cycles:\n{}", all.join("\n"));
+}
+
+/// The imports between the crate root's `modules` that go up a layer of `layers` (bottom
+/// to top), and the modules that are in no layer. (The graph also names items the root
+/// re-exports: they are no modules.)
+fn layer_violations(graph: &Graph, modules: &BTreeSet<String>, layers: &[&[&str]]) -> Vec<String> {
+    let rank = |module: &str| layers.iter().position(|layer| layer.contains(&module));
+    let mut found = Vec::new();
+    for (from, targets) in graph.get(&Vec::new()).into_iter().flatten() {
+        for to in targets
+            .iter()
+            .filter(|to| modules.contains(*to) && modules.contains(from))
+        {
+            match (rank(from), rank(to)) {
+                (Some(a), Some(b)) if b > a => {
+                    found.push(format!("{from} (layer {a}) imports {to} (layer {b})"));
+                }
+                (Some(_), Some(_)) => {}
+                (None, _) => found.push(format!("{from} is in no layer")),
+                (_, None) => found.push(format!("{to} is in no layer")),
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn host_modules_import_only_down_the_layers() {
+    let src = workspace().join("host/src");
+    let mut files = Vec::new();
+    modules(&src, &Vec::new(), &mut files);
+    let top: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(m, _)| m.first().cloned())
+        .collect();
+    let graph = crate_graph(&src);
+    let found = layer_violations(&graph, &top, &HOST_LAYERS);
+    let unplaced: Vec<&String> = top
+        .iter()
+        .filter(|m| !HOST_LAYERS.iter().any(|layer| layer.contains(&m.as_str())))
+        .collect();
+    assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?}");
+    assert!(
+        found.is_empty(),
+        "imports up a layer:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_check_finds_imports_up_a_layer() {
+    let mut graph = Graph::new();
+    let modules: BTreeSet<String> = ["low", "high", "stray"].map(str::to_owned).into();
+    let root = graph.entry(Vec::new()).or_default();
+    root.entry("low".to_owned())
+        .or_default()
+        .insert("high".to_owned());
+    root.entry("high".to_owned())
+        .or_default()
+        .insert("stray".to_owned());
+    assert_eq!(
+        layer_violations(&graph, &modules, &[&["low"], &["high"]]),
+        [
+            "low (layer 0) imports high (layer 1)",
+            "stray is in no layer"
+        ]
+    );
 }
 
 #[test]
