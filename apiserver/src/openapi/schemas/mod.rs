@@ -1,7 +1,10 @@
 //! Schemas (in OpenAPI v3 form) of the built-in kinds, the shared meta/v1
 //! types, and the wrapping of CRD schemas as kube-apiserver publishes them.
 //!
-//! Built-in schemas are hand-written and deliberately permissive: every
+//! Built-in schemas are hand-written data (`meta.json`: the shared meta/v1
+//! types; `core.json`: the core `v1` kinds kubectl walks and their parts;
+//! `groups.json`: the kinds of the named groups, apps, batch, rbac, ...), each
+//! a map of definition name to schema. They are deliberately permissive: every
 //! object whose fields are not listed in full carries
 //! `x-kubernetes-preserve-unknown-fields: true`. They are accurate where
 //! kubectl reads them:
@@ -16,14 +19,15 @@
 //!   present in both the last-applied and the new manifest). Where a walk
 //!   meets a field the schema does not list, kubectl prints a warning and
 //!   falls back to its compiled-in Go types, which give the same patch.
-
-mod core;
-mod meta;
-mod other;
+//!
+//! Some values are there as kube publishes them, for server-side apply: the
+//! `default` of a container port's `protocol` (`TCP`; apply keys ports by it),
+//! and `x-kubernetes-map-type: atomic` on LabelSelector (apply owns a selector
+//! as a whole).
 
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use crate::registry::ResourceType;
 
@@ -33,125 +37,50 @@ pub(super) const REF_PREFIX: &str = "#/components/schemas/";
 /// Package of the meta/v1 types.
 pub(super) const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 
+/// The files of hand-written definitions, by name, in the order they are read.
+const DEFINITION_FILES: [(&str, &str); 3] = [
+    ("meta.json", include_str!("meta.json")),
+    ("core.json", include_str!("core.json")),
+    ("groups.json", include_str!("groups.json")),
+];
+
 /// The definition name of ObjectMeta.
-pub(super) fn object_meta() -> String {
+fn object_meta() -> String {
     format!("{META}.ObjectMeta")
 }
 
-// ---- A tiny schema DSL ------------------------------------------------------
+// ---- The few schema shapes built in code -----------------------------------
 
-pub(super) fn string() -> Value {
+fn string() -> Value {
     json!({"type": "string"})
 }
 
-pub(super) fn int32() -> Value {
-    json!({"type": "integer", "format": "int32"})
-}
-
-pub(super) fn int64() -> Value {
-    json!({"type": "integer", "format": "int64"})
-}
-
-pub(super) fn boolean() -> Value {
-    json!({"type": "boolean"})
-}
-
-pub(super) fn time() -> Value {
-    reference(&format!("{META}.Time"))
-}
-
-pub(super) fn micro_time() -> Value {
-    reference(&format!("{META}.MicroTime"))
-}
-
-pub(super) fn int_or_string() -> Value {
-    reference("io.k8s.apimachinery.pkg.util.intstr.IntOrString")
-}
-
-pub(super) fn quantity() -> Value {
-    reference("io.k8s.apimachinery.pkg.api.resource.Quantity")
-}
-
-pub(super) fn strings() -> Value {
-    json!({"type": "array", "items": {"type": "string", "default": ""}})
-}
-
-/// A list of strings merged as a set by strategic merge patch.
-pub(super) fn string_set() -> Value {
-    json!({
-        "type": "array",
-        "items": {"type": "string", "default": ""},
-        "x-kubernetes-list-type": "set",
-        "x-kubernetes-patch-strategy": "merge",
-    })
-}
-
-pub(super) fn string_map() -> Value {
-    json!({"type": "object", "additionalProperties": {"type": "string", "default": ""}})
-}
-
-pub(super) fn byte_map() -> Value {
-    json!({"type": "object", "additionalProperties": {"type": "string", "format": "byte"}})
-}
-
-pub(super) fn quantity_map() -> Value {
-    json!({"type": "object", "additionalProperties": quantity()})
-}
-
 /// An object whose fields are not described: anything is accepted.
-pub(super) fn open() -> Value {
+fn open() -> Value {
     json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
 /// A reference to a named component schema, in kube's v3 style.
-pub(super) fn reference(name: &str) -> Value {
+fn reference(name: &str) -> Value {
     json!({"allOf": [{"$ref": format!("{REF_PREFIX}{name}")}], "default": {}})
 }
 
-pub(super) fn object(props: Vec<(&str, Value)>) -> Value {
+fn object(props: Vec<(&str, Value)>) -> Value {
     let properties: Map<String, Value> =
         props.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     json!({"type": "object", "properties": properties})
 }
 
-/// An object with some fields described and any others accepted.
-pub(super) fn partial(props: Vec<(&str, Value)>) -> Value {
-    let mut o = object(props);
-    o["x-kubernetes-preserve-unknown-fields"] = Value::Bool(true);
-    o
-}
-
-pub(super) fn atomic_list(item: Value) -> Value {
-    json!({"type": "array", "items": item, "x-kubernetes-list-type": "atomic"})
-}
-
-pub(super) fn list_of(name: &str) -> Value {
+fn list_of(name: &str) -> Value {
     json!({"type": "array", "items": reference(name)})
 }
 
-/// A list merged by key under strategic merge patch (and a list-map for
-/// server-side apply).
-pub(super) fn merge_list(item: Value, key: &str) -> Value {
-    merge_list_keys(item, key, &[key])
-}
-
-pub(super) fn merge_list_keys(item: Value, key: &str, map_keys: &[&str]) -> Value {
-    json!({
-        "type": "array",
-        "items": item,
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": map_keys,
-        "x-kubernetes-patch-merge-key": key,
-        "x-kubernetes-patch-strategy": "merge",
-    })
-}
-
-pub(super) fn describe(mut v: Value, text: &str) -> Value {
+fn describe(mut v: Value, text: &str) -> Value {
     v["description"] = Value::String(text.to_owned());
     v
 }
 
-pub(super) fn required(mut v: Value, fields: &[&str]) -> Value {
+fn required(mut v: Value, fields: &[&str]) -> Value {
     v["required"] = json!(fields);
     v
 }
@@ -161,7 +90,7 @@ pub(super) fn required(mut v: Value, fields: &[&str]) -> Value {
 /// The definition-name package of an API group, as kube names them:
 /// `io.k8s.api.core`, `io.k8s.api.apps`, ..., and the reversed group for
 /// anything else (`kopf.dev` -> `dev.kopf`).
-pub(super) fn package(group: &str) -> String {
+fn package(group: &str) -> String {
     match group {
         "" => "io.k8s.api.core".to_owned(),
         "apiextensions.k8s.io" => {
@@ -181,13 +110,14 @@ pub(super) fn definition_name(group: &str, version: &str, kind: &str) -> String 
     format!("{}.{version}.{kind}", package(group))
 }
 
-pub(super) fn gvk(group: &str, version: &str, kind: &str) -> Value {
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
     json!([{"group": group, "kind": kind, "version": version}])
 }
 
 // ---- Kinds ----------------------------------------------------------------
 
-pub(super) fn type_meta_props(kind_desc: &str) -> Vec<(&'static str, Value)> {
+/// The members every kind has: `apiVersion`, `kind` and `metadata`.
+fn type_meta_props() -> Vec<(&'static str, Value)> {
     vec![
         (
             "apiVersion",
@@ -209,31 +139,9 @@ pub(super) fn type_meta_props(kind_desc: &str) -> Vec<(&'static str, Value)> {
         ),
         (
             "metadata",
-            describe(
-                reference(&object_meta()),
-                if kind_desc.is_empty() {
-                    "Standard object's metadata."
-                } else {
-                    kind_desc
-                },
-            ),
+            describe(reference(&object_meta()), "Standard object's metadata."),
         ),
     ]
-}
-
-/// A top-level kind: apiVersion, kind, metadata, the given fields, and its GVK.
-pub(super) fn kind(
-    group: &str,
-    version: &str,
-    kind_name: &str,
-    description: &str,
-    fields: Vec<(&'static str, Value)>,
-) -> (String, Value) {
-    let mut props = type_meta_props("");
-    props.extend(fields);
-    let mut schema = describe(object(props), description);
-    schema["x-kubernetes-group-version-kind"] = gvk(group, version, kind_name);
-    (definition_name(group, version, kind_name), schema)
 }
 
 /// `<Kind>List` for a kind whose item definition is `item`.
@@ -244,7 +152,7 @@ pub(super) fn list_schema(
     item: &str,
 ) -> (String, Value) {
     let list_kind = format!("{kind_name}List");
-    let mut props = type_meta_props("");
+    let mut props = type_meta_props();
     props.pop();
     props.push((
         "items",
@@ -279,7 +187,7 @@ pub(super) fn from_given_schema(rt: &ResourceType, given: Option<&Value>) -> Val
     if schema.get("type").is_none() {
         schema["type"] = Value::String("object".to_owned());
     }
-    let mut properties: Map<String, Value> = type_meta_props("")
+    let mut properties: Map<String, Value> = type_meta_props()
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
@@ -298,16 +206,23 @@ pub(super) fn from_given_schema(rt: &ResourceType, given: Option<&Value>) -> Val
 
 // ---- The shared and built-in definitions ----------------------------------
 
-/// Every hand-written definition, by name.
+/// Every hand-written definition, by name: the data files, parsed once.
 pub(super) fn definitions() -> &'static BTreeMap<String, Value> {
-    static DEFS: OnceLock<BTreeMap<String, Value>> = OnceLock::new();
-    DEFS.get_or_init(|| {
-        let mut d = BTreeMap::new();
-        meta::definitions(&mut d);
-        core::definitions(&mut d);
-        other::definitions(&mut d);
-        d
-    })
+    static DEFINITIONS: LazyLock<BTreeMap<String, Value>> = LazyLock::new(|| {
+        let mut all = BTreeMap::new();
+        for (file, text) in DEFINITION_FILES {
+            // The files are part of the build and checked by the tests: one that does not
+            // parse is a bug in the build, served (loudly) without its definitions.
+            match serde_json::from_str::<Map<String, Value>>(text) {
+                Ok(definitions) => all.extend(definitions),
+                Err(e) => {
+                    tracing::error!(file, error = %e, "built-in OpenAPI definitions do not parse")
+                }
+            }
+        }
+        all
+    });
+    &DEFINITIONS
 }
 
 /// The hand-written definition of a built-in kind, if there is one.
@@ -328,6 +243,81 @@ pub(super) fn builtin_kind(
     has_gvk.then_some((name, def))
 }
 
-pub(super) fn add(d: &mut BTreeMap<String, Value>, name: String, schema: Value) {
-    d.insert(name, schema);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` under `v`, as the definition name it points to.
+    fn references(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                for (k, v) in o {
+                    match (k.as_str(), v.as_str()) {
+                        ("$ref", Some(r)) => out.push(r.to_owned()),
+                        _ => references(v, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| references(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_definition_files_parse_into_schemas_by_name() {
+        let mut names = 0;
+        for (file, text) in DEFINITION_FILES {
+            let parsed: Map<String, Value> =
+                serde_json::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(!parsed.is_empty(), "{file} is empty");
+            for (name, schema) in &parsed {
+                assert!(
+                    schema.get("type").is_some_and(Value::is_string),
+                    "{file}: {name} has no type"
+                );
+            }
+            names += parsed.len();
+        }
+        // No name is defined twice (a later file would replace an earlier one's).
+        assert_eq!(definitions().len(), names);
+    }
+
+    #[test]
+    fn every_reference_names_a_definition() {
+        let all = definitions();
+        let mut refs = Vec::new();
+        all.values().for_each(|d| references(d, &mut refs));
+        assert!(!refs.is_empty());
+        for r in refs {
+            let name = r.strip_prefix(REF_PREFIX).unwrap_or_else(|| panic!("{r}"));
+            assert!(all.contains_key(name), "{r} is not defined");
+        }
+        // The ones the documents and the list schemas add by name.
+        for extra in ["ObjectMeta", "ListMeta", "Status", "DeleteOptions", "Patch"] {
+            assert!(all.contains_key(&format!("{META}.{extra}")), "{extra}");
+        }
+    }
+
+    #[test]
+    fn kinds_are_found_under_their_group_version_kind() {
+        let mut kinds = 0;
+        for (name, def) in definitions() {
+            let Some(gvks) = def.get("x-kubernetes-group-version-kind") else {
+                continue;
+            };
+            let gvks = gvks
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: not an array"));
+            for gvk in gvks {
+                let field = |k: &str| gvk[k].as_str().unwrap_or_else(|| panic!("{name}: {k}"));
+                let (group, version, kind) = (field("group"), field("version"), field("kind"));
+                let found = builtin_kind(group, version, kind).map(|(n, _)| n);
+                assert_eq!(found.as_deref(), Some(name.as_str()));
+                kinds += 1;
+            }
+        }
+        assert!(kinds >= 20, "{kinds} kinds");
+        assert!(builtin_kind("", "v1", "Pod").is_some());
+        assert!(builtin_kind("apps", "v1", "Deployment").is_some());
+    }
 }
