@@ -1,0 +1,81 @@
+//! Object writes and reads with kube-apiserver's rules: create (`create`), get, update
+//! (`update`: PUT and the common tail of every patch), the checks of both (`validation`),
+//! and objects as a resource serves them (`presented`).
+
+mod create;
+mod presented;
+mod update;
+mod validation;
+
+pub(crate) use create::create;
+pub(crate) use presented::{Presented, present};
+pub(crate) use update::commit_update;
+
+use crate::registry::ResourceType;
+use crate::status::{ApiError, Target};
+use crate::store::{ObjKey, ResKey, Store, res_of};
+use serde_json::Value;
+
+/// Where a request points: the type and, for namespaced types, the namespace.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    pub(crate) rt: ResourceType,
+    /// The namespace from the URL (None for cluster-scoped types or all-namespace lists).
+    pub(crate) ns: Option<String>,
+}
+
+impl Scope {
+    pub(crate) fn res(&self) -> ResKey {
+        res_of(&self.rt)
+    }
+
+    pub(crate) fn key(&self, name: &str) -> ObjKey {
+        (self.ns.clone().unwrap_or_default(), name.to_string())
+    }
+
+    pub(crate) fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
+        Target {
+            group: &self.rt.group,
+            plural: &self.rt.plural,
+            name,
+        }
+    }
+}
+
+/// How a write records field ownership in `metadata.managedFields`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fields<'a> {
+    /// An `Update` entry for this manager (create, PUT, every patch but apply).
+    Update(&'a crate::managed::Who),
+    /// The body carries the managedFields server-side apply computed for this applier.
+    Applied(&'a crate::managed::Who),
+    /// The server's own writes (controllers, built-in objects): entries stay as they are.
+    Keep,
+}
+
+impl Fields<'_> {
+    /// The user whose write this is, when RBAC is checked (server writes have none).
+    fn user(&self) -> Option<&crate::auth::User> {
+        match self {
+            Fields::Update(who) | Fields::Applied(who) => who.user.as_deref(),
+            Fields::Keep => None,
+        }
+    }
+}
+
+/// What kube does to every written object: built-in defaults, and for a custom resource
+/// its structural schema's defaults and pruning.
+fn apply_defaults(scope: &Scope, obj: &mut Value) {
+    crate::defaults::apply(&scope.rt.group, &scope.rt.plural, obj);
+    if let Some(schema) = scope.rt.schema.as_ref().filter(|_| scope.rt.custom) {
+        crate::schema::default_and_prune(obj, schema);
+    }
+}
+
+/// GET of one object.
+pub(crate) fn get(store: &Store, scope: &Scope, name: &str) -> Result<Value, ApiError> {
+    store
+        .get(&scope.res(), &scope.key(name))
+        .map(|o| present(&scope.rt, o))
+        .ok_or_else(|| ApiError::not_found(scope.target(name)))
+}
