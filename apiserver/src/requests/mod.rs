@@ -1,27 +1,28 @@
-//! Resource requests: list, watch, get, create, update, patch, delete and
-//! deletecollection, with their query parameters and bodies (`writes`: the requests
-//! that change existing objects); ServiceAccount tokens (`token`) and access reviews
-//! (`review`).
+//! Resource requests, dispatched by method and subresource to one function per kind of
+//! request: get, list and watch (`reads`); create, update, patch (server-side apply
+//! included), delete and deletecollection (`writes`); the scale subresource (`scale`);
+//! ServiceAccount tokens (`token`) and access reviews (`review`). The query parameters and
+//! bodies they share are read here.
 
+mod reads;
 mod review;
+mod scale;
 mod token;
 mod writes;
 
-use crate::field_validation::{FieldValidation, with_warnings};
-use crate::list::ListParams;
+use crate::field_validation::with_warnings;
 use crate::managed::Who;
-use crate::objects::{Fields, Presented, Scope};
+use crate::objects::{Presented, Scope};
+use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::state::Shared;
 use crate::status::{ApiError, json_response};
-use crate::watch::WatchParams;
+use crate::table::View;
 use axum::response::Response;
 use http::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-use writes::{PatchRequest, ScaleWrite, delete, delete_collection, patch, scale_request};
 
 /// A parsed resource path.
 #[derive(Debug)]
@@ -34,6 +35,29 @@ pub(crate) struct ResPath {
     pub(crate) sub: Option<String>,
     /// The legacy `/watch/` path prefix.
     pub(crate) watch: bool,
+}
+
+/// 404 for a path that names nothing served.
+fn not_served(group: &str, version: &str, plural: &str) -> ApiError {
+    ApiError::no_route(&format!("{group}/{version}/{plural}"))
+}
+
+impl ResPath {
+    /// 404 for a path that names nothing served.
+    fn not_served(&self) -> ApiError {
+        not_served(&self.group, &self.version, &self.plural)
+    }
+
+    /// Whether this is the SelfSubjectAccessReview collection, which is not stored.
+    fn is_self_subject_access_review(&self) -> bool {
+        (
+            self.group.as_str(),
+            self.version.as_str(),
+            self.plural.as_str(),
+        ) == ("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+            && self.ns.is_none()
+            && self.name.is_none()
+    }
 }
 
 /// Go's strconv.ParseBool, which kube uses for boolean query parameters.
@@ -112,7 +136,7 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) content_type: &'a str,
     pub(crate) body: &'a [u8],
     /// How the client wants objects: whole, as a table, or metadata only.
-    pub(crate) view: crate::table::View,
+    pub(crate) view: View,
     /// The `User-Agent`, whose prefix names a field manager that gave none.
     pub(crate) user_agent: &'a str,
     /// The user, when RBAC is checked.
@@ -128,245 +152,196 @@ fn answer_written(code: u16, scope: &Scope, obj: &Value, warnings: &[String]) ->
     )
 }
 
+/// The part of a resource a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subresource {
+    /// The object itself.
+    Main,
+    /// `/status`, for types with a status subresource: only `status` changes.
+    Status,
+    /// `/scale`: the object as an `autoscaling/v1` Scale.
+    Scale,
+    /// `/token` of a ServiceAccount: a TokenRequest.
+    Token,
+}
+
+impl Subresource {
+    /// The subresource the path names, if the type has it.
+    fn of(path: &ResPath, rt: &ResourceType) -> Option<Self> {
+        match path.sub.as_deref() {
+            None => Some(Subresource::Main),
+            Some("scale") => Some(Subresource::Scale),
+            Some("status") if rt.has_status => Some(Subresource::Status),
+            Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
+                Some(Subresource::Token)
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// The subresource as managed fields record a write's.
+    fn recorded(self) -> Option<&'static str> {
+        match self {
+            Subresource::Status => Some("status"),
+            Subresource::Scale => Some("scale"),
+            Subresource::Main | Subresource::Token => None,
+        }
+    }
+}
+
+/// A request for a served type, as every kind of request reads it.
+struct Call<'a> {
+    shared: &'a Arc<Shared>,
+    method: &'a Method,
+    scope: Scope,
+    query: &'a HashMap<String, String>,
+    content_type: &'a str,
+    body: &'a [u8],
+    /// How the client wants objects: whole, as a table, or metadata only.
+    view: View,
+    subresource: Subresource,
+    /// `dryRun=All`.
+    dry: bool,
+    /// The field manager and user the write is recorded for.
+    who: Who,
+}
+
+impl<'a> Call<'a> {
+    fn new(
+        shared: &'a Arc<Shared>,
+        request: ResourceRequest<'a>,
+        rt: ResourceType,
+        subresource: Subresource,
+    ) -> Result<Self, ApiError> {
+        let query = request.query;
+        let dry = dry_run(query)?;
+        let who = Who {
+            manager: Who::from_request(
+                query.get("fieldManager").map(String::as_str),
+                request.user_agent,
+            ),
+            subresource: subresource.recorded(),
+            user: request.user,
+        };
+        Ok(Call {
+            shared,
+            method: request.method,
+            scope: Scope {
+                rt,
+                ns: request.path.ns,
+            },
+            query,
+            content_type: request.content_type,
+            body: request.body,
+            view: request.view,
+            subresource,
+            dry,
+            who,
+        })
+    }
+
+    /// 404 for a path of the type that names nothing served.
+    fn not_served(&self) -> ApiError {
+        let rt = &self.scope.rt;
+        not_served(&rt.group, &rt.version, &rt.plural)
+    }
+
+    /// Whether the request is for the status subresource.
+    fn status_only(&self) -> bool {
+        self.subresource == Subresource::Status
+    }
+}
+
+/// Serves a request for a resource: the table of method, subresource, name and watch to
+/// the kind of request.
 pub(crate) fn resource_request(
     shared: &Arc<Shared>,
     request: ResourceRequest<'_>,
 ) -> Result<Response, ApiError> {
-    let ResourceRequest {
-        method,
-        path: p,
-        query: q,
-        watch: watch_param,
-        content_type: ct,
-        body,
-        view,
-        user_agent,
-        user,
-    } = request;
-    let path_err = || ApiError::no_route(&format!("{}/{}/{}", p.group, p.version, p.plural));
-    if (p.group.as_str(), p.version.as_str(), p.plural.as_str())
-        == ("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
-        && p.ns.is_none()
-        && p.name.is_none()
-    {
-        if *method != Method::POST {
-            return Err(ApiError::method_not_allowed(&format!(
-                "{method} on this resource"
-            )));
-        }
-        return review::self_subject_access_review(
-            shared,
-            user.as_deref(),
-            &parse_object(ct, body)?,
-        );
+    if request.path.is_self_subject_access_review() {
+        return self_subject_access_review(shared, &request);
     }
+    let rt = served_type(shared, &request.path)?;
+    let subresource =
+        Subresource::of(&request.path, &rt).ok_or_else(|| request.path.not_served())?;
+    if subresource == Subresource::Token {
+        return service_account_token(shared, &request);
+    }
+    let method = request.method.clone();
+    let name = request.path.name.clone();
+    let watch = request.path.watch || request.watch;
+    let call = Call::new(shared, request, rt, subresource)?;
+    use Subresource::{Main, Scale};
+    match (method, subresource, name.as_deref(), watch) {
+        (_, Scale, name, _) => scale::scale(&call, name),
+        (Method::GET, _, None, true) => reads::watch(call),
+        (Method::GET, _, None, false) => reads::list(&call),
+        (Method::GET, _, Some(name), true) => reads::watch_one(call, name),
+        (Method::GET, _, Some(name), false) => reads::get(&call, name),
+        (Method::POST, Main, None, _) => writes::create(&call),
+        (Method::PUT, _, Some(name), _) => writes::update(&call, name),
+        (Method::PATCH, _, Some(name), _) => writes::patch(&call, name),
+        (Method::DELETE, Main, Some(name), _) => writes::delete(&call, name),
+        (Method::DELETE, _, None, _) => writes::delete_collection(&call),
+        (method, ..) => Err(ApiError::method_not_allowed(&format!(
+            "{method} on this resource"
+        ))),
+    }
+}
+
+/// The type the path names, if it is served there (a namespace only for a namespaced
+/// type; a name of a namespaced type only within a namespace).
+fn served_type(shared: &Shared, path: &ResPath) -> Result<ResourceType, ApiError> {
     let rt = shared
         .lock()
         .registry
-        .find(&p.group, &p.version, &p.plural)
+        .find(&path.group, &path.version, &path.plural)
         .cloned()
-        .ok_or_else(path_err)?;
-    if !rt.namespaced && p.ns.is_some() || rt.namespaced && p.ns.is_none() && p.name.is_some() {
-        return Err(path_err());
+        .ok_or_else(|| path.not_served())?;
+    if !rt.namespaced && path.ns.is_some()
+        || rt.namespaced && path.ns.is_none() && path.name.is_some()
+    {
+        return Err(path.not_served());
     }
-    let status_only = match p.sub.as_deref() {
-        None | Some("scale") => false,
-        Some("status") if rt.has_status => true,
-        Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
-            let (Some(ns), Some(name)) = (&p.ns, &p.name) else {
-                return Err(path_err());
-            };
-            if *method != Method::POST {
-                return Err(ApiError::method_not_allowed(&format!(
-                    "{method} on this resource"
-                )));
-            }
-            return token::create(shared, ns, name, &parse_object(ct, body)?);
-        }
-        Some(_) => return Err(path_err()),
-    };
-    let scope = Scope {
-        rt,
-        ns: p.ns.clone(),
-    };
-    let watch = p.watch || watch_param;
-    let dry = dry_run(q)?;
-    let who = Who {
-        manager: Who::from_request(q.get("fieldManager").map(String::as_str), user_agent),
-        subresource: match p.sub.as_deref() {
-            Some("status") => Some("status"),
-            Some("scale") => Some("scale"),
-            _ => None,
-        },
-        user,
-    };
-    if p.sub.as_deref() == Some("scale") {
-        let paths = crate::scale::paths(&shared.lock(), &scope.rt).ok_or_else(path_err)?;
-        let name = p.name.as_deref().ok_or_else(path_err)?;
-        let write = ScaleWrite {
-            method,
-            content_type: ct,
-            body,
-            dry,
-            paths: &paths,
-            who: &who,
-        };
-        return scale_request(shared, &scope, name, &write);
+    Ok(rt)
+}
+
+/// POST of a SelfSubjectAccessReview.
+fn self_subject_access_review(
+    shared: &Shared,
+    request: &ResourceRequest<'_>,
+) -> Result<Response, ApiError> {
+    if *request.method != Method::POST {
+        return Err(ApiError::method_not_allowed(&format!(
+            "{} on this resource",
+            request.method
+        )));
     }
-    let columns = || {
-        (view == crate::table::View::Table).then(|| {
-            crate::table::Columns::new(
-                &shared.lock(),
-                &scope,
-                q.get("includeObject").map(String::as_str),
-            )
-        })
+    review::self_subject_access_review(
+        shared,
+        request.user.as_deref(),
+        &parse_object(request.content_type, request.body)?,
+    )
+}
+
+/// POST of a TokenRequest to a ServiceAccount's `token` subresource.
+fn service_account_token(
+    shared: &Shared,
+    request: &ResourceRequest<'_>,
+) -> Result<Response, ApiError> {
+    let (Some(ns), Some(name)) = (&request.path.ns, &request.path.name) else {
+        return Err(request.path.not_served());
     };
-    match (method.clone(), p.name.as_deref()) {
-        (Method::GET, None) if watch => {
-            let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
-                Some(t) => Some(Duration::from_secs(t.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request("timeoutSeconds must be a non-negative integer")
-                })?)),
-                None => None,
-            };
-            let params = WatchParams {
-                selectors: selectors(q, &scope.rt.plural)?,
-                resource_version: q.get("resourceVersion").cloned(),
-                timeout,
-                bookmarks: parse_bool(q, "allowWatchBookmarks")?.unwrap_or(false),
-                send_initial_events: parse_bool(q, "sendInitialEvents")?,
-                rv_match: q.get("resourceVersionMatch").cloned(),
-                table: columns(),
-                meta_only: view == crate::table::View::Meta,
-            };
-            crate::watch::start(shared, scope, params)
-        }
-        (Method::GET, None) => {
-            let limit = match q.get("limit").filter(|s| !s.is_empty()) {
-                Some(l) => Some(
-                    l.parse::<i64>()
-                        .map_err(|_| ApiError::bad_request("limit must be an integer"))?
-                        .max(0) as usize,
-                ),
-                None => None,
-            };
-            let params = ListParams {
-                selectors: selectors(q, &scope.rt.plural)?,
-                limit,
-                continue_token: q.get("continue").cloned(),
-            };
-            let store = shared.lock();
-            let list = crate::list::list(&store, &scope, &params)?;
-            drop(store);
-            match columns() {
-                Some(cols) => {
-                    let items = list["items"].as_array().cloned().unwrap_or_default();
-                    Ok(json_response(
-                        200,
-                        &cols.table(&scope, &items, list["metadata"].clone()),
-                    ))
-                }
-                None if view == crate::table::View::Meta => {
-                    let items: Vec<Value> = list["items"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(crate::table::partial)
-                        .collect();
-                    let meta = list["metadata"].clone();
-                    let out = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
-                    Ok(json_response(200, &out))
-                }
-                None => Ok(json_response(200, &list)),
-            }
-        }
-        (Method::GET, Some(name)) if watch => {
-            // A watch on one object: a field selector on its name.
-            let mut params = WatchParams {
-                selectors: selectors(q, &scope.rt.plural)?,
-                resource_version: q.get("resourceVersion").cloned(),
-                bookmarks: parse_bool(q, "allowWatchBookmarks")?.unwrap_or(false),
-                table: columns(),
-                meta_only: view == crate::table::View::Meta,
-                ..WatchParams::default()
-            };
-            params.selectors.fields =
-                FieldSelector::parse(&format!("metadata.name={name}"), &scope.rt.plural)
-                    .map_err(ApiError::bad_request)?;
-            crate::watch::start(shared, scope, params)
-        }
-        (Method::GET, Some(name)) => {
-            let obj = crate::objects::get(&shared.lock(), &scope, name)?;
-            match columns() {
-                Some(cols) => {
-                    let rv = crate::store::meta_str(&obj, "resourceVersion").to_string();
-                    let meta = json!({"resourceVersion": rv});
-                    Ok(json_response(200, &cols.table(&scope, &[obj], meta)))
-                }
-                None if view == crate::table::View::Meta => {
-                    Ok(json_response(200, &crate::table::partial(&obj)))
-                }
-                None => Ok(json_response(200, &obj)),
-            }
-        }
-        (Method::POST, None) if !status_only => {
-            let fv = FieldValidation::from_query(q)?;
-            let obj = parse_object(ct, body)?;
-            let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
-            let created =
-                crate::objects::create(&mut shared.lock(), &scope, obj, dry, Fields::Update(&who))?;
-            Ok(answer_written(201, &scope, &created, &warnings))
-        }
-        (Method::PUT, Some(name)) => {
-            let fv = FieldValidation::from_query(q)?;
-            let obj = parse_object(ct, body)?;
-            let current = crate::objects::get(&shared.lock(), &scope, name).ok();
-            let warnings = fv.check(&scope.rt, &obj, current.as_ref(), json_body(ct, body))?;
-            // Custom resources and CRDs refuse unconditional updates (their strategies'
-            // AllowUnconditionalUpdate is false); most built-ins accept them.
-            let crd = (scope.rt.group.as_str(), scope.rt.plural.as_str()) == crate::store::CRDS;
-            if (scope.rt.custom || crd)
-                && crate::store::meta_str(&obj, "resourceVersion").is_empty()
-            {
-                let cause = (
-                    "metadata.resourceVersion".to_string(),
-                    "Invalid value: 0x0: must be specified for an update".to_string(),
-                );
-                return Err(ApiError::invalid(
-                    scope.target(name),
-                    &scope.rt.kind,
-                    &[cause],
-                ));
-            }
-            let updated = crate::objects::commit_update(
-                &mut shared.lock(),
-                &scope,
-                name,
-                obj,
-                status_only,
-                dry,
-                Fields::Update(&who),
-            )?;
-            Ok(answer_written(200, &scope, &updated, &warnings))
-        }
-        (Method::PATCH, Some(name)) => {
-            let fv = FieldValidation::from_query(q)?;
-            let req = PatchRequest {
-                ct,
-                body,
-                status_only,
-                dry,
-                fv,
-                force: parse_bool(q, "force")?,
-                field_manager: q.get("fieldManager").filter(|m| !m.is_empty()).is_some(),
-            };
-            patch(shared, &scope, name, req, &who)
-        }
-        (Method::DELETE, Some(name)) if !status_only => delete(shared, &scope, name, q, body, dry),
-        (Method::DELETE, None) => delete_collection(shared, &scope, q, body, dry),
-        (m, _) => Err(ApiError::method_not_allowed(&format!(
-            "{m} on this resource"
-        ))),
+    if *request.method != Method::POST {
+        return Err(ApiError::method_not_allowed(&format!(
+            "{} on this resource",
+            request.method
+        )));
     }
+    token::create(
+        shared,
+        ns,
+        name,
+        &parse_object(request.content_type, request.body)?,
+    )
 }

@@ -1,32 +1,66 @@
-//! The requests that change existing objects: patches (every type, server-side apply
-//! included), deletions (one, or a collection) and the scale subresource.
+//! The requests that write: create, update (PUT), patches (every type, server-side apply
+//! included) and deletions (one, or a collection).
 
 use std::collections::HashMap;
 
 use axum::response::Response;
-use http::Method;
 use serde_json::{Value, json};
 
-use super::{answer_written, json_body, parse_bool, parse_object, selectors};
+use super::{Call, answer_written, json_body, parse_bool, parse_object, selectors};
 use crate::field_validation::FieldValidation;
 use crate::gc::Propagation;
-use crate::managed::Who;
-use crate::objects::{Fields, Scope, present};
+use crate::objects::{Fields, present};
 use crate::patch::PatchType;
-use crate::state::Shared;
 use crate::status::{ApiError, json_response};
+use crate::store::Store;
 
-/// A PATCH request's parts.
-pub(super) struct PatchRequest<'a> {
-    pub(super) ct: &'a str,
-    pub(super) body: &'a [u8],
-    pub(super) status_only: bool,
-    pub(super) dry: bool,
-    pub(super) fv: FieldValidation,
-    /// The `force` parameter (apply only).
-    pub(super) force: Option<bool>,
-    /// Whether `fieldManager` was given (apply requires it).
-    pub(super) field_manager: bool,
+/// POST of a new object to a collection.
+pub(super) fn create(call: &Call<'_>) -> Result<Response, ApiError> {
+    let (scope, ct, body) = (&call.scope, call.content_type, call.body);
+    let fv = FieldValidation::from_query(call.query)?;
+    let obj = parse_object(ct, body)?;
+    let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
+    let created = crate::objects::create(
+        &mut call.shared.lock(),
+        scope,
+        obj,
+        call.dry,
+        Fields::Update(&call.who),
+    )?;
+    Ok(answer_written(201, scope, &created, &warnings))
+}
+
+/// PUT of an object (or of its status): its new version.
+pub(super) fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+    let (scope, ct, body) = (&call.scope, call.content_type, call.body);
+    let fv = FieldValidation::from_query(call.query)?;
+    let obj = parse_object(ct, body)?;
+    let current = crate::objects::get(&call.shared.lock(), scope, name).ok();
+    let warnings = fv.check(&scope.rt, &obj, current.as_ref(), json_body(ct, body))?;
+    // Custom resources and CRDs refuse unconditional updates (their strategies'
+    // AllowUnconditionalUpdate is false); most built-ins accept them.
+    let crd = (scope.rt.group.as_str(), scope.rt.plural.as_str()) == crate::store::CRDS;
+    if (scope.rt.custom || crd) && crate::store::meta_str(&obj, "resourceVersion").is_empty() {
+        let cause = (
+            "metadata.resourceVersion".to_string(),
+            "Invalid value: 0x0: must be specified for an update".to_string(),
+        );
+        return Err(ApiError::invalid(
+            scope.target(name),
+            &scope.rt.kind,
+            &[cause],
+        ));
+    }
+    let updated = crate::objects::commit_update(
+        &mut call.shared.lock(),
+        scope,
+        name,
+        obj,
+        call.status_only(),
+        call.dry,
+        Fields::Update(&call.who),
+    )?;
+    Ok(answer_written(200, scope, &updated, &warnings))
 }
 
 /// kube's PatchOptions validation error (422, kind PatchOptions of meta.k8s.io).
@@ -42,22 +76,22 @@ pub(super) fn invalid_patch_options(field: &str, reason: &str, message: &str) ->
     e
 }
 
-pub(super) fn patch(
-    shared: &Shared,
-    scope: &Scope,
-    name: &str,
-    req: PatchRequest<'_>,
-    who: &Who,
-) -> Result<Response, ApiError> {
-    let ty = PatchType::from_content_type(req.ct)?;
-    if ty == PatchType::Apply && !req.field_manager {
+/// PATCH of an object (or of its status), of any patch type; server-side apply creates
+/// what does not exist yet.
+pub(super) fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+    let (scope, q) = (&call.scope, call.query);
+    let fv = FieldValidation::from_query(q)?;
+    let force = parse_bool(q, "force")?;
+    let field_manager = q.get("fieldManager").filter(|m| !m.is_empty()).is_some();
+    let ty = PatchType::from_content_type(call.content_type)?;
+    if ty == PatchType::Apply && !field_manager {
         return Err(invalid_patch_options(
             "fieldManager",
             "FieldValueRequired",
             "Required value: is required for apply patch",
         ));
     }
-    if ty != PatchType::Apply && req.force.is_some() {
+    if ty != PatchType::Apply && force.is_some() {
         return Err(invalid_patch_options(
             "force",
             "FieldValueForbidden",
@@ -72,65 +106,79 @@ pub(super) fn patch(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
-    let mut store = shared.lock();
+    let mut store = call.shared.lock();
     // The stored version itself (shared, not copied: the write replaces it).
     let stored = store.shared(&scope.res(), &scope.key(name)).cloned();
     if ty == PatchType::Apply {
         let current = stored.map(|o| present(&scope.rt, &o));
-        let config = crate::patch::parse_apply(req.body)?;
-        let body_name = crate::store::meta_str(&config, "name");
-        if body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
-        if current.is_none() && req.status_only {
-            return Err(ApiError::not_found(scope.target(name)));
-        }
-        let force = req.force.unwrap_or(false);
-        let new = crate::managed::apply(&scope.rt, current.as_ref(), &config, who, force)?;
-        let warnings = req.fv.check(&scope.rt, &new, current.as_ref(), None)?;
-        let (code, written) = match current {
-            // Server-side apply creates what does not exist yet.
-            None => (
-                201,
-                crate::objects::create(&mut store, scope, new, req.dry, Fields::Applied(who))?,
-            ),
-            Some(_) => (
-                200,
-                crate::objects::commit_update(
-                    &mut store,
-                    scope,
-                    name,
-                    new,
-                    req.status_only,
-                    req.dry,
-                    Fields::Applied(who),
-                )?,
-            ),
-        };
-        return Ok(answer_written(code, scope, &written, &warnings));
+        return apply(call, &mut store, name, current, &fv, force.unwrap_or(false));
     }
     let stored = stored.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     // The one copy a patch makes: the version as served, patched in place.
-    let new = crate::patch::apply(ty, present(&scope.rt, &stored), req.body)?;
+    let new = crate::patch::apply(ty, present(&scope.rt, &stored), call.body)?;
     // Duplicates only in merge-like JSON bodies (a JSON patch is a list of operations).
     let dup_body = matches!(ty, PatchType::Merge | PatchType::Strategic)
-        .then(|| json_body(req.ct, req.body))
+        .then(|| json_body(call.content_type, call.body))
         .flatten();
     // Unknown fields the stored version has already are not the patch's (apiVersion and
     // kind, which only the served version carries, are never unknown).
-    let warnings = req.fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
+    let warnings = fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
     let updated = crate::objects::commit_update(
         &mut store,
         scope,
         name,
         new,
-        req.status_only,
-        req.dry,
-        Fields::Update(who),
+        call.status_only(),
+        call.dry,
+        Fields::Update(&call.who),
     )?;
     Ok(answer_written(200, scope, &updated, &warnings))
+}
+
+/// A server-side apply patch of `current` (the object as served, if it exists): this
+/// manager's configuration merged in, the object created when there is none.
+fn apply(
+    call: &Call<'_>,
+    store: &mut Store,
+    name: &str,
+    current: Option<Value>,
+    fv: &FieldValidation,
+    force: bool,
+) -> Result<Response, ApiError> {
+    let scope = &call.scope;
+    let config = crate::patch::parse_apply(call.body)?;
+    let body_name = crate::store::meta_str(&config, "name");
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if current.is_none() && call.status_only() {
+        return Err(ApiError::not_found(scope.target(name)));
+    }
+    let who = &call.who;
+    let new = crate::managed::apply(&scope.rt, current.as_ref(), &config, who, force)?;
+    let warnings = fv.check(&scope.rt, &new, current.as_ref(), None)?;
+    let (code, written) = match current {
+        // Server-side apply creates what does not exist yet.
+        None => (
+            201,
+            crate::objects::create(store, scope, new, call.dry, Fields::Applied(who))?,
+        ),
+        Some(_) => (
+            200,
+            crate::objects::commit_update(
+                store,
+                scope,
+                name,
+                new,
+                call.status_only(),
+                call.dry,
+                Fields::Applied(who),
+            )?,
+        ),
+    };
+    Ok(answer_written(code, scope, &written, &warnings))
 }
 
 /// Reads DeleteOptions from the query and the (optional) body.
@@ -176,15 +224,11 @@ pub(super) fn delete_options(
     Ok((propagation, preconditions, dry))
 }
 
-pub(super) fn delete(
-    shared: &Shared,
-    scope: &Scope,
-    name: &str,
-    q: &HashMap<String, String>,
-    body: &[u8],
-    dry: bool,
-) -> Result<Response, ApiError> {
-    let (propagation, pre, body_dry) = delete_options(q, body)?;
+/// DELETE of one object: gone now, or marked for deletion while finalizers or
+/// foreground-deleted dependents remain.
+pub(super) fn delete(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+    let (scope, dry) = (&call.scope, call.dry);
+    let (propagation, pre, body_dry) = delete_options(call.query, call.body)?;
     let protected = ["default", "kube-system", "kube-public"];
     if scope.rt.group.is_empty() && scope.rt.plural == "namespaces" && protected.contains(&name) {
         return Err(ApiError::forbidden(
@@ -192,7 +236,7 @@ pub(super) fn delete(
             "this namespace may not be deleted",
         ));
     }
-    let mut store = shared.lock();
+    let mut store = call.shared.lock();
     let res = scope.res();
     let key = scope.key(name);
     let current = store
@@ -232,21 +276,17 @@ pub(super) fn delete(
     Ok(json_response(200, &present(&scope.rt, &obj)))
 }
 
-pub(super) fn delete_collection(
-    shared: &Shared,
-    scope: &Scope,
-    q: &HashMap<String, String>,
-    body: &[u8],
-    dry: bool,
-) -> Result<Response, ApiError> {
+/// DELETE of a collection: the objects its selectors match.
+pub(super) fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
+    let (scope, q, dry) = (&call.scope, call.query, call.dry);
     if !scope.rt.verbs.iter().any(|v| v == "deletecollection") {
         return Err(ApiError::method_not_allowed(
             "deletecollection on this resource",
         ));
     }
-    let (propagation, _, body_dry) = delete_options(q, body)?;
+    let (propagation, _, body_dry) = delete_options(q, call.body)?;
     let sel = selectors(q, &scope.rt.plural)?;
-    let mut store = shared.lock();
+    let mut store = call.shared.lock();
     let res = scope.res();
     let keys: Vec<_> = store
         .list(&res, scope.ns.as_deref())
@@ -265,62 +305,4 @@ pub(super) fn delete_collection(
     }
     let list = json!({"kind": format!("{}List", scope.rt.kind), "apiVersion": scope.rt.api_version(), "metadata": {"resourceVersion": store.rv().to_string()}, "items": items});
     Ok(json_response(200, &list))
-}
-
-/// GET, PUT and PATCH on `<resource>/scale`: the object seen and changed as an
-/// `autoscaling/v1` Scale.
-/// A request to the scale subresource.
-pub(super) struct ScaleWrite<'a> {
-    pub(super) method: &'a Method,
-    pub(super) content_type: &'a str,
-    pub(super) body: &'a [u8],
-    pub(super) dry: bool,
-    pub(super) paths: &'a crate::scale::ScalePaths,
-    pub(super) who: &'a Who,
-}
-
-pub(super) fn scale_request(
-    shared: &Shared,
-    scope: &Scope,
-    name: &str,
-    write: &ScaleWrite<'_>,
-) -> Result<Response, ApiError> {
-    let ScaleWrite {
-        method,
-        content_type: ct,
-        body,
-        dry,
-        paths,
-        who,
-    } = *write;
-    let mut store = shared.lock();
-    let current = store
-        .get(&scope.res(), &scope.key(name))
-        .map(|o| present(&scope.rt, o))
-        .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
-    let scale = crate::scale::to_scale(&current, paths);
-    let wanted = match *method {
-        Method::GET => return Ok(json_response(200, &scale)),
-        Method::PUT => parse_object(ct, body)?,
-        Method::PATCH => {
-            let ty = PatchType::from_content_type(ct)?;
-            crate::patch::apply(ty, scale, body)?
-        }
-        _ => {
-            return Err(ApiError::method_not_allowed(&format!(
-                "{method} on a scale subresource"
-            )));
-        }
-    };
-    let new = crate::scale::apply_scale(scope, name, &current, &wanted, paths)?;
-    let updated = crate::objects::commit_update(
-        &mut store,
-        scope,
-        name,
-        new,
-        false,
-        dry,
-        Fields::Update(who),
-    )?;
-    Ok(json_response(200, &crate::scale::to_scale(&updated, paths)))
 }
