@@ -65,13 +65,72 @@ fn col(name: &str, ty: &str, format: &str, priority: i64, description: &str) -> 
     json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
 }
 
-impl Columns {
-    pub(crate) fn new(store: &Store, scope: &Scope, include: Option<&str>) -> Self {
-        let include = match include {
+impl Include {
+    /// `includeObject`: a row carries its object's metadata unless the client asks for
+    /// none or for the whole object.
+    fn from_query(include: Option<&str>) -> Self {
+        match include {
             Some("None") => Include::None,
             Some("Object") => Include::Object,
             _ => Include::Metadata,
-        };
+        }
+    }
+}
+
+/// A column of kube's printers for a common built-in: its name, type, priority, and the
+/// rule that computes its cells.
+type BuiltinColumn = (&'static str, &'static str, i64, &'static str);
+
+/// The columns kube's printers show for a built-in type after Name (none for other types).
+fn builtin_columns(group: &str, plural: &str) -> &'static [BuiltinColumn] {
+    match (group, plural) {
+        ("", "pods") => &[
+            ("Ready", "string", 0, "ready"),
+            ("Status", "string", 0, "podstatus"),
+            ("Restarts", "string", 0, "restarts"),
+        ],
+        ("", "namespaces") => &[("Status", "string", 0, "phase")],
+        ("", "events") => &[
+            ("Last Seen", "string", 0, "lastseen"),
+            ("Type", "string", 0, "evtype"),
+            ("Reason", "string", 0, "reason"),
+            ("Object", "string", 0, "involved"),
+            ("Message", "string", 0, "message"),
+        ],
+        ("", "configmaps") => &[("Data", "integer", 0, "datacount")],
+        ("", "secrets") => &[
+            ("Type", "string", 0, "type"),
+            ("Data", "integer", 0, "datacount"),
+        ],
+        ("apps", "deployments") => &[
+            ("Ready", "string", 0, "deployready"),
+            ("Up-to-date", "integer", 0, "updated"),
+            ("Available", "integer", 0, "available"),
+        ],
+        CRDS => &[("Created At", "date", 0, "created")],
+        _ => &[],
+    }
+}
+
+/// A CRD's `additionalPrinterColumns` entry: its definition, and its cells computed from
+/// its JSONPath.
+fn printer_column(c: &Value) -> (Value, Cell) {
+    let text = |k: &str| c.get(k).and_then(Value::as_str);
+    let name = text("name").unwrap_or("");
+    let ty = text("type").unwrap_or("string");
+    let priority = c.get("priority").and_then(Value::as_i64).unwrap_or(0);
+    let description = text("description").unwrap_or("");
+    let format = text("format").unwrap_or("");
+    let path = text("jsonPath").unwrap_or("").to_string();
+    (
+        col(name, ty, format, priority, description),
+        Cell::Path(path, ty.to_string()),
+    )
+}
+
+impl Columns {
+    pub(crate) fn new(store: &Store, scope: &Scope, include: Option<&str>) -> Self {
+        let rt = &scope.rt;
         let name = col(
             "Name",
             "string",
@@ -79,82 +138,20 @@ impl Columns {
             0,
             "Name must be unique within a namespace.",
         );
-        let age = col(
-            "Age",
-            "string",
-            "",
-            0,
-            "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        );
-        let rt = &scope.rt;
-        let mut defs = vec![name];
-        let mut cells = vec![Cell::Name];
-        let mut add = |d: Value, c: Cell| {
-            defs.push(d);
-            cells.push(c);
+        let mut columns = Columns {
+            defs: vec![name],
+            cells: vec![Cell::Name],
+            include: Include::from_query(include),
         };
-        let builtin: &[(&str, &str, i64, &'static str)] =
-            match (rt.group.as_str(), rt.plural.as_str()) {
-                ("", "pods") => &[
-                    ("Ready", "string", 0, "ready"),
-                    ("Status", "string", 0, "podstatus"),
-                    ("Restarts", "string", 0, "restarts"),
-                ],
-                ("", "namespaces") => &[("Status", "string", 0, "phase")],
-                ("", "events") => &[
-                    ("Last Seen", "string", 0, "lastseen"),
-                    ("Type", "string", 0, "evtype"),
-                    ("Reason", "string", 0, "reason"),
-                    ("Object", "string", 0, "involved"),
-                    ("Message", "string", 0, "message"),
-                ],
-                ("", "configmaps") => &[("Data", "integer", 0, "datacount")],
-                ("", "secrets") => &[
-                    ("Type", "string", 0, "type"),
-                    ("Data", "integer", 0, "datacount"),
-                ],
-                ("apps", "deployments") => &[
-                    ("Ready", "string", 0, "deployready"),
-                    ("Up-to-date", "integer", 0, "updated"),
-                    ("Available", "integer", 0, "available"),
-                ],
-                CRDS => &[("Created At", "date", 0, "created")],
-                _ => &[],
-            };
-        for (n, t, p, rule) in builtin {
-            add(col(n, t, "", *p, ""), Cell::Builtin(rule));
+        for (n, t, p, rule) in builtin_columns(&rt.group, &rt.plural) {
+            columns.add(col(n, t, "", *p, ""), Cell::Builtin(rule));
         }
         let custom = rt.custom.then(|| printer_columns(store, scope)).flatten();
         match custom {
             Some(cols) => {
-                for c in cols {
-                    let n = c
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    let t = c
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("string")
-                        .to_string();
-                    let p = c.get("priority").and_then(Value::as_i64).unwrap_or(0);
-                    let d = c.get("description").and_then(Value::as_str).unwrap_or("");
-                    let path = c
-                        .get("jsonPath")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    add(
-                        col(
-                            &n,
-                            &t,
-                            c.get("format").and_then(Value::as_str).unwrap_or(""),
-                            p,
-                            d,
-                        ),
-                        Cell::Path(path, t),
-                    );
+                for c in &cols {
+                    let (def, cell) = printer_column(c);
+                    columns.add(def, cell);
                 }
             }
             None if !matches!(
@@ -162,15 +159,23 @@ impl Columns {
                 CRDS | ("", "events")
             ) =>
             {
-                add(age, Cell::Age)
+                let age = col(
+                    "Age",
+                    "string",
+                    "",
+                    0,
+                    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                );
+                columns.add(age, Cell::Age);
             }
             None => {}
         }
-        Columns {
-            defs,
-            cells,
-            include,
-        }
+        columns
+    }
+
+    fn add(&mut self, def: Value, cell: Cell) {
+        self.defs.push(def);
+        self.cells.push(cell);
     }
 
     /// One object's row.
