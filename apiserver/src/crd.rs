@@ -16,109 +16,138 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
 
 /// Problems kube's CRD validation reports (422), as `(field, message)` pairs.
 pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
-    let mut errs: Vec<(String, String)> = Vec::new();
-    let mut err = |f: &str, m: String| errs.push((f.to_string(), m));
-    let group = s(crd, &["spec", "group"]);
-    let plural = s(crd, &["spec", "names", "plural"]);
-    let name = s(crd, &["metadata", "name"]);
-    if group.is_empty() {
-        err("spec.group", "Required value".into());
-    } else if !group.contains('.') || !crate::validate::dns_subdomain(group) {
-        err(
-            "spec.group",
-            format!("Invalid value: {group:?}: should be a domain with at least one dot"),
-        );
+    let mut problems = Problems::default();
+    problems.group_and_names(crd);
+    problems.scope(crd);
+    problems.versions(crd);
+    problems.0
+}
+
+/// The problems found so far, in the order kube reports them.
+#[derive(Default)]
+struct Problems(Vec<(String, String)>);
+
+impl Problems {
+    fn add(&mut self, field: &str, message: String) {
+        self.0.push((field.to_string(), message));
     }
-    if plural.is_empty() {
-        err("spec.names.plural", "Required value".into());
-    } else if !crate::validate::dns_label(plural) {
-        err(
-            "spec.names.plural",
-            format!("Invalid value: {plural:?}: a lowercase RFC 1123 label"),
-        );
+
+    /// `spec.group`, `spec.names` and the name they make (`<plural>.<group>`).
+    fn group_and_names(&mut self, crd: &Value) {
+        let group = s(crd, &["spec", "group"]);
+        let plural = s(crd, &["spec", "names", "plural"]);
+        let name = s(crd, &["metadata", "name"]);
+        if group.is_empty() {
+            self.add("spec.group", "Required value".into());
+        } else if !group.contains('.') || !crate::validate::dns_subdomain(group) {
+            self.add(
+                "spec.group",
+                format!("Invalid value: {group:?}: should be a domain with at least one dot"),
+            );
+        }
+        if plural.is_empty() {
+            self.add("spec.names.plural", "Required value".into());
+        } else if !crate::validate::dns_label(plural) {
+            self.add(
+                "spec.names.plural",
+                format!("Invalid value: {plural:?}: a lowercase RFC 1123 label"),
+            );
+        }
+        if name != format!("{plural}.{group}") {
+            self.add(
+                "metadata.name",
+                format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+            );
+        }
+        let singular = s(crd, &["spec", "names", "singular"]);
+        if !singular.is_empty() && !crate::validate::dns_label(singular) {
+            self.add(
+                "spec.names.singular",
+                format!("Invalid value: {singular:?}: a lowercase RFC 1123 label"),
+            );
+        }
+        if s(crd, &["spec", "names", "kind"]).is_empty() {
+            self.add("spec.names.kind", "Required value".into());
+        }
+        if let Some(shorts) = crd.pointer("/spec/names/shortNames") {
+            let ok = shorts.as_array().is_some_and(|a| {
+                a.iter()
+                    .all(|x| x.as_str().is_some_and(crate::validate::dns_label))
+            });
+            if !ok {
+                self.add(
+                    "spec.names.shortNames",
+                    "Invalid value: each must be a lowercase RFC 1123 label".into(),
+                );
+            }
+        }
     }
-    if name != format!("{plural}.{group}") {
-        err(
-            "metadata.name",
-            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
-        );
+
+    /// `spec.scope`: Namespaced or Cluster.
+    fn scope(&mut self, crd: &Value) {
+        match s(crd, &["spec", "scope"]) {
+            "Namespaced" | "Cluster" => {}
+            other => self.add(
+                "spec.scope",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+                ),
+            ),
+        }
     }
-    let singular = s(crd, &["spec", "names", "singular"]);
-    if !singular.is_empty() && !crate::validate::dns_label(singular) {
-        err(
-            "spec.names.singular",
-            format!("Invalid value: {singular:?}: a lowercase RFC 1123 label"),
-        );
+
+    /// `spec.versions`: exactly one stored, each named, with a schema and boolean flags.
+    fn versions(&mut self, crd: &Value) {
+        let Some(vs) = crd.pointer("/spec/versions").and_then(Value::as_array) else {
+            self.add(
+                "spec.versions",
+                "Required value: must have exactly one version marked as storage version".into(),
+            );
+            return;
+        };
+        if vs
+            .iter()
+            .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            .count()
+            != 1
+        {
+            self.add(
+                "spec.versions",
+                "Invalid value: must have exactly one version marked as storage version".into(),
+            );
+        }
+        for (i, v) in vs.iter().enumerate() {
+            self.version(i, v);
+        }
     }
-    if s(crd, &["spec", "names", "kind"]).is_empty() {
-        err("spec.names.kind", "Required value".into());
-    }
-    if let Some(shorts) = crd.pointer("/spec/names/shortNames") {
-        let ok = shorts.as_array().is_some_and(|a| {
-            a.iter()
-                .all(|x| x.as_str().is_some_and(crate::validate::dns_label))
-        });
-        if !ok {
-            err(
-                "spec.names.shortNames",
-                "Invalid value: each must be a lowercase RFC 1123 label".into(),
+
+    /// One entry of `spec.versions`.
+    fn version(&mut self, i: usize, v: &Value) {
+        let vn = s(v, &["name"]);
+        if !crate::validate::dns_label(vn) {
+            self.add(
+                &format!("spec.versions[{i}].name"),
+                format!("Invalid value: {vn:?}: a DNS-1035 label"),
+            );
+        }
+        if !v
+            .pointer("/schema/openAPIV3Schema")
+            .is_some_and(Value::is_object)
+        {
+            self.add(
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                "Required value: schemas are required".into(),
+            );
+        }
+        if v.get("served").is_some_and(|x| !x.is_boolean())
+            || v.get("storage").is_some_and(|x| !x.is_boolean())
+        {
+            self.add(
+                &format!("spec.versions[{i}]"),
+                "Invalid value: served and storage must be booleans".into(),
             );
         }
     }
-    match s(crd, &["spec", "scope"]) {
-        "Namespaced" | "Cluster" => {}
-        other => err(
-            "spec.scope",
-            format!("Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""),
-        ),
-    }
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
-    match versions {
-        None => err(
-            "spec.versions",
-            "Required value: must have exactly one version marked as storage version".into(),
-        ),
-        Some(vs) => {
-            if vs
-                .iter()
-                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                .count()
-                != 1
-            {
-                err(
-                    "spec.versions",
-                    "Invalid value: must have exactly one version marked as storage version".into(),
-                );
-            }
-            for (i, v) in vs.iter().enumerate() {
-                let vn = s(v, &["name"]);
-                if !crate::validate::dns_label(vn) {
-                    err(
-                        &format!("spec.versions[{i}].name"),
-                        format!("Invalid value: {vn:?}: a DNS-1035 label"),
-                    );
-                }
-                if !v
-                    .pointer("/schema/openAPIV3Schema")
-                    .is_some_and(Value::is_object)
-                {
-                    err(
-                        &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                        "Required value: schemas are required".into(),
-                    );
-                }
-                if v.get("served").is_some_and(|x| !x.is_boolean())
-                    || v.get("storage").is_some_and(|x| !x.is_boolean())
-                {
-                    err(
-                        &format!("spec.versions[{i}]"),
-                        "Invalid value: served and storage must be booleans".into(),
-                    );
-                }
-            }
-        }
-    }
-    errs
 }
 
 /// kube's defaults: `names.singular` (lowercased kind), `names.listKind`, `conversion`.
