@@ -159,22 +159,72 @@ fn request_kind(req: &Request) -> RequestKind {
 }
 
 async fn respond(shared: &Arc<Shared>, req: Request) -> Response {
+    answer(shared, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The answer to a request, in steps: its query, the faults injected, who it is (with RBAC
+/// on), its body, then the request itself; a write is answered only once it is durable.
+async fn answer(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
-    let query: HashMap<String, String> =
-        match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
-            Ok(q) => q.0.into_iter().collect(),
-            Err(e) => {
-                return ApiError::bad_request(format!("invalid query string: {e}")).into_response();
-            }
-        };
+    let query = parse_query(&parts.uri)?;
     let route = parse_path(parts.uri.path());
     let watch_param = matches!(
         query.get("watch").map(String::as_str),
         Some("1" | "true" | "True" | "t" | "T" | "TRUE")
     );
-    let info = match &route {
+    inject_faults(shared, &request_info(&route, &parts.method, watch_param)).await?;
+    let user = if shared.rbac {
+        Some(Arc::new(authorize(shared, &parts, &query)?))
+    } else {
+        None
+    };
+    let body = read_body(body).await?;
+    let ct = header_text(&parts.headers, header::CONTENT_TYPE);
+    let accept = header_text(&parts.headers, header::ACCEPT);
+    let view = crate::table::view(accept);
+    let result = match route {
+        Route::Resource(path) => crate::requests::resource_request(
+            shared,
+            crate::requests::ResourceRequest {
+                method: &parts.method,
+                path,
+                query: &query,
+                watch: watch_param,
+                content_type: ct,
+                body: &body,
+                view,
+                user_agent: header_text(&parts.headers, header::USER_AGENT),
+                user,
+            },
+        ),
+        _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
+            ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
+        ),
+        other => discovery_request(shared, other, parts.uri.path(), accept),
+    };
+    let writes = !matches!(parts.method, Method::GET | Method::HEAD);
+    if writes && let Some(why) = shared.lock().journal_error() {
+        // The change may not be durable: it must not be acknowledged.
+        return Err(ApiError::internal(why.to_string()));
+    }
+    result
+}
+
+/// The query parameters (the last of a repeated one wins).
+fn parse_query(uri: &http::Uri) -> Result<HashMap<String, String>, ApiError> {
+    match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        Ok(q) => Ok(q.0.into_iter().collect()),
+        Err(e) => Err(ApiError::bad_request(format!("invalid query string: {e}"))),
+    }
+}
+
+/// What faults are matched against.
+fn request_info<'a>(route: &'a Route, method: &Method, watch_param: bool) -> RequestInfo<'a> {
+    match route {
         Route::Resource(p) => RequestInfo {
-            verb: verb_of(&parts.method, p, p.watch || watch_param),
+            verb: verb_of(method, p, p.watch || watch_param),
             plural: Some(p.plural.as_str()),
             group: Some(p.group.as_str()),
             name: p.name.as_deref(),
@@ -187,77 +237,37 @@ async fn respond(shared: &Arc<Shared>, req: Request) -> Response {
             name: None,
             subresource: None,
         },
-    };
+    }
+}
+
+/// The configured faults: a delay, then an error instead of the answer.
+async fn inject_faults(shared: &Shared, info: &RequestInfo<'_>) -> Result<(), ApiError> {
     if let Some(d) = shared.faults.delay() {
         tokio::time::sleep(d).await;
     }
-    if let Some(err) = shared.faults.take(&info) {
-        return err.into_response();
+    match shared.faults.take(info) {
+        Some(err) => Err(err),
+        None => Ok(()),
     }
-    let user = if shared.rbac {
-        match authorize(shared, &parts, &query) {
-            Ok(user) => Some(Arc::new(user)),
-            Err(e) => return e.into_response(),
-        }
-    } else {
-        None
-    };
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => b,
-        Err(_) => {
-            return ApiError::new(
-                413,
-                "RequestEntityTooLarge",
-                "the request body is too large or could not be read",
-            )
-            .into_response();
-        }
-    };
-    let ct = parts
-        .headers
-        .get(header::CONTENT_TYPE)
+}
+
+/// The request's body, up to kube's limit.
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            "the request body is too large or could not be read",
+        )
+    })
+}
+
+/// A header's value as text ("" when absent or not text).
+fn header_text(headers: &http::HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_string();
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let view = crate::table::view(accept);
-    let result = match route {
-        Route::Resource(path) => crate::requests::resource_request(
-            shared,
-            crate::requests::ResourceRequest {
-                method: &parts.method,
-                path,
-                query: &query,
-                watch: watch_param,
-                content_type: &ct,
-                body: &body,
-                view,
-                user_agent: parts
-                    .headers
-                    .get(header::USER_AGENT)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or(""),
-                user,
-            },
-        ),
-        _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
-            ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
-        ),
-        other => discovery_request(shared, other, parts.uri.path(), accept),
-    };
-    let writes = !matches!(parts.method, Method::GET | Method::HEAD);
-    if writes && let Some(why) = shared.lock().journal_error() {
-        // The change may not be durable: it must not be acknowledged.
-        return ApiError::internal(why.to_string()).into_response();
-    }
-    match result {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
 }
 
 /// Who a request is, and whether it may do what it asks: 401 for a bearer token that is not
