@@ -201,32 +201,11 @@ pub(crate) fn decide<T>(
     runtime: TimeDelta,
     attempt: Attempt<T>,
 ) -> Decision<T> {
-    let runtime = seconds(runtime);
-    let backoff = policy
-        .backoff
-        .unwrap_or(DEFAULT_RETRY_DELAY)
-        .max(policy.min_delay);
-    let over_timeout = |delay: f64| policy.timeout.is_some_and(|t| runtime + delay >= t);
-    let over_retries = policy.retries.is_some_and(|r| retries + 1 >= r);
-    let timeout = py_seconds(policy.timeout.unwrap_or_default());
-    let limit = policy.retries.unwrap_or_default();
-    let fail = |message: String, line: String| Decision {
-        outcome: Outcome {
-            is_final: true,
-            error: Some(message),
-            ..Outcome::default()
-        },
-        verdict: Verdict::Failure,
-        line,
-    };
-    let retry = |message: String, delay: Option<f64>, line: String| Decision {
-        outcome: Outcome {
-            delay,
-            error: Some(message),
-            ..Outcome::default()
-        },
-        verdict: Verdict::Retry,
-        line,
+    let judge = Judge {
+        name,
+        policy,
+        retries,
+        runtime: seconds(runtime),
     };
     match attempt {
         Attempt::Success(result) => Decision {
@@ -243,25 +222,70 @@ pub(crate) fn decide<T>(
             at_least(delay, policy.min_delay),
             format!("{name} has unfinished sub-handlers. Will retry soon."),
         ),
-        Attempt::Temporary { message, delay } => {
-            let delay = at_least(delay, policy.min_delay);
-            let line = if over_timeout(delay.unwrap_or(0.0)) {
-                format!(
-                    "{name} failed temporarily but will time out after {timeout} seconds: {message}"
-                )
-            } else if over_retries {
-                format!("{name} failed temporarily but will exceed {limit} retries: {message}")
-            } else {
-                let line = format!("{name} failed temporarily: {message}");
-                return retry(message, delay, line);
-            };
-            fail(line.clone(), line)
-        }
+        Attempt::Temporary { message, delay } => judge.temporary(message, delay),
         Attempt::Permanent { message } => {
             let line = format!("{name} failed permanently: {message}");
             fail(message, line)
         }
-        Attempt::Arbitrary { message } => match policy.errors {
+        Attempt::Arbitrary { message } => judge.arbitrary(message),
+    }
+}
+
+/// What a failure is judged by: the handler's name and policy, and where it stands.
+struct Judge<'a> {
+    name: &'a str,
+    policy: &'a RetryPolicy,
+    retries: u32,
+    /// Seconds since the first attempt.
+    runtime: f64,
+}
+
+impl Judge<'_> {
+    /// Whether an attempt `delay` seconds from now would start past the timeout.
+    fn over_timeout(&self, delay: f64) -> bool {
+        self.policy
+            .timeout
+            .is_some_and(|t| self.runtime + delay >= t)
+    }
+
+    /// Whether another attempt would exceed the retries.
+    fn over_retries(&self) -> bool {
+        self.policy.retries.is_some_and(|r| self.retries + 1 >= r)
+    }
+
+    /// The timeout as Kopf prints it.
+    fn timeout(&self) -> String {
+        py_seconds(self.policy.timeout.unwrap_or_default())
+    }
+
+    /// A `TemporaryError`: retried after its delay, unless that would pass a limit.
+    fn temporary<T>(&self, message: String, delay: Option<f64>) -> Decision<T> {
+        let name = self.name;
+        let delay = at_least(delay, self.policy.min_delay);
+        let line = if self.over_timeout(delay.unwrap_or(0.0)) {
+            format!(
+                "{name} failed temporarily but will time out after {} seconds: {message}",
+                self.timeout()
+            )
+        } else if self.over_retries() {
+            let limit = self.policy.retries.unwrap_or_default();
+            format!("{name} failed temporarily but will exceed {limit} retries: {message}")
+        } else {
+            let line = format!("{name} failed temporarily: {message}");
+            return retry(message, delay, line);
+        };
+        fail(line.clone(), line)
+    }
+
+    /// Any other failure: as the errors mode says, within the limits.
+    fn arbitrary<T>(&self, message: String) -> Decision<T> {
+        let name = self.name;
+        let backoff = self
+            .policy
+            .backoff
+            .unwrap_or(DEFAULT_RETRY_DELAY)
+            .max(self.policy.min_delay);
+        match self.policy.errors {
             ErrorsMode::Ignored => Decision {
                 outcome: Outcome {
                     is_final: true,
@@ -270,14 +294,16 @@ pub(crate) fn decide<T>(
                 verdict: Verdict::Ignored,
                 line: format!("{name} failed with an exception and will ignore it: {message}"),
             },
-            ErrorsMode::Temporary if over_timeout(backoff) => {
+            ErrorsMode::Temporary if self.over_timeout(backoff) => {
                 let line = format!(
                     "{name} failed with an exception and will stop now \
-                     (it would time out in {timeout} seconds on the next attempt): {message}"
+                     (it would time out in {} seconds on the next attempt): {message}",
+                    self.timeout()
                 );
                 fail(line.clone(), line)
             }
-            ErrorsMode::Temporary if over_retries => {
+            ErrorsMode::Temporary if self.over_retries() => {
+                let limit = self.policy.retries.unwrap_or_default();
                 let line = format!(
                     "{name} failed with an exception and will stop now \
                      (it would exceed {limit} retries on the next attempt): {message}"
@@ -295,7 +321,33 @@ pub(crate) fn decide<T>(
                 let line = format!("{name} failed with an exception and will stop now: {message}");
                 fail(message, line)
             }
+        }
+    }
+}
+
+/// A final failure: `message` is stored, `line` logged.
+fn fail<T>(message: String, line: String) -> Decision<T> {
+    Decision {
+        outcome: Outcome {
+            is_final: true,
+            error: Some(message),
+            ..Outcome::default()
         },
+        verdict: Verdict::Failure,
+        line,
+    }
+}
+
+/// A failure retried after `delay` seconds: `message` is stored, `line` logged.
+fn retry<T>(message: String, delay: Option<f64>, line: String) -> Decision<T> {
+    Decision {
+        outcome: Outcome {
+            delay,
+            error: Some(message),
+            ..Outcome::default()
+        },
+        verdict: Verdict::Retry,
+        line,
     }
 }
 

@@ -26,9 +26,7 @@ mod oversized;
 mod patch;
 mod progress;
 #[cfg(test)]
-mod properties;
-#[cfg(test)]
-mod scenario;
+mod tests;
 
 use std::time::Duration;
 

@@ -17,8 +17,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::super::*;
 use super::scenario::{on, on_delete, on_field, step_with};
-use super::*;
 use crate::handlers::execution::Attempt;
 use crate::proptesting::{cases, json_values};
 

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Map, Value, json};
 
-use super::progress::parse_time;
-use super::*;
+use super::super::progress::parse_time;
+use super::super::*;
 use crate::handlers::execution::{Attempt, RetryPolicy, decide, display_name, precheck};
 use crate::runtime::HandlerKind;
 
