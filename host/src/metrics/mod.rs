@@ -255,90 +255,8 @@ impl Metrics {
     pub(crate) fn render(&self) -> String {
         let state = self.state();
         let mut out = Exposition::default();
-        let handler_labels = |l: &HandlerLabels| {
-            vec![
-                ("guest", l.guest.clone()),
-                ("handler", l.handler.clone()),
-                ("kind", l.kind.clone()),
-            ]
-        };
-        let counters: [(&str, &str, Count); 3] = [
-            ("kapsel_handler_invocations_total", "Handler calls.", |s| {
-                s.invocations
-            }),
-            (
-                "kapsel_handler_failures_total",
-                "Handler calls that failed (for good, to be retried, or ignored).",
-                |s| s.failures,
-            ),
-            (
-                "kapsel_handler_retries_total",
-                "Handler calls that failed and will be retried.",
-                |s| s.retries,
-            ),
-        ];
-        for (name, help, value) in counters {
-            out.family(name, help, "counter");
-            for (labels, stats) in &state.handlers {
-                out.sample(name, &handler_labels(labels), value(stats));
-            }
-        }
-        out.family(
-            "kapsel_handler_duration_seconds",
-            "How long handler calls took.",
-            "histogram",
-        );
-        for (labels, stats) in &state.handlers {
-            stats.duration.render(
-                &mut out,
-                "kapsel_handler_duration_seconds",
-                &handler_labels(labels),
-            );
-        }
-        out.family(
-            "kapsel_sandbox_faults_total",
-            "Handler calls the sandbox stopped: trap, timeout (deadline) or memory (cap).",
-            "counter",
-        );
-        for ((labels, fault), count) in &state.faults {
-            let mut labels = handler_labels(labels);
-            labels.push(("fault", fault.clone()));
-            out.sample("kapsel_sandbox_faults_total", &labels, *count);
-        }
-        out.family(
-            "kapsel_watch_stream_restarts_total",
-            "Watch streams that broke and were reopened.",
-            "counter",
-        );
-        for (resource, count) in &state.restarts {
-            out.sample(
-                "kapsel_watch_stream_restarts_total",
-                &[("resource", resource.clone())],
-                *count,
-            );
-        }
-        out.family(
-            "kapsel_queue_objects",
-            "Objects with events queued or being processed.",
-            "gauge",
-        );
-        for (resource, gauge) in &state.queues {
-            out.sample(
-                "kapsel_queue_objects",
-                &[("resource", resource.clone())],
-                gauge.load(Ordering::Relaxed).max(0),
-            );
-        }
-        out.family(
-            "kapsel_objects_remembered",
-            "Objects the operator keeps state for (deleted ones are forgotten).",
-            "gauge",
-        );
-        out.sample(
-            "kapsel_objects_remembered",
-            &[],
-            state.remembered.load(Ordering::Relaxed).max(0),
-        );
+        render_handlers(&state, &mut out);
+        render_objects(&state, &mut out);
         render_containment(&state, &mut out);
         out.family(
             "kapsel_guest_reloads_total",
@@ -364,6 +282,100 @@ impl Metrics {
         );
         out.text
     }
+}
+
+/// The labels of a handler's samples.
+fn handler_labels(l: &HandlerLabels) -> Vec<(&'static str, String)> {
+    vec![
+        ("guest", l.guest.clone()),
+        ("handler", l.handler.clone()),
+        ("kind", l.kind.clone()),
+    ]
+}
+
+/// The handlers' calls: counts, durations, and what the sandbox stopped.
+fn render_handlers(state: &State, out: &mut Exposition) {
+    let counters: [(&str, &str, Count); 3] = [
+        ("kapsel_handler_invocations_total", "Handler calls.", |s| {
+            s.invocations
+        }),
+        (
+            "kapsel_handler_failures_total",
+            "Handler calls that failed (for good, to be retried, or ignored).",
+            |s| s.failures,
+        ),
+        (
+            "kapsel_handler_retries_total",
+            "Handler calls that failed and will be retried.",
+            |s| s.retries,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.family(name, help, "counter");
+        for (labels, stats) in &state.handlers {
+            out.sample(name, &handler_labels(labels), value(stats));
+        }
+    }
+    out.family(
+        "kapsel_handler_duration_seconds",
+        "How long handler calls took.",
+        "histogram",
+    );
+    for (labels, stats) in &state.handlers {
+        stats.duration.render(
+            out,
+            "kapsel_handler_duration_seconds",
+            &handler_labels(labels),
+        );
+    }
+    out.family(
+        "kapsel_sandbox_faults_total",
+        "Handler calls the sandbox stopped: trap, timeout (deadline) or memory (cap).",
+        "counter",
+    );
+    for ((labels, fault), count) in &state.faults {
+        let mut labels = handler_labels(labels);
+        labels.push(("fault", fault.clone()));
+        out.sample("kapsel_sandbox_faults_total", &labels, *count);
+    }
+}
+
+/// The watch streams and the objects they bring: restarts, queues, memories.
+fn render_objects(state: &State, out: &mut Exposition) {
+    out.family(
+        "kapsel_watch_stream_restarts_total",
+        "Watch streams that broke and were reopened.",
+        "counter",
+    );
+    for (resource, count) in &state.restarts {
+        out.sample(
+            "kapsel_watch_stream_restarts_total",
+            &[("resource", resource.clone())],
+            *count,
+        );
+    }
+    out.family(
+        "kapsel_queue_objects",
+        "Objects with events queued or being processed.",
+        "gauge",
+    );
+    for (resource, gauge) in &state.queues {
+        out.sample(
+            "kapsel_queue_objects",
+            &[("resource", resource.clone())],
+            gauge.load(Ordering::Relaxed).max(0),
+        );
+    }
+    out.family(
+        "kapsel_objects_remembered",
+        "Objects the operator keeps state for (deleted ones are forgotten).",
+        "gauge",
+    );
+    out.sample(
+        "kapsel_objects_remembered",
+        &[],
+        state.remembered.load(Ordering::Relaxed).max(0),
+    );
 }
 
 /// A gauge of the call slots: its name, its help, and its value for one pool.
