@@ -102,23 +102,39 @@ impl Streams {
         scope: &Scope,
         namespaces: &BTreeSet<String>,
     ) {
-        let mut desired: HashMap<StreamKey, (Arc<Resource>, Arc<ResourceHandlers>)> =
-            HashMap::new();
-        for (resource, handlers) in registry.serve(discovered) {
-            let resource = Arc::new(resource);
-            let handlers = Arc::new(handlers);
-            if !resource.namespaced || *scope == Scope::Cluster {
-                desired.insert((resource.key(), None), (resource, handlers));
-            } else {
-                for ns in namespaces {
-                    desired.insert(
-                        (resource.key(), Some(ns.clone())),
-                        (resource.clone(), handlers.clone()),
-                    );
+        let desired = desired_streams(registry, discovered, scope, namespaces);
+        self.ending.retain(|_, stream| !stream.task.is_finished());
+        self.stop_unwanted(&desired, discovered, namespaces);
+        for (key, (resource, handlers)) in desired {
+            match self.running.get(&key) {
+                Some(stream) => {
+                    if !stream.context.handlers().resource.same_as(&handlers) {
+                        tracing::info!(
+                            "The handlers of {} changed: replaying its objects.",
+                            describe(&key)
+                        );
+                        stream.context.replace_handlers(handlers.as_ref().clone());
+                    }
                 }
+                None => self.start(key, resource, &handlers),
             }
         }
-        self.ending.retain(|_, stream| !stream.task.is_finished());
+        self.parts.watched.replace(
+            self.running
+                .keys()
+                .map(|(resource, _)| resource.clone())
+                .collect(),
+        );
+    }
+
+    /// Stops the running streams that are not `desired`: retired (their objects' work
+    /// done first) when their resource is still served, else stopped.
+    fn stop_unwanted(
+        &mut self,
+        desired: &Desired,
+        discovered: &[Resource],
+        namespaces: &BTreeSet<String>,
+    ) {
         let unwanted: Vec<StreamKey> = self
             .running
             .keys()
@@ -145,60 +161,46 @@ impl Streams {
             }
             self.ending.insert(key, stream);
         }
-        for (key, (resource, handlers)) in desired {
-            if let Some(stream) = self.running.get(&key) {
-                if !stream.context.handlers().resource.same_as(&handlers) {
-                    tracing::info!(
-                        "The handlers of {} changed: replaying its objects.",
-                        describe(&key)
-                    );
-                    stream.context.replace_handlers(handlers.as_ref().clone());
-                }
-                continue;
-            }
-            tracing::info!("Starting the watch stream for {}.", describe(&key));
-            let cancel = CancellationToken::new();
-            let context = Arc::new(StreamContext::new(
-                describe(&key),
-                resource,
-                handlers.as_ref().clone(),
-                cancel.clone(),
-            ));
-            if !handlers.index.is_empty() {
-                self.parts.handling.readiness().expect_stream(&context.id);
-            }
-            // A stream of this key still ending is stopped for good, and the new one
-            // starts once it has ended: one object is never handled by two streams.
-            let previous = self.ending.remove(&key).map(|ending| {
-                ending.cancel.cancel();
-                ending.task
-            });
-            let retire = CancellationToken::new();
-            self.parts.journal.push(Record::StreamStarted {
-                resource: key.0.clone(),
-                namespace: key.1.clone(),
-            });
-            let task = tokio::spawn(run_stream(
-                self.parts.clone(),
-                context.clone(),
-                (key.clone(), cancel.clone(), retire.clone()),
-                previous,
-            ));
-            self.running.insert(
-                key,
-                Running {
-                    context,
-                    cancel,
-                    retire,
-                    task,
-                },
-            );
+    }
+
+    /// Starts the stream of `key`, once a stream of the same key still ending has ended.
+    fn start(&mut self, key: StreamKey, resource: Arc<Resource>, handlers: &ResourceHandlers) {
+        tracing::info!("Starting the watch stream for {}.", describe(&key));
+        let cancel = CancellationToken::new();
+        let context = Arc::new(StreamContext::new(
+            describe(&key),
+            resource,
+            handlers.clone(),
+            cancel.clone(),
+        ));
+        if !handlers.index.is_empty() {
+            self.parts.handling.readiness().expect_stream(&context.id);
         }
-        self.parts.watched.replace(
-            self.running
-                .keys()
-                .map(|(resource, _)| resource.clone())
-                .collect(),
+        // A stream of this key still ending is stopped for good, and the new one
+        // starts once it has ended: one object is never handled by two streams.
+        let previous = self.ending.remove(&key).map(|ending| {
+            ending.cancel.cancel();
+            ending.task
+        });
+        let retire = CancellationToken::new();
+        self.parts.journal.push(Record::StreamStarted {
+            resource: key.0.clone(),
+            namespace: key.1.clone(),
+        });
+        let task = tokio::spawn(run_stream(
+            self.parts.clone(),
+            context.clone(),
+            (key.clone(), cancel.clone(), retire.clone()),
+            previous,
+        ));
+        self.running.insert(
+            key,
+            Running {
+                context,
+                cancel,
+                retire,
+                task,
+            },
         );
     }
 
@@ -243,6 +245,34 @@ fn describe((resource, namespace): &StreamKey) -> String {
     }
 }
 
+/// The streams that should run, with what they watch and their handlers.
+type Desired = HashMap<StreamKey, (Arc<Resource>, Arc<ResourceHandlers>)>;
+
+/// One stream per served resource: cluster-wide, or one per served namespace.
+fn desired_streams(
+    registry: &Registry,
+    discovered: &[Resource],
+    scope: &Scope,
+    namespaces: &BTreeSet<String>,
+) -> Desired {
+    let mut desired = Desired::new();
+    for (resource, handlers) in registry.serve(discovered) {
+        let resource = Arc::new(resource);
+        let handlers = Arc::new(handlers);
+        if !resource.namespaced || *scope == Scope::Cluster {
+            desired.insert((resource.key(), None), (resource, handlers));
+        } else {
+            for ns in namespaces {
+                desired.insert(
+                    (resource.key(), Some(ns.clone())),
+                    (resource.clone(), handlers.clone()),
+                );
+            }
+        }
+    }
+    desired
+}
+
 /// One stream: the watcher, the per-object router, the readiness bookkeeping, and the
 /// replays its handler changes ask for. `previous` is a stream of the same key still
 /// ending: this one starts once it has ended.
@@ -257,25 +287,7 @@ async fn run_stream(
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (replay, replays) = mpsc::unbounded_channel();
-    let watching = watching::run(
-        Watch {
-            client: parts.client.clone(),
-            resource: context.resource.clone(),
-            namespace: key.1.clone(),
-            settings: parts.settings.clone(),
-            metrics: parts.metrics.clone(),
-            recorder: parts.recorder.clone(),
-        },
-        tx,
-        replays,
-        cancel.child_token(),
-    );
-    #[cfg(feature = "faults")]
-    let watching = parts
-        .faults
-        .clone()
-        .killable(context.resource.key(), watching);
-    let watch = tokio::spawn(watching);
+    let watch = spawn_watch(&parts, &context, &key, (tx, replays), &cancel);
     let readiness = parts.handling.readiness().clone();
     let memories = parts.handling.memories().clone();
     let (handling, ctx) = (parts.handling.clone(), context.clone());
@@ -312,16 +324,7 @@ async fn run_stream(
                     readiness.stream_listed(&context.id);
                 }
                 if relisted {
-                    // Noted after the listed objects were routed: once the operator has
-                    // settled after this record, the relisting has been handled.
-                    tracing::info!(
-                        "Relisted the watch stream for {}: its watch history had expired.",
-                        context.id
-                    );
-                    parts.journal.push(Record::Relisted {
-                        resource: context.resource.key(),
-                        namespace: key.1.clone(),
-                    });
+                    note_relisted(&parts, &context, &key);
                 }
             }
             Some(StreamSignal::Replayed(seq)) => {
@@ -347,8 +350,63 @@ async fn run_stream(
         parts.exit_grace
     };
     router.shutdown(grace).await;
-    // The timers and daemons stopped with the stream (`stopping` is its token); a call in
-    // flight gets the same grace as the handlers above.
+    stop_tasks(&parts, &context).await;
+    readiness.stream_gone(&context.id);
+    parts.journal.push(Record::StreamStopped {
+        resource: key.0,
+        namespace: key.1,
+    });
+}
+
+/// Starts the watch of a stream: its signals go to `tx`, the replays it is asked for come
+/// from `replays`.
+fn spawn_watch(
+    parts: &StreamParts,
+    context: &StreamContext,
+    key: &StreamKey,
+    (tx, replays): (
+        mpsc::UnboundedSender<StreamSignal>,
+        mpsc::UnboundedReceiver<u64>,
+    ),
+    cancel: &CancellationToken,
+) -> JoinHandle<()> {
+    let watching = watching::run(
+        Watch {
+            client: parts.client.clone(),
+            resource: context.resource.clone(),
+            namespace: key.1.clone(),
+            settings: parts.settings.clone(),
+            metrics: parts.metrics.clone(),
+            recorder: parts.recorder.clone(),
+        },
+        tx,
+        replays,
+        cancel.child_token(),
+    );
+    #[cfg(feature = "faults")]
+    let watching = parts
+        .faults
+        .clone()
+        .killable(context.resource.key(), watching);
+    tokio::spawn(watching)
+}
+
+/// A relisting's objects were routed: noted, so that once the operator has settled after
+/// this record, the relisting has been handled.
+fn note_relisted(parts: &StreamParts, context: &StreamContext, key: &StreamKey) {
+    tracing::info!(
+        "Relisted the watch stream for {}: its watch history had expired.",
+        context.id
+    );
+    parts.journal.push(Record::Relisted {
+        resource: context.resource.key(),
+        namespace: key.1.clone(),
+    });
+}
+
+/// Stops the timers and daemons of a stream that stopped (`stopping` is its token); a
+/// call in flight gets the same grace as the handlers.
+async fn stop_tasks(parts: &StreamParts, context: &StreamContext) {
     context.tasks.close();
     context.stopping.cancel();
     if tokio::time::timeout(parts.exit_grace, context.tasks.wait())
@@ -361,9 +419,4 @@ async fn run_stream(
             parts.exit_grace
         );
     }
-    readiness.stream_gone(&context.id);
-    parts.journal.push(Record::StreamStopped {
-        resource: key.0,
-        namespace: key.1,
-    });
 }
