@@ -31,6 +31,14 @@ fn resource_version(body: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// What a changing cycle left to do after its patch: the delays of the handlers still
+/// pending, when they were measured, and whether handlers ran.
+struct Cycle {
+    delays: Vec<f64>,
+    measured: chrono::DateTime<chrono::Utc>,
+    handled: bool,
+}
+
 /// The changing stage.
 #[derive(Clone)]
 pub(crate) struct Changing {
@@ -55,7 +63,6 @@ impl Changing {
         let settings = &*self.settings;
         let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
         let changing = &ctx.handlers.changing;
-        let (diffbase, keys) = (settings.diffbase(), settings.keys());
 
         if memory.is_gone() {
             object_log!(
@@ -73,11 +80,11 @@ impl Changing {
         // Our own patch came back: the state is consistent again (KOPF.md §4.8).
         memory.echo_arrived(resource_version(body));
 
-        let daemons_required = memory.daemons_match();
         if changing.is_empty() {
             // Only timers and daemons: no change detection (nothing is stored for it, as in
             // Kopf); only the finalizer they need, released once they have stopped.
-            let decision = changes::finalizer_decision(body, &settings.finalizer, daemons_required);
+            let decision =
+                changes::finalizer_decision(body, &settings.finalizer, memory.daemons_match());
             patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
             if patch.finalizer.is_none()
                 && changes::release_on_deletion(body, &settings.finalizer, false)
@@ -86,8 +93,31 @@ impl Changing {
             }
             return self.send(ctx, memory, patch).await.map(drop);
         }
+        let Some(cycle) = self.changes(ctx, memory, seq, &mut patch).await else {
+            // A newer event is queued: it carries the fresher state.
+            return self.send(ctx, memory, patch).await.map(drop);
+        };
+        patch.finalize(body, &settings.keys(), &settings.touch_key);
+        let patched = !patch.is_empty();
+        if patched {
+            self.send(ctx, memory, patch).await?;
+        }
+        self.wake_up(ctx, memory, seq, patched, cycle).await
+    }
 
-        let (old, new, warnings) = diffbase.essences(body, &changing.extra_fields);
+    /// The changes of the event: the cause, the finalizer it needs, and the handlers it
+    /// runs, their outcomes put in `patch`. `None`: a newer event is queued.
+    async fn changes(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+        patch: &mut Patch,
+    ) -> Option<Cycle> {
+        let settings = &*self.settings;
+        let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
+        let changing = &ctx.handlers.changing;
+        let (old, new, warnings) = settings.diffbase().essences(body, &changing.extra_fields);
         for warning in warnings {
             object_log!(warn, object, "{warning}");
         }
@@ -95,14 +125,16 @@ impl Changing {
         let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
         let active = self.active_handlers(ctx, &cause).await;
         let mut eval = no_callbacks;
-        let required = daemons_required
+        let required = memory.daemons_match()
             || changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
         let decision = changes::finalizer_decision(body, &settings.finalizer, required);
 
-        let mut delays: Vec<f64> = Vec::new();
         // When the delays were measured: the wake-up is absolute (see `Clock::sleep_until`).
-        let mut measured = self.clock.now();
-        let mut handled = false;
+        let mut cycle = Cycle {
+            delays: Vec::new(),
+            measured: self.clock.now(),
+            handled: false,
+        };
         match decision {
             FinalizerDecision::Add | FinalizerDecision::Remove => {
                 patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
@@ -115,8 +147,7 @@ impl Changing {
             }
             FinalizerDecision::Keep => {
                 if !self.consistent(memory, seq, object).await {
-                    // A newer event is queued: it carries the fresher state.
-                    return self.send(ctx, memory, patch).await.map(drop);
+                    return None;
                 }
                 let carried = memory.take_carried_finalizer();
                 if let Some(FinalizerChange::Remove(name)) = carried
@@ -126,10 +157,9 @@ impl Changing {
                     // The deletion handlers finished, but the release was refused (422).
                     patch.finalizer = Some(FinalizerChange::Remove(name));
                 } else if cause.reason.runs_handlers() {
-                    (delays, measured) = self
-                        .run_cycle(ctx, &active, memory, &cause, &mut patch)
-                        .await;
-                    handled = true;
+                    (cycle.delays, cycle.measured) =
+                        self.run_cycle(ctx, &active, memory, &cause, patch).await;
+                    cycle.handled = true;
                 } else {
                     match cause.reason {
                         Reason::Noop => object_log!(
@@ -148,15 +178,24 @@ impl Changing {
                 }
             }
         }
+        Some(cycle)
+    }
 
-        patch.finalize(body, &keys, &settings.touch_key);
-        let patched = !patch.is_empty();
-        if patched {
-            self.send(ctx, memory, patch).await?;
-        }
-        match changes::after_patch(patched, &delays) {
+    /// After the cycle's patch (`patched`: there was one): nothing, or a sleep until the
+    /// delayed handlers are due, then a touch that brings the object back (KOPF.md §4.7).
+    async fn wake_up(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+        patched: bool,
+        cycle: Cycle,
+    ) -> Result<(), RequestError> {
+        let settings = &*self.settings;
+        let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
+        match changes::after_patch(patched, &cycle.delays) {
             // At debug level, as Kopf logs it: a user sees it with `--verbose`.
-            Wakeup::Idle if handled => {
+            Wakeup::Idle if cycle.handled => {
                 object_log!(
                     debug,
                     object,
@@ -171,11 +210,11 @@ impl Changing {
                     "Sleeping for {} seconds for the delayed handlers.",
                     pause.as_secs_f64()
                 );
-                let wake_at = clock::after(measured, pause);
+                let wake_at = clock::after(cycle.measured, pause);
                 if !memory.idle_unless_newer(seq, &*self.clock, wake_at).await {
                     let mut touch = Patch::default();
                     let now = changes::touch_value(self.clock.now());
-                    touch.touch(body, &keys, &settings.touch_key, Some(&now));
+                    touch.touch(body, &settings.keys(), &settings.touch_key, Some(&now));
                     if !touch.is_empty() {
                         self.send(ctx, memory, touch).await?;
                     }
