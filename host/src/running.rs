@@ -276,14 +276,80 @@ impl Operator {
     /// When no cluster connection can be made, the WebAssembly runtime cannot
     /// start, no guest can be loaded, or the initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
-        let client = match self.client {
+        let client = match self.client.clone() {
             Some(client) => client,
             None => crate::cluster::default_kube_client()
                 .await
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
-        let (runtime, library, errors) = match self.preloaded {
-            Some((runtime, guests)) => (runtime, Library::of(guests), Vec::new()),
+        let (runtime, library) = self.load_guests().await?;
+        let guests = library.guests();
+        let mut shared = self.shared.clone();
+        shared.traffic.set_pace(runtime.limits());
+        if let Some(path) = &self.record_to {
+            let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
+            shared.recorder =
+                recording::Recorder::to_file(path, &names).map_err(|source| Error::Recording {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        shared.recorder.observe(&shared.journal);
+        let activities = activities_context(&client, &shared, &self.settings.scope);
+        let served = ServedGuests::new(guests.clone());
+        // Stopped when dropped, on every way out of this function.
+        let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
+            .await
+            .map_err(|e| Error::Endpoint(Box::new(e)))?;
+        tokio::pin!(shutdown);
+
+        // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
+        tokio::select! {
+            started = run_startup(&guests, &activities) => started?,
+            () = &mut shutdown => return Ok(()),
+        }
+
+        // The reload loop runs beside the reactor, and stops before it (kept in a guard
+        // so that every way out of this function stops it).
+        let reloads = CancellationToken::new();
+        let _stop_reloading = reloads.clone().drop_guard();
+        let events = CancellationToken::new();
+        let _stop_events = events.clone().drop_guard();
+        // The reloader takes the runtime; the reactor reads the same bounds.
+        let limits = std::sync::Arc::clone(runtime.limits());
+        let reporting = Reporting {
+            journal: shared.journal.clone(),
+            served: served.clone(),
+            activities: activities.clone(),
+            events: None,
+        };
+        let swapped =
+            self.start_reloading(&client, (runtime, library), reporting, (&reloads, events));
+        let stop = CancellationToken::new();
+        let trigger = stop.clone();
+        let mut settings = self.settings;
+        settings.limits = limits;
+        let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
+        tokio::pin!(operator);
+        let result = tokio::select! {
+            result = &mut operator => result,
+            () = &mut shutdown => {
+                reloads.cancel();
+                trigger.cancel();
+                operator.await
+            }
+        };
+        reloads.cancel();
+        // Those of the guests served at the end (a reload may have changed them).
+        run_cleanup(&served.guests(), &activities).await;
+        result.map_err(|e| Error::Operator(Box::new(e)))
+    }
+
+    /// The runtime and the guests: preloaded, or loaded from the operator's paths (those
+    /// that cannot be loaded are reported, and at least one must load).
+    async fn load_guests(&self) -> Result<(runtime::Runtime, Library), Error> {
+        let (runtime, library, errors) = match &self.preloaded {
+            Some((runtime, guests)) => (runtime.clone(), Library::of(guests.clone()), Vec::new()),
             None => {
                 let runtime = runtime::Runtime::with_cache(
                     self.limits.clone(),
@@ -295,8 +361,7 @@ impl Operator {
                 (runtime, library, errors)
             }
         };
-        let guests = library.guests();
-        let shared = self.shared;
+        let shared = &self.shared;
         let slots = std::sync::Arc::clone(runtime.slots());
         shared.metrics.report_slots(move || slots.load());
         for error in &errors {
@@ -306,6 +371,7 @@ impl Operator {
                 error: error.to_string(),
             });
         }
+        let guests = library.guests();
         if guests.is_empty() {
             return Err(Error::NoGuests(
                 errors.iter().map(ToString::to_string).collect(),
@@ -327,103 +393,78 @@ impl Operator {
                 seconds: took.as_secs_f64(),
             });
         }
-        let mut shared = shared;
-        shared.traffic.set_pace(runtime.limits());
-        // The reloader takes the runtime; the reactor reads the same bounds.
-        let limits = std::sync::Arc::clone(runtime.limits());
-        if let Some(path) = &self.record_to {
-            let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
-            shared.recorder =
-                recording::Recorder::to_file(path, &names).map_err(|source| Error::Recording {
-                    path: path.clone(),
-                    source,
-                })?;
-        }
-        shared.recorder.observe(&shared.journal);
-        let activities = activities_context(&client, &shared, &self.settings.scope);
-        let served = ServedGuests::new(guests.clone());
-        // Stopped when dropped, on every way out of this function.
-        let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
-            .await
-            .map_err(|e| Error::Endpoint(Box::new(e)))?;
-        tokio::pin!(shutdown);
+        Ok((runtime, library))
+    }
 
-        // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
-        let startup = activities::of_kind(&guests, HandlerKind::Startup);
-        if !startup.is_empty() {
-            tokio::select! {
-                finished = activities::run_all(&startup, &activities, None) => {
-                    let failed: Vec<String> = startup
-                        .iter()
-                        .zip(finished)
-                        .filter_map(|(a, f)| match f {
-                            activities::Finished::Failed(e) => Some(format!("'{}' {e}", a.key)),
-                            activities::Finished::Done(_) => None,
-                        })
-                        .collect();
-                    if !failed.is_empty() {
-                        return Err(Error::Startup(failed.join("; ")));
-                    }
-                }
-                () = &mut shutdown => return Ok(()),
-            }
-        }
-
-        // The reload loop runs beside the reactor, and stops before it (kept in a guard
-        // so that every way out of this function stops it).
+    /// Starts the reload loop when the guests come from paths and reloading is on; the
+    /// reactor receives what it swaps in. It stops with `reloads`; its Events (about the
+    /// operator's own object, when there is one) with `events`.
+    fn start_reloading(
+        &self,
+        client: &kube::Client,
+        (runtime, library): (runtime::Runtime, Library),
+        mut reporting: Reporting,
+        (reloads, events): (&CancellationToken, CancellationToken),
+    ) -> mpsc::Receiver<reactor::Swap> {
         let (swaps, swapped) = mpsc::channel(1);
-        let reloads = CancellationToken::new();
-        let _stop_reloading = reloads.clone().drop_guard();
-        let events = CancellationToken::new();
-        let _stop_events = events.clone().drop_guard();
         if let Some(interval) = self.reload_interval.filter(|_| library.has_paths()) {
-            let involved =
-                reloading::reported_object(self.pod, &self.settings.peering, &self.settings.scope);
-            let events =
+            let involved = reloading::reported_object(
+                self.pod.clone(),
+                &self.settings.peering,
+                &self.settings.scope,
+            );
+            reporting.events =
                 involved.map(|involved| (Poster::start(client.clone(), events).0, involved));
             let reloader = Reloader {
                 runtime,
                 library,
                 interval,
                 swaps,
-                reporting: Reporting {
-                    journal: shared.journal.clone(),
-                    served: served.clone(),
-                    activities: activities.clone(),
-                    events,
-                },
+                reporting,
             };
             tokio::spawn(reloader.run(reloads.clone()));
         }
-        let stop = CancellationToken::new();
-        let trigger = stop.clone();
-        let mut settings = self.settings;
-        settings.limits = limits;
-        let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
-        tokio::pin!(operator);
-        let result = tokio::select! {
-            result = &mut operator => result,
-            () = &mut shutdown => {
-                reloads.cancel();
-                trigger.cancel();
-                operator.await
-            }
-        };
-        reloads.cancel();
+        swapped
+    }
+}
 
-        // Cleanup handlers last, bounded: a stopping operator must stop. Those of the
-        // guests served at the end (a reload may have changed them).
-        let cleanup = activities::of_kind(&served.guests(), HandlerKind::Cleanup);
-        if !cleanup.is_empty() {
-            let finished = activities::run_all(&cleanup, &activities, Some(CLEANUP_BUDGET));
-            if tokio::time::timeout(CLEANUP_BUDGET, finished)
-                .await
-                .is_err()
-            {
-                tracing::warn!("Cleanup handlers did not finish within {CLEANUP_BUDGET:?}.");
-            }
-        }
-        result.map_err(|e| Error::Operator(Box::new(e)))
+/// Runs the startup handlers (KOPF.md §6.1): an error names those that failed for good.
+async fn run_startup(
+    guests: &[runtime::Guest],
+    activities: &activities::Context,
+) -> Result<(), Error> {
+    let startup = activities::of_kind(guests, HandlerKind::Startup);
+    if startup.is_empty() {
+        return Ok(());
+    }
+    let finished = activities::run_all(&startup, activities, None).await;
+    let failed: Vec<String> = startup
+        .iter()
+        .zip(finished)
+        .filter_map(|(a, f)| match f {
+            activities::Finished::Failed(e) => Some(format!("'{}' {e}", a.key)),
+            activities::Finished::Done(_) => None,
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Startup(failed.join("; ")))
+    }
+}
+
+/// Runs the cleanup handlers last, bounded: a stopping operator must stop.
+async fn run_cleanup(guests: &[runtime::Guest], activities: &activities::Context) {
+    let cleanup = activities::of_kind(guests, HandlerKind::Cleanup);
+    if cleanup.is_empty() {
+        return;
+    }
+    let finished = activities::run_all(&cleanup, activities, Some(CLEANUP_BUDGET));
+    if tokio::time::timeout(CLEANUP_BUDGET, finished)
+        .await
+        .is_err()
+    {
+        tracing::warn!("Cleanup handlers did not finish within {CLEANUP_BUDGET:?}.");
     }
 }
 
