@@ -71,15 +71,10 @@ pub(crate) struct Watch {
 /// plus this margin; the server timeout is set so the sum is our inactivity timeout.
 const KUBE_IDLE_MARGIN: Duration = Duration::from_secs(5);
 
-/// Runs one stream until cancelled, sending its signals to `out`. Each number received on
-/// `replays` sends every object known now again, as a listing, then `Replayed` with it
-/// (the objects as last seen, in the order of the stream: no request to the API server).
-///
-/// kube-runtime's watcher reports "apply" for both additions and
-/// modifications; the type Kopf reports is recovered from whether the object
-/// was known. After a relist, objects that were known but not listed again
-/// were deleted while the stream was down: they get a DELETED event, so
-/// indexes and handlers do not keep ghosts (Kopf misses these).
+/// Runs one stream until cancelled, sending its signals to `out` (what each event means:
+/// [`Listing`]). Each number received on `replays` sends every object known now again, as
+/// a listing, then `Replayed` with it (the objects as last seen, in the order of the
+/// stream: no request to the API server).
 pub(crate) async fn run(
     watch: Watch,
     out: tokio::sync::mpsc::UnboundedSender<StreamSignal>,
@@ -109,14 +104,7 @@ pub(crate) async fn run(
     config.page_size = settings.page_size;
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
 
-    // Every object the stream knows: the key tells an addition from a modification, and
-    // the body (compressed) is that of the DELETED event of an object that vanished while
-    // the stream was down, and of the objects a replay lists again. The event queued for
-    // the object holds its text, parsed only once its turn comes.
-    let mut known = Known::default();
-    // The objects listed so far while a (re)listing is under way.
-    let mut relisted: Option<HashSet<ObjectKey>> = None;
-    let mut listings: u64 = 0;
+    let mut listing = Listing::default();
     let stream_name = match &namespace {
         Some(ns) => format!("{} in {ns}", resource.key()),
         None => resource.key(),
@@ -133,14 +121,7 @@ pub(crate) async fn run(
                     continue;
                 };
                 // Not recorded: these come from memory, not from the cluster.
-                let known = known.bodies().map(|(key, text)| {
-                    StreamSignal::Object(QueuedEvent {
-                        event_type: EventType::Listed,
-                        key: key.clone(),
-                        text,
-                    })
-                });
-                for signal in known.chain([StreamSignal::Replayed(seq)]) {
+                for signal in listing.replay(seq) {
                     if out.send(signal).is_err() {
                         return;
                     }
@@ -151,85 +132,146 @@ pub(crate) async fn run(
         };
         let Some(next) = next else { return };
         let event = match next {
-            Ok(event) => event,
+            Ok(event) => keyed(event, &resource),
             Err(err) => {
                 tracing::warn!("Watch stream for {stream_name} failed, retrying: {err}");
                 metrics.stream_restarted(&resource.key());
                 continue;
             }
         };
+        let Classified { deleted, signal } = listing.classify(event);
+        let signals = deleted.into_iter().map(StreamSignal::Object).chain(signal);
+        for signal in signals {
+            if let StreamSignal::Object(event) = &signal {
+                record(&recorder, &resource, event);
+            }
+            if out.send(signal).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A watcher's event with its objects keyed and as the API server's text.
+type KeyedEvent = Event<(ObjectKey, Arc<str>)>;
+
+/// The watcher's event about `resource`, its objects keyed and as text.
+fn keyed(event: Event<RawObject>, resource: &Resource) -> KeyedEvent {
+    match event {
+        Event::Init => Event::Init,
+        Event::InitApply(obj) => Event::InitApply(text_of(obj, resource)),
+        Event::InitDone => Event::InitDone,
+        Event::Apply(obj) => Event::Apply(text_of(obj, resource)),
+        Event::Delete(obj) => Event::Delete(text_of(obj, resource)),
+    }
+}
+
+/// What one watcher event means: objects found gone by a relisting (DELETED, before
+/// anything else), and the event's own signal, if it has one.
+#[derive(Debug, Default)]
+struct Classified {
+    deleted: Vec<QueuedEvent>,
+    signal: Option<StreamSignal>,
+}
+
+/// What a stream knows of its objects, and what each of kube-runtime's watcher events
+/// means for them (no I/O). The watcher reports "apply" for both additions and
+/// modifications: the type Kopf reports is recovered from whether the object was known.
+/// After a relist, objects that were known but not listed again were deleted while the
+/// stream was down: they get a DELETED event, so indexes and handlers do not keep ghosts
+/// (Kopf misses these).
+#[derive(Default)]
+struct Listing {
+    /// Every object the stream knows: the key tells an addition from a modification, and
+    /// the body (compressed) is that of the DELETED event of an object that vanished while
+    /// the stream was down, and of the objects a replay lists again. The event queued for
+    /// the object holds its text, parsed only once its turn comes.
+    known: Known,
+    /// The objects listed so far while a (re)listing is under way.
+    relisted: Option<HashSet<ObjectKey>>,
+    /// Listings completed.
+    listings: u64,
+}
+
+impl Listing {
+    /// What an event of the watcher means.
+    fn classify(&mut self, event: KeyedEvent) -> Classified {
+        let object = |event_type, (key, text)| {
+            Some(StreamSignal::Object(QueuedEvent {
+                event_type,
+                key,
+                text,
+            }))
+        };
+        let mut deleted = Vec::new();
         let signal = match event {
             Event::Init => {
-                relisted = Some(HashSet::new());
-                continue;
+                self.relisted = Some(HashSet::new());
+                None
             }
-            Event::InitApply(obj) => {
-                let (key, text) = text_of(obj, &resource);
-                if let Some(listed) = relisted.as_mut() {
+            Event::InitApply((key, text)) => {
+                if let Some(listed) = self.relisted.as_mut() {
                     listed.insert(key.clone());
                 }
-                known.insert(&key, &text);
-                StreamSignal::Object(QueuedEvent {
-                    event_type: EventType::Listed,
-                    key,
-                    text,
-                })
+                self.known.insert(&key, &text);
+                object(EventType::Listed, (key, text))
             }
             Event::InitDone => {
-                if let Some(listed) = relisted.take() {
-                    let vanished: Vec<ObjectKey> = known
-                        .keys()
-                        .filter(|k| !listed.contains(*k))
-                        .cloned()
-                        .collect();
-                    for key in vanished {
-                        if let Some(text) = known.remove(&key) {
-                            let deleted = QueuedEvent {
-                                event_type: EventType::Deleted,
-                                key,
-                                text,
-                            };
-                            record(&recorder, &resource, &deleted);
-                            if out.send(StreamSignal::Object(deleted)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-                listings += 1;
-                StreamSignal::Listed {
-                    relisted: listings > 1,
-                }
+                deleted = self.vanished();
+                self.listings += 1;
+                Some(StreamSignal::Listed {
+                    relisted: self.listings > 1,
+                })
             }
-            Event::Apply(obj) => {
-                let (key, text) = text_of(obj, &resource);
-                let event_type = if known.insert(&key, &text) {
+            Event::Apply((key, text)) => {
+                let event_type = if self.known.insert(&key, &text) {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                StreamSignal::Object(QueuedEvent {
-                    event_type,
-                    key,
-                    text,
-                })
+                object(event_type, (key, text))
             }
-            Event::Delete(obj) => {
-                let (key, text) = text_of(obj, &resource);
-                known.forget(&key);
-                StreamSignal::Object(QueuedEvent {
+            Event::Delete((key, text)) => {
+                self.known.forget(&key);
+                object(EventType::Deleted, (key, text))
+            }
+        };
+        Classified { deleted, signal }
+    }
+
+    /// A (re)listing ended: the known objects it did not list, forgotten, as DELETED.
+    fn vanished(&mut self) -> Vec<QueuedEvent> {
+        let Some(listed) = self.relisted.take() else {
+            return Vec::new();
+        };
+        let gone: Vec<ObjectKey> = self
+            .known
+            .keys()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|key| {
+                let text = self.known.remove(&key)?;
+                Some(QueuedEvent {
                     event_type: EventType::Deleted,
                     key,
                     text,
                 })
-            }
-        };
-        if let StreamSignal::Object(event) = &signal {
-            record(&recorder, &resource, event);
-        }
-        if out.send(signal).is_err() {
-            return;
-        }
+            })
+            .collect()
+    }
+
+    /// Every object known now, as a listing, then `Replayed(seq)`.
+    fn replay(&self, seq: u64) -> impl Iterator<Item = StreamSignal> + '_ {
+        let known = self.known.bodies().map(|(key, text)| {
+            StreamSignal::Object(QueuedEvent {
+                event_type: EventType::Listed,
+                key: key.clone(),
+                text,
+            })
+        });
+        known.chain([StreamSignal::Replayed(seq)])
     }
 }
 
@@ -255,4 +297,105 @@ fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
     let event_type = event.event_type.as_kopf().unwrap_or("LISTED");
     let body = serde_json::from_str(&event.text).unwrap_or(Value::Null);
     recorder.watch(resource, event_type, &body);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> (ObjectKey, Arc<str>) {
+        (
+            name.to_owned(),
+            Arc::from(format!(r#"{{"metadata":{{"name":"{name}"}}}}"#)),
+        )
+    }
+
+    /// What the signals of an event say, as `TYPE key` (`LISTED!` for a listing's end,
+    /// `RELISTED!` for a relisting's).
+    fn said(classified: Classified) -> Vec<String> {
+        let deleted = classified.deleted.into_iter().map(StreamSignal::Object);
+        deleted
+            .chain(classified.signal)
+            .map(|signal| match signal {
+                StreamSignal::Object(e) => {
+                    format!("{} {}", e.event_type.as_kopf().unwrap_or("LISTED"), e.key)
+                }
+                StreamSignal::Listed { relisted: false } => "LISTED!".to_owned(),
+                StreamSignal::Listed { relisted: true } => "RELISTED!".to_owned(),
+                StreamSignal::Replayed(seq) => format!("REPLAYED {seq}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn watcher_events_become_kopfs_raw_events() {
+        let mut listing = Listing::default();
+        let mut feed = |event: KeyedEvent| said(listing.classify(event));
+        assert!(feed(Event::Init).is_empty());
+        assert_eq!(feed(Event::InitApply(object("a"))), ["LISTED a"]);
+        assert_eq!(feed(Event::InitApply(object("b"))), ["LISTED b"]);
+        assert_eq!(feed(Event::InitDone), ["LISTED!"]);
+        // Apply is an addition or a modification, as the object was known or not.
+        assert_eq!(feed(Event::Apply(object("c"))), ["ADDED c"]);
+        assert_eq!(feed(Event::Apply(object("a"))), ["MODIFIED a"]);
+        assert_eq!(feed(Event::Delete(object("c"))), ["DELETED c"]);
+        assert_eq!(feed(Event::Apply(object("c"))), ["ADDED c"], "forgotten");
+    }
+
+    #[test]
+    fn a_relisting_reports_what_vanished_meanwhile() {
+        let mut listing = Listing::default();
+        for event in [
+            Event::Init,
+            Event::InitApply(object("a")),
+            Event::InitApply(object("b")),
+            Event::InitDone,
+            Event::Apply(object("c")),
+        ] {
+            listing.classify(event);
+        }
+        // The watch history expired; b and c went away while the stream was down.
+        let mut feed = |event: KeyedEvent| said(listing.classify(event));
+        assert!(feed(Event::Init).is_empty());
+        assert_eq!(feed(Event::InitApply(object("a"))), ["LISTED a"]);
+        // (In no particular order: the stream knows its objects by hash.)
+        let mut ended = feed(Event::InitDone);
+        ended[..2].sort();
+        assert_eq!(ended, ["DELETED b", "DELETED c", "RELISTED!"]);
+        assert_eq!(feed(Event::Apply(object("b"))), ["ADDED b"], "forgotten");
+    }
+
+    #[test]
+    fn a_replay_lists_the_known_objects_as_last_seen() {
+        let mut listing = Listing::default();
+        for event in [
+            Event::Init,
+            Event::InitApply(object("a")),
+            Event::InitDone,
+            Event::Apply(object("b")),
+        ] {
+            listing.classify(event);
+        }
+        let mut replayed: Vec<String> = listing
+            .replay(7)
+            .map(|signal| match signal {
+                StreamSignal::Object(e) => format!(
+                    "{} {}",
+                    e.event_type.as_kopf().unwrap_or("LISTED"),
+                    &*e.text
+                ),
+                StreamSignal::Replayed(seq) => format!("REPLAYED {seq}"),
+                StreamSignal::Listed { .. } => "LISTED!".to_owned(),
+            })
+            .collect();
+        replayed[..2].sort();
+        assert_eq!(
+            replayed,
+            [
+                r#"LISTED {"metadata":{"name":"a"}}"#,
+                r#"LISTED {"metadata":{"name":"b"}}"#,
+                "REPLAYED 7",
+            ]
+        );
+    }
 }
