@@ -212,8 +212,8 @@ pub(crate) fn compile_guest() -> Result<(), CliError> {
             CliError::new(format!("cannot read the component from stdin: {error}"), 1)
         })?;
     let invalid = u8::try_from(kapsel_host::INVALID_COMPONENT).unwrap_or(2);
-    let compiled =
-        kapsel_host::compile_guest(&component).map_err(|reason| CliError::new(reason, invalid))?;
+    let compiled = kapsel_host::compile_guest(&component)
+        .map_err(|reason| CliError::new(reason.to_string(), invalid))?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(&compiled)

@@ -247,15 +247,15 @@ impl Liveness {
     /// operator's loops died, handler calls are starved of slots, or a probe failed.
     /// Guest files whose new version a reload refused are listed under
     /// [`REFUSED_GUESTS`], without failing: the versions before them still serve.
-    pub(crate) async fn check(&self) -> Result<Map<String, Value>, String> {
+    pub(crate) async fn check(&self) -> Result<Map<String, Value>, Unhealthy> {
         let dead = self.metrics.dead_loops();
         if !dead.is_empty() {
-            return Err(format!("operator loops died: {}", dead.join(", ")));
+            return Err(Unhealthy::LoopsDied(dead));
         }
         if let Some((slots, after)) = &self.slots
             && let Some(starved) = slots.starved(*after)
         {
-            return Err(starved);
+            return Err(Unhealthy::Starved(starved));
         }
         let mut results = self.probes.report().await?;
         let refused = self.probes.guests.refused();
@@ -277,7 +277,7 @@ async fn liveness_response(State(health): State<Liveness>) -> Response {
         Ok(results) => axum::Json(Value::Object(results)).into_response(),
         Err(error) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": error})),
+            axum::Json(json!({"error": error.to_string()})),
         )
             .into_response(),
     }
@@ -289,6 +289,23 @@ async fn metrics_response(State(health): State<Liveness>) -> Response {
         health.metrics.render(),
     )
         .into_response()
+}
+
+/// Why the operator is not alive: the liveness endpoint's `error`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unhealthy {
+    /// The names of the operator's loops that died.
+    #[error("operator loops died: {}", .0.join(", "))]
+    LoopsDied(Vec<String>),
+    /// Handler calls wait for call slots that are not handed out (why, with figures).
+    #[error("{0}")]
+    Starved(String),
+    /// The probes did not finish within their budget.
+    #[error("the probes took longer than {0:?}")]
+    ProbesTooSlow(Duration),
+    /// Each failed probe, and how it failed.
+    #[error("{}", .0.join("; "))]
+    ProbesFailed(Vec<String>),
 }
 
 /// The probe handlers of every guest served, and their last results.
@@ -313,7 +330,7 @@ impl Probes {
     ///
     /// # Errors
     /// What failed, when a probe failed for good (failures are not cached).
-    async fn report(&self) -> Result<Map<String, Value>, String> {
+    async fn report(&self) -> Result<Map<String, Value>, Unhealthy> {
         let mut cache = self.cache.lock().await;
         if let Some((at, results)) = cache.as_ref()
             && at.elapsed() < PROBE_CACHE_AGE
@@ -327,7 +344,7 @@ impl Probes {
         // the wait for a call permit too.
         let finished = tokio::time::timeout(PROBE_BUDGET + Duration::from_secs(1), round)
             .await
-            .map_err(|_| format!("the probes took longer than {PROBE_BUDGET:?}"))?;
+            .map_err(|_| Unhealthy::ProbesTooSlow(PROBE_BUDGET))?;
         let mut results = Map::new();
         let mut errors = Vec::new();
         for (probe, finished) in probes.iter().zip(finished) {
@@ -340,7 +357,7 @@ impl Probes {
             }
         }
         if !errors.is_empty() {
-            return Err(errors.join("; "));
+            return Err(Unhealthy::ProbesFailed(errors));
         }
         *cache = Some((Instant::now(), results.clone()));
         Ok(results)

@@ -46,7 +46,7 @@ pub use cluster::default_kube_client;
 pub use embedding::{OperatorHandle, Readiness};
 pub use error::Error;
 pub use journal::{Journal, Record};
-pub use limits::Limits;
+pub use limits::{Limits, LimitsError};
 pub use peering::Freezer;
 pub use running::Operator;
 pub use tools::{RbacRequest, inspect, rbac};
@@ -60,6 +60,6 @@ pub use error::error_chain;
 #[doc(hidden)]
 pub use health::{Endpoint, EndpointError};
 #[doc(hidden)]
-pub use runtime::{CompileCommand, INVALID_COMPONENT, compile_guest};
+pub use runtime::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 #[doc(hidden)]
 pub use tools::{HandlerCall, HandlerReply};

@@ -19,6 +19,55 @@ pub(crate) fn share(size: u32, percent: u32) -> u32 {
         .max(1)
 }
 
+/// Why [`Limits::check`] refused a set of limits: the setting that is out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitsError {
+    /// A duration that must be positive is zero (the call deadline, the maximum call
+    /// deadline, starved-after).
+    #[error("{0} must be positive")]
+    ZeroDuration(&'static str),
+    /// The default call deadline is above the maximum a handler may declare.
+    #[error("the call deadline of {deadline_ms} ms is above the maximum of {maximum_ms} ms")]
+    DeadlineAboveMaximum {
+        /// The default call deadline (`--call-deadline-ms`).
+        deadline_ms: u128,
+        /// The maximum call deadline (`--max-call-deadline-ms`).
+        maximum_ms: u128,
+    },
+    /// The default memory cap is zero or above the maximum.
+    #[error("the call memory cap {mib} MiB must be between 1 and the maximum {maximum_mib} MiB")]
+    MemoryCapOutOfRange {
+        /// The default memory cap (`--call-memory-mib`).
+        mib: u32,
+        /// The maximum memory cap (`--max-call-memory-mib`).
+        maximum_mib: u32,
+    },
+    /// The maximum memory cap is more than a 32-bit guest can address.
+    #[error("the maximum call memory cap {0} MiB is above the 4096 MiB a 32-bit guest can address")]
+    MaximumMemoryCapTooLarge(u32),
+    /// A slot count or the guest threads are zero.
+    #[error("the call slots, background slots and guest threads must be positive")]
+    NoSlots,
+    /// The pools hold more than 10,000 slots in all.
+    #[error("more than 10000 call slots in all")]
+    TooManySlots,
+    /// A share of the call slots (the guest share, the handler share) is not a percentage.
+    #[error("the {0} must be between 1 and 100 percent")]
+    ShareOutOfRange(&'static str),
+    /// A guest's request or Event rate is not a positive number.
+    #[error("the guest API and Event rates must be positive numbers")]
+    RatesNotPositive,
+    /// A burst, the Events per call or the queued Events are zero.
+    #[error(
+        "the guest API and Event bursts, the Events per call and the queued Events must be positive"
+    )]
+    EventBoundsNotPositive,
+    /// The self-trigger limit is zero.
+    #[error("the self-trigger limit must be positive")]
+    SelfTriggerLimitZero,
+}
+
 /// The bounds on guests. `Limits::default()` is what `kapsel run` uses without flags.
 ///
 /// Every field has a sane default; [`Limits::check`] refuses combinations that cannot
@@ -150,8 +199,8 @@ impl Limits {
     /// Refuses limits the host cannot work with, saying which and why.
     ///
     /// # Errors
-    /// A message naming the setting that is out of range.
-    pub fn check(&self) -> Result<(), String> {
+    /// The setting that is out of range.
+    pub fn check(&self) -> Result<(), LimitsError> {
         let positive_durations = [
             ("the call deadline", self.call_deadline),
             ("the maximum call deadline", self.max_call_deadline),
@@ -159,60 +208,53 @@ impl Limits {
         ];
         for (name, value) in positive_durations {
             if value.is_zero() {
-                return Err(format!("{name} must be positive"));
+                return Err(LimitsError::ZeroDuration(name));
             }
         }
         if self.call_deadline > self.max_call_deadline {
-            return Err(format!(
-                "the call deadline of {} ms is above the maximum of {} ms",
-                self.call_deadline.as_millis(),
-                self.max_call_deadline.as_millis()
-            ));
+            return Err(LimitsError::DeadlineAboveMaximum {
+                deadline_ms: self.call_deadline.as_millis(),
+                maximum_ms: self.max_call_deadline.as_millis(),
+            });
         }
         if self.call_memory_mib == 0 || self.call_memory_mib > self.max_call_memory_mib {
-            return Err(format!(
-                "the call memory cap {} MiB must be between 1 and the maximum {} MiB",
-                self.call_memory_mib, self.max_call_memory_mib
-            ));
+            return Err(LimitsError::MemoryCapOutOfRange {
+                mib: self.call_memory_mib,
+                maximum_mib: self.max_call_memory_mib,
+            });
         }
         if self.max_call_memory_mib > 4096 {
-            return Err(format!(
-                "the maximum call memory cap {} MiB is above the 4096 MiB a 32-bit guest can address",
-                self.max_call_memory_mib
+            return Err(LimitsError::MaximumMemoryCapTooLarge(
+                self.max_call_memory_mib,
             ));
         }
         if self.call_slots == 0 || self.background_slots == 0 || self.guest_threads == 0 {
-            return Err(
-                "the call slots, background slots and guest threads must be positive".to_owned(),
-            );
+            return Err(LimitsError::NoSlots);
         }
         if self.total_slots() > 10_000 {
-            return Err("more than 10000 call slots in all".to_owned());
+            return Err(LimitsError::TooManySlots);
         }
         for (name, percent) in [
             ("guest share", self.guest_share_percent),
             ("handler share", self.handler_share_percent),
         ] {
             if !(1..=100).contains(&percent) {
-                return Err(format!("the {name} must be between 1 and 100 percent"));
+                return Err(LimitsError::ShareOutOfRange(name));
             }
         }
         let positive = |rate: f64| rate.is_finite() && rate > 0.0;
         if !positive(self.guest_api_rate) || !positive(self.guest_event_rate) {
-            return Err("the guest API and Event rates must be positive numbers".to_owned());
+            return Err(LimitsError::RatesNotPositive);
         }
         if self.guest_api_burst == 0
             || self.guest_event_burst == 0
             || self.max_events_per_call == 0
             || self.max_queued_events == 0
         {
-            return Err(
-                "the guest API and Event bursts, the Events per call and the queued Events must be positive"
-                    .to_owned(),
-            );
+            return Err(LimitsError::EventBoundsNotPositive);
         }
         if self.self_trigger_limit == 0 {
-            return Err("the self-trigger limit must be positive".to_owned());
+            return Err(LimitsError::SelfTriggerLimitZero);
         }
         Ok(())
     }
@@ -260,9 +302,12 @@ mod tests {
         let bad = |change: fn(&mut Limits)| {
             let mut limits = Limits::default();
             change(&mut limits);
-            limits.check().expect_err("refused")
+            limits.check().expect_err("refused").to_string()
         };
-        assert!(bad(|l| l.call_deadline = Duration::from_secs(61)).contains("above the maximum"));
+        assert_eq!(
+            bad(|l| l.call_deadline = Duration::from_secs(61)),
+            "the call deadline of 61000 ms is above the maximum of 60000 ms"
+        );
         assert!(bad(|l| l.call_memory_mib = 0).contains("memory cap"));
         assert!(bad(|l| l.max_call_memory_mib = 8192).contains("32-bit"));
         assert!(bad(|l| l.call_slots = 0).contains("slots"));

@@ -80,6 +80,16 @@ pub(crate) struct Reloader {
     pub(crate) reporting: Reporting,
 }
 
+/// Why a new version's startup handlers refused it.
+#[derive(Debug, thiserror::Error)]
+enum StartupFailed {
+    #[error("its startup handlers took longer than {0:?}")]
+    TooSlow(Duration),
+    /// Each failed handler, and how it failed.
+    #[error("{}", .0.join("; "))]
+    Failed(Vec<String>),
+}
+
 /// What one reload changed, for the reports.
 struct Changes {
     added: Vec<Guest>,
@@ -132,7 +142,7 @@ impl Reloader {
                         started = self.start(&guest) => started,
                     };
                     if let Err(error) = started {
-                        rescan.refuse(&guest, error);
+                        rescan.refuse(&guest, error.to_string());
                     }
                 }
             }
@@ -165,7 +175,7 @@ impl Reloader {
     }
 
     /// Runs a new version's startup handlers; why they failed, if they did.
-    async fn start(&self, guest: &Guest) -> Result<(), String> {
+    async fn start(&self, guest: &Guest) -> Result<(), StartupFailed> {
         let startup = activities::of_kind(std::slice::from_ref(guest), HandlerKind::Startup);
         if startup.is_empty() {
             return Ok(());
@@ -174,7 +184,7 @@ impl Reloader {
         let finished = activities::run_all(&startup, context, Some(STARTUP_BUDGET));
         let finished = tokio::time::timeout(STARTUP_BUDGET, finished)
             .await
-            .map_err(|_| format!("its startup handlers took longer than {STARTUP_BUDGET:?}"))?;
+            .map_err(|_| StartupFailed::TooSlow(STARTUP_BUDGET))?;
         let failed: Vec<String> = startup
             .iter()
             .zip(finished)
@@ -188,7 +198,7 @@ impl Reloader {
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(failed.join("; "))
+            Err(StartupFailed::Failed(failed))
         }
     }
 

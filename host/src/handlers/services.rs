@@ -70,7 +70,7 @@ impl HostServices for GuestServices {
             // No object named: the Event is about the object of the call.
             let own = event.object.is_none();
             let event = from_guest(&self.object, event)
-                .map_err(|message| KubeError::local("Invalid", message))?;
+                .map_err(|error| KubeError::local("Invalid", error.to_string()))?;
             let turn = kube
                 .admit_event(&self.guest, caller, &event.involved, own)
                 .await?;

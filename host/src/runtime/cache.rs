@@ -101,7 +101,31 @@ pub(super) enum Lookup {
         /// The file.
         file: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        reason: CacheError,
+    },
+}
+
+/// Why an entry cannot be read or written: a warning, since the guest is compiled
+/// instead. The texts go after "cannot be used," and "Cannot cache the compilation of ...:".
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CacheError {
+    #[error("cannot read it: {0}")]
+    Unreadable(#[source] std::io::Error),
+    #[error("it is not a Kapsel cache file (wrong header)")]
+    WrongHeader,
+    #[error("it is truncated")]
+    Truncated,
+    #[error("its checksum does not match: it is damaged or truncated")]
+    Damaged,
+    #[error("wasmtime refused it: {0:#}")]
+    Refused(#[source] wasmtime::Error),
+    #[error("cannot serialize the compiled component: {0:#}")]
+    Unserializable(#[source] wasmtime::Error),
+    #[error("cannot write {}: {source}", file.display())]
+    Unwritable {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -144,7 +168,7 @@ impl ComponentCache {
             Err(error) => {
                 return Lookup::Unusable {
                     file,
-                    reason: format!("cannot read it: {error}"),
+                    reason: CacheError::Unreadable(error),
                 };
             }
         };
@@ -159,7 +183,7 @@ impl ComponentCache {
                 reason = "loading machine code that this cache wrote and has just checked"
             )]
             let component = unsafe { Component::deserialize(engine, payload) };
-            component.map_err(|error| format!("wasmtime refused it: {error:#}"))
+            component.map_err(CacheError::Refused)
         });
         match loaded {
             Ok(component) => Lookup::Hit(component),
@@ -176,10 +200,12 @@ impl ComponentCache {
     ///
     /// # Errors
     /// What failed, for a warning.
-    pub(super) fn store(&self, component: &Component, digest: &Digest) -> Result<PathBuf, String> {
-        let payload = component
-            .serialize()
-            .map_err(|error| format!("cannot serialize the compiled component: {error:#}"))?;
+    pub(super) fn store(
+        &self,
+        component: &Component,
+        digest: &Digest,
+    ) -> Result<PathBuf, CacheError> {
+        let payload = component.serialize().map_err(CacheError::Unserializable)?;
         self.store_artifact(&payload, digest)
     }
 
@@ -192,7 +218,7 @@ impl ComponentCache {
         &self,
         payload: &[u8],
         digest: &Digest,
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, CacheError> {
         let file = self.file(digest);
         // A name no other writer uses, in the same folder so that the rename is atomic.
         let temporary = self.dir.join(format!(
@@ -205,23 +231,26 @@ impl ComponentCache {
             write_entry(&temporary, payload).and_then(|()| std::fs::rename(&temporary, &file));
         if let Err(error) = written {
             let _ = std::fs::remove_file(&temporary);
-            return Err(format!("cannot write {}: {error}", file.display()));
+            return Err(CacheError::Unwritable {
+                file,
+                source: error,
+            });
         }
         Ok(file)
     }
 }
 
 /// The payload of a cache file's bytes, if they are a sound entry.
-fn payload(bytes: &[u8]) -> Result<&[u8], String> {
+fn payload(bytes: &[u8]) -> Result<&[u8], CacheError> {
     let Some(rest) = bytes.strip_prefix(MAGIC.as_slice()) else {
-        return Err("it is not a Kapsel cache file (wrong header)".to_owned());
+        return Err(CacheError::WrongHeader);
     };
     if rest.len() < HASH_LEN {
-        return Err("it is truncated".to_owned());
+        return Err(CacheError::Truncated);
     }
     let (hash, payload) = rest.split_at(HASH_LEN);
     if sha256(&SHA256, payload).as_ref() != hash {
-        return Err("its checksum does not match: it is damaged or truncated".to_owned());
+        return Err(CacheError::Damaged);
     }
     Ok(payload)
 }
@@ -245,22 +274,15 @@ mod tests {
         let mut entry = MAGIC.to_vec();
         entry.extend_from_slice(sha256(&SHA256, body).as_ref());
         entry.extend_from_slice(body);
-        assert_eq!(payload(&entry), Ok(body));
+        assert_eq!(payload(&entry).ok(), Some(body));
 
         let mut flipped = entry.clone();
         *flipped.last_mut().expect("not empty") ^= 1;
-        assert!(payload(&flipped).unwrap_err().contains("checksum"));
-        assert!(
-            payload(&entry[..entry.len() - 1])
-                .unwrap_err()
-                .contains("checksum")
-        );
-        assert!(
-            payload(&entry[..MAGIC.len() + 3])
-                .unwrap_err()
-                .contains("truncated")
-        );
-        assert!(payload(b"\x7fELF...").unwrap_err().contains("header"));
+        let refusal = |bytes: &[u8]| payload(bytes).map(|_| ()).unwrap_err().to_string();
+        assert!(refusal(&flipped).contains("checksum"));
+        assert!(refusal(&entry[..entry.len() - 1]).contains("checksum"));
+        assert!(refusal(&entry[..MAGIC.len() + 3]).contains("truncated"));
+        assert!(refusal(b"\x7fELF...").contains("header"));
     }
 
     /// The smallest component there is: the header alone (`\0asm`, version 0x0d, layer 1).
@@ -276,7 +298,7 @@ mod tests {
         match cache.fetch(engine, digest) {
             Lookup::Hit(_) => Ok(()),
             Lookup::Miss => Err("miss".to_owned()),
-            Lookup::Unusable { reason, .. } => Err(reason),
+            Lookup::Unusable { reason, .. } => Err(reason.to_string()),
         }
     }
 

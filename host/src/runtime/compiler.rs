@@ -124,11 +124,24 @@ impl CompileCommand {
 ///
 /// # Errors
 /// The component is invalid (its reason), or the engine could not be made.
-pub fn compile_guest(component: &[u8]) -> Result<Vec<u8>, String> {
-    let engine = Engine::new(&engine_config()).map_err(|error| format!("{error:#}"))?;
+pub fn compile_guest(component: &[u8]) -> Result<Vec<u8>, CompileError> {
+    let engine = Engine::new(&engine_config()).map_err(CompileError::Engine)?;
     engine
         .precompile_component(component)
-        .map_err(|error| format!("{error:#}"))
+        .map_err(CompileError::Invalid)
+}
+
+/// Why [`compile_guest`] could not compile a component; the text is wasmtime's, with its
+/// causes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// The engine could not be made with the operator's settings.
+    #[error("{0:#}")]
+    Engine(#[source] wasmtime::Error),
+    /// The component does not validate or compile.
+    #[error("{0:#}")]
+    Invalid(#[source] wasmtime::Error),
 }
 
 /// What compiling in a helper came to.

@@ -8,60 +8,127 @@ use super::bindings::{
 };
 use crate::limits::Limits;
 
+/// What is wrong with what a guest declared, in plain words: where (which handler,
+/// permission or selector), then what.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeclarationError {
+    #[error("handler #{position} ({kind}): {reason}")]
+    UnnamedHandler {
+        /// From 1, in the order declared.
+        position: usize,
+        kind: &'static str,
+        #[source]
+        reason: Box<DeclarationError>,
+    },
+    #[error("handler {id:?}: {reason}")]
+    Handler {
+        id: String,
+        #[source]
+        reason: Box<DeclarationError>,
+    },
+    #[error("permission on {target}: {reason}")]
+    Permission {
+        target: String,
+        #[source]
+        reason: Box<DeclarationError>,
+    },
+    #[error("permission on {0} names no verbs")]
+    NoVerbs(String),
+    #[error("selector {selector}: {reason}")]
+    Selector {
+        selector: String,
+        #[source]
+        reason: Box<DeclarationError>,
+    },
+    #[error("the id is empty")]
+    EmptyId,
+    #[error("a {0} handler takes no resource selectors")]
+    NeedsNoSelectors(&'static str),
+    #[error("a {0} handler needs at least one resource selector")]
+    NeedsSelectors(&'static str),
+    #[error("a label or annotation filter has an empty key")]
+    EmptyFilterKey,
+    #[error("the {name} of {seconds} seconds is not a duration")]
+    NotADuration { name: &'static str, seconds: f64 },
+    #[error("param is not valid JSON")]
+    ParamNotJson,
+    #[error("a deadline of 0 ms leaves no time to run")]
+    ZeroDeadline,
+    #[error(
+        "asks for a deadline of {ms} ms, above this host's maximum of {maximum_ms} ms \
+         (--max-call-deadline-ms)"
+    )]
+    DeadlineAboveMaximum { ms: u32, maximum_ms: u128 },
+    #[error("a memory cap of 0 MiB leaves no room to run")]
+    ZeroMemory,
+    #[error(
+        "asks for {mib} MiB of memory, above this host's maximum of {maximum_mib} MiB \
+         (--max-call-memory-mib; a call must also fit in a handler's share of the \
+         call slots: --call-slots, --handler-share, --call-memory-mib)"
+    )]
+    MemoryAboveMaximum { mib: u32, maximum_mib: u32 },
+    #[error("the {0} name is empty")]
+    EmptyName(&'static str),
+    #[error("{0:?} is not one resource name (no masks or lists)")]
+    NotOneName(String),
+    #[error("the version is empty")]
+    EmptyVersion,
+}
+
 /// Checks the registrations a guest declared; the error says what is wrong, in plain words.
 ///
 /// Several registrations may share an id (stacked attributes on one function), also with
 /// different kinds (Kopf allows `on.create` and `on.update` on one function).
-pub(super) fn validate(output: &DescribeOutput, limits: &Limits) -> Result<(), String> {
+pub(super) fn validate(output: &DescribeOutput, limits: &Limits) -> Result<(), DeclarationError> {
     for (position, registration) in output.handlers.iter().enumerate() {
         validate_registration(registration, limits).map_err(|reason| {
+            let reason = Box::new(reason);
             if registration.id.is_empty() {
-                format!(
-                    "handler #{} ({}): {reason}",
-                    position + 1,
-                    registration.kind.as_str()
-                )
+                DeclarationError::UnnamedHandler {
+                    position: position + 1,
+                    kind: registration.kind.as_str(),
+                    reason,
+                }
             } else {
-                format!("handler {:?}: {reason}", registration.id)
+                DeclarationError::Handler {
+                    id: registration.id.clone(),
+                    reason,
+                }
             }
         })?;
     }
     for permission in &output.permissions {
-        validate_selector(&permission.target)
-            .map_err(|reason| format!("permission on {}: {reason}", permission.target))?;
+        validate_selector(&permission.target).map_err(|reason| DeclarationError::Permission {
+            target: permission.target.to_string(),
+            reason: Box::new(reason),
+        })?;
         if permission.verbs.is_empty() {
-            return Err(format!(
-                "permission on {} names no verbs",
-                permission.target
-            ));
+            return Err(DeclarationError::NoVerbs(permission.target.to_string()));
         }
     }
     Ok(())
 }
 
-fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), String> {
+fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), DeclarationError> {
     if r.id.trim().is_empty() {
-        return Err("the id is empty".to_owned());
+        return Err(DeclarationError::EmptyId);
     }
     if r.kind.is_operator_level() {
         if !r.selectors.is_empty() {
-            return Err(format!(
-                "a {} handler takes no resource selectors",
-                r.kind.as_str()
-            ));
+            return Err(DeclarationError::NeedsNoSelectors(r.kind.as_str()));
         }
     } else if r.selectors.is_empty() {
-        return Err(format!(
-            "a {} handler needs at least one resource selector",
-            r.kind.as_str()
-        ));
+        return Err(DeclarationError::NeedsSelectors(r.kind.as_str()));
     }
     for selector in &r.selectors {
-        validate_selector(selector).map_err(|reason| format!("selector {selector}: {reason}"))?;
+        validate_selector(selector).map_err(|reason| DeclarationError::Selector {
+            selector: selector.to_string(),
+            reason: Box::new(reason),
+        })?;
     }
     for filter in r.labels.iter().chain(&r.annotations) {
         if filter.key.is_empty() {
-            return Err("a label or annotation filter has an empty key".to_owned());
+            return Err(DeclarationError::EmptyFilterKey);
         }
     }
     for (name, seconds) in [
@@ -74,26 +141,23 @@ fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), String
         if let Some(seconds) = seconds
             && !(seconds.is_finite() && seconds >= 0.0)
         {
-            return Err(format!("the {name} of {seconds} seconds is not a duration"));
+            return Err(DeclarationError::NotADuration { name, seconds });
         }
     }
     if let Some(param) = &r.param
         && serde_json::from_str::<Value>(param).is_err()
     {
-        return Err("param is not valid JSON".to_owned());
+        return Err(DeclarationError::ParamNotJson);
     }
-    let max_deadline_ms = limits.max_call_deadline.as_millis();
+    let maximum_ms = limits.max_call_deadline.as_millis();
     match r.deadline_ms {
-        Some(0) => return Err("a deadline of 0 ms leaves no time to run".to_owned()),
-        Some(ms) if u128::from(ms) > max_deadline_ms => {
-            return Err(format!(
-                "asks for a deadline of {ms} ms, above this host's maximum of {max_deadline_ms} ms \
-                 (--max-call-deadline-ms)"
-            ));
+        Some(0) => return Err(DeclarationError::ZeroDeadline),
+        Some(ms) if u128::from(ms) > maximum_ms => {
+            return Err(DeclarationError::DeadlineAboveMaximum { ms, maximum_ms });
         }
         _ => {}
     }
-    let max_memory_mib = match r.kind {
+    let maximum_mib = match r.kind {
         HandlerKind::Timer | HandlerKind::Daemon => {
             limits.largest_memory_mib(limits.background_slots)
         }
@@ -103,31 +167,25 @@ fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), String
         _ => limits.largest_memory_mib(limits.call_slots),
     };
     match r.memory_mib {
-        Some(0) => return Err("a memory cap of 0 MiB leaves no room to run".to_owned()),
-        Some(mib) if mib > max_memory_mib => {
-            return Err(format!(
-                "asks for {mib} MiB of memory, above this host's maximum of {max_memory_mib} MiB \
-                 (--max-call-memory-mib; a call must also fit in a handler's share of the \
-                 call slots: --call-slots, --handler-share, --call-memory-mib)"
-            ));
+        Some(0) => return Err(DeclarationError::ZeroMemory),
+        Some(mib) if mib > maximum_mib => {
+            return Err(DeclarationError::MemoryAboveMaximum { mib, maximum_mib });
         }
         _ => {}
     }
     Ok(())
 }
 
-fn validate_selector(selector: &Selector) -> Result<(), String> {
+fn validate_selector(selector: &Selector) -> Result<(), DeclarationError> {
     let (variant, name) = selector.name.parts();
     if name.trim().is_empty() {
-        return Err(format!("the {variant} name is empty"));
+        return Err(DeclarationError::EmptyName(variant));
     }
     if name.contains(['*', '?', ',', ' ']) {
-        return Err(format!(
-            "{name:?} is not one resource name (no masks or lists)"
-        ));
+        return Err(DeclarationError::NotOneName(name.to_owned()));
     }
     if selector.version.as_deref() == Some("") {
-        return Err("the version is empty".to_owned());
+        return Err(DeclarationError::EmptyVersion);
     }
     Ok(())
 }
@@ -362,19 +420,21 @@ pub(crate) mod tests {
             permissions: Vec::new(),
         };
         let limits = Limits::default();
+        // The texts users read.
+        let check = |declared| validate(&declared, &limits).map_err(|error| error.to_string());
         let ok = output(vec![
             registration("a", HandlerKind::Create),
             // Stacked attributes repeat ids, also across kinds.
             registration("a", HandlerKind::Update),
         ]);
-        assert_eq!(validate(&ok, &limits), Ok(()));
+        assert_eq!(check(ok), Ok(()));
 
-        let error = validate(&output(vec![registration("", HandlerKind::Event)]), &limits);
+        let error = check(output(vec![registration("", HandlerKind::Event)]));
         assert_eq!(error, Err("handler #1 (event): the id is empty".to_owned()));
 
         let mut no_selector = registration("x", HandlerKind::Event);
         no_selector.selectors.clear();
-        let error = validate(&output(vec![no_selector]), &limits).unwrap_err();
+        let error = check(output(vec![no_selector])).unwrap_err();
         assert!(
             error.contains("needs at least one resource selector"),
             "{error}"
@@ -382,29 +442,30 @@ pub(crate) mod tests {
 
         let mut glob = registration("x", HandlerKind::Event);
         glob.selectors[0].name = ResourceName::Plural("pods,services".to_owned());
-        let error = validate(&output(vec![glob]), &limits).unwrap_err();
+        let error = check(output(vec![glob])).unwrap_err();
         assert!(error.contains("not one resource name"), "{error}");
 
         let mut greedy = registration("big", HandlerKind::Event);
         greedy.memory_mib = Some(1024);
-        let error = validate(&output(vec![greedy]), &limits).unwrap_err();
-        assert!(
-            error.contains("\"big\"") && error.contains("maximum of 512 MiB"),
-            "{error}"
+        let error = check(output(vec![greedy])).unwrap_err();
+        assert_eq!(
+            error,
+            "handler \"big\": asks for 1024 MiB of memory, above this host's maximum of 512 MiB \
+             (--max-call-memory-mib; a call must also fit in a handler's share of the call \
+             slots: --call-slots, --handler-share, --call-memory-mib)"
         );
 
         let mut slow = registration("slow", HandlerKind::Event);
         slow.deadline_ms = Some(3_600_000);
-        let error = validate(&output(vec![slow]), &limits).unwrap_err();
-        assert!(
-            error.contains("\"slow\"")
-                && error.contains("deadline of 3600000 ms")
-                && error.contains("maximum of 60000 ms"),
-            "{error}"
+        let error = check(output(vec![slow])).unwrap_err();
+        assert_eq!(
+            error,
+            "handler \"slow\": asks for a deadline of 3600000 ms, above this host's maximum \
+             of 60000 ms (--max-call-deadline-ms)"
         );
 
         let mut nan = registration("x", HandlerKind::Timer);
         nan.interval_seconds = Some(f64::NAN);
-        assert!(validate(&output(vec![nan]), &limits).is_err());
+        assert!(check(output(vec![nan])).is_err());
     }
 }

@@ -15,7 +15,7 @@ use super::compiler::{CompileCommand, engine_config};
 use super::slots::Slots;
 use super::state::HostState;
 use super::turns::CpuTurns;
-use crate::limits::Limits;
+use crate::limits::{Limits, LimitsError};
 
 /// How often the epoch advances. Deadlines are checked at this granularity, and a guest that
 /// computes without calling the host yields to the executor this often.
@@ -57,7 +57,7 @@ const KEEP_RESIDENT_PER_TABLE: usize = 16 << 10;
 pub(crate) enum RuntimeError {
     /// The configuration is out of range.
     #[error("invalid runtime configuration: {0}")]
-    Config(String),
+    Config(#[source] LimitsError),
     /// wasmtime refused the engine settings (for example, not enough address space for the pool).
     #[error("cannot create the WebAssembly engine: {0:#}")]
     Engine(wasmtime::Error),

@@ -244,9 +244,7 @@ pub(super) async fn call_export(
     let outcome = bounded(call, &deadline).await;
     turns.pause();
     let result = match outcome {
-        Ok(Ok(returned)) => within_limits(limits, &returned)
-            .map(|()| returned)
-            .map_err(CallError::LimitExceeded),
+        Ok(Ok(returned)) => within_limits(limits, &returned).map(|()| returned),
         Ok(Err(error)) => Err(classify(&error, store.data(), budget)),
         Err(_elapsed) => Err(CallError::Timeout {
             deadline: budget.deadline,
@@ -280,9 +278,14 @@ async fn bounded<T>(
 
 /// Whether what the guest returned is within the limits; else what went past which.
 /// Checked before anything of the reply is parsed or kept.
-fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), String> {
+fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), CallError> {
     let check = |what: &str, text: Option<&String>, limit: usize, flag: &str| match text {
-        Some(text) if text.len() > limit => Err(over_limit(what, text.len(), limit, flag)),
+        Some(text) if text.len() > limit => Err(CallError::LimitExceeded(over_limit(
+            what,
+            text.len(),
+            limit,
+            flag,
+        ))),
         _ => Ok(()),
     };
     match returned {
@@ -316,12 +319,12 @@ fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), String> {
                 .map(|(key, value)| key.len().saturating_add(value.len()))
                 .fold(0_usize, usize::saturating_add);
             if size > limits.max_index_bytes {
-                return Err(over_limit(
+                return Err(CallError::LimitExceeded(over_limit(
                     "returned index entries",
                     size,
                     limits.max_index_bytes,
                     "max-index-bytes",
-                ));
+                )));
             }
             Ok(())
         }

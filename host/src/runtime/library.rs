@@ -291,15 +291,17 @@ impl Library {
         for (origin, listing) in listed.iter().enumerate() {
             let files = match listing {
                 Ok(files) => files,
-                Err(reason) => {
+                Err(error) => {
+                    // Compared as text: the same failure again is not warned about again.
+                    let reason = error.to_string();
                     let path = &self.paths[origin];
-                    if self.unlisted.get(path) != Some(reason) {
+                    if self.unlisted.get(path) != Some(&reason) {
                         tracing::warn!(
                             "Cannot list the guests of {}: {reason}; its guests stay as they are.",
                             path.display()
                         );
                     }
-                    rescan.unlisted.insert(path.clone(), reason.clone());
+                    rescan.unlisted.insert(path.clone(), reason);
                     // Its guests are kept: a folder that cannot be read now is no removal.
                     present.extend(
                         self.loaded
@@ -483,7 +485,7 @@ fn gone_but_kept(file: &Path) -> String {
 /// Each path's files and their stamps, or why it cannot be listed. A folder without
 /// guests is an empty listing (its guests were removed); files whose stamp cannot be
 /// read are left out (gone, or a link left dangling mid-swap).
-fn list(paths: &[PathBuf]) -> Vec<Result<Vec<(PathBuf, Stamp)>, String>> {
+fn list(paths: &[PathBuf]) -> Vec<Result<Vec<(PathBuf, Stamp)>, LoadError>> {
     paths
         .iter()
         .map(|path| {
@@ -494,7 +496,7 @@ fn list(paths: &[PathBuf]) -> Vec<Result<Vec<(PathBuf, Stamp)>, String>> {
                     .into_iter()
                     .filter_map(|file| Stamp::of(&file).map(|stamp| (file, stamp)))
                     .collect()),
-                Some(error) => Err(error.to_string()),
+                Some(error) => Err(error),
             }
         })
         .collect()

@@ -12,7 +12,7 @@ use wasmtime::component::Component;
 use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
 use super::cache::{Digest, Lookup};
 use super::compiler::Compiled;
-use super::describe::validate;
+use super::describe::{DeclarationError, validate};
 use super::engine::Runtime;
 use super::guest::{Compilation, Guest, GuestInner};
 use super::invoke::{Budget, CallError, Export, Returned, call_export};
@@ -108,7 +108,8 @@ pub(crate) enum LoadError {
         /// The file.
         path: PathBuf,
         /// Which handler, and what is wrong with it.
-        reason: String,
+        #[source]
+        reason: DeclarationError,
     },
     /// Two guests of the same name (file stem) were given.
     #[error("{}: a guest named {name:?} is already loaded from {}", path.display(), other.display())]

@@ -33,7 +33,7 @@ pub(crate) use bindings::{
     Cause, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter,
     Outcome, Permission, Registration, Resource, ResourceName, Selector,
 };
-pub use compiler::{CompileCommand, INVALID_COMPONENT, compile_guest};
+pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;
 pub(crate) use engine::Runtime;
 pub(crate) use guest::{Guest, ServedGuests};

@@ -125,38 +125,47 @@ impl PostedEvent {
     }
 }
 
+/// Why a guest's Event is not posted: for the guest's log.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GuestEventError {
+    #[error("the Event type {0:?} is none of {types}", types = EVENT_TYPES.join(", "))]
+    UnknownType(String),
+    /// The reason's length in characters.
+    #[error("the Event reason is {0} characters long; Kubernetes allows {MAX_REASON_CHARS}")]
+    LongReason(usize),
+    #[error("the object of the call has no apiVersion, kind or name to post about")]
+    CallObjectUnnamed,
+    #[error("the Event's object is not JSON: {0}")]
+    ObjectNotJson(#[source] serde_json::Error),
+    #[error("the Event's object needs an apiVersion, a kind and a metadata.name to be referred to")]
+    ObjectUnnamed,
+}
+
 /// The Event a guest's `post-event` import asks for. `current` is the body of
 /// the object the call is about; the guest names another object by a reference
 /// (JSON with `apiVersion`, `kind`, `metadata.name`, optionally
 /// `metadata.namespace` and `metadata.uid`).
 ///
 /// # Errors
-/// A message for the guest's log when the type is not one of `Normal`,
-/// `Warning`, `Error`, or the object reference is not JSON or lacks a part.
-pub(crate) fn from_guest(current: &Value, event: GuestEvent) -> Result<PostedEvent, String> {
+/// Why, for the guest's log, when the type is not one of `Normal`, `Warning`,
+/// `Error`, or the object reference is not JSON or lacks a part.
+pub(crate) fn from_guest(
+    current: &Value,
+    event: GuestEvent,
+) -> Result<PostedEvent, GuestEventError> {
     if !EVENT_TYPES.contains(&event.event_type.as_str()) {
-        return Err(format!(
-            "the Event type {:?} is none of {}",
-            event.event_type,
-            EVENT_TYPES.join(", ")
-        ));
+        return Err(GuestEventError::UnknownType(event.event_type));
     }
     let reason_chars = event.reason.chars().count();
     if reason_chars > MAX_REASON_CHARS {
-        return Err(format!(
-            "the Event reason is {reason_chars} characters long; Kubernetes allows \
-             {MAX_REASON_CHARS}"
-        ));
+        return Err(GuestEventError::LongReason(reason_chars));
     }
     let involved = match &event.object {
-        None => ObjectRef::of(current)
-            .ok_or("the object of the call has no apiVersion, kind or name to post about")?,
+        None => ObjectRef::of(current).ok_or(GuestEventError::CallObjectUnnamed)?,
         Some(json) => {
-            let object: Value = serde_json::from_str(json)
-                .map_err(|e| format!("the Event's object is not JSON: {e}"))?;
-            ObjectRef::of(&object).ok_or(
-                "the Event's object needs an apiVersion, a kind and a metadata.name to be referred to",
-            )?
+            let object: Value =
+                serde_json::from_str(json).map_err(GuestEventError::ObjectNotJson)?;
+            ObjectRef::of(&object).ok_or(GuestEventError::ObjectUnnamed)?
         }
     };
     Ok(PostedEvent {
@@ -398,8 +407,8 @@ pub(super) mod tests {
             message: "What".into(),
         };
         assert_eq!(
-            from_guest(&current, ask(None, "Warning")),
-            Ok(PostedEvent {
+            from_guest(&current, ask(None, "Warning")).ok(),
+            Some(PostedEvent {
                 involved: pod_ref(),
                 event_type: "Warning".into(),
                 reason: "Why".into(),
@@ -413,9 +422,13 @@ pub(super) mod tests {
             ("Node", None)
         );
 
-        let wrong_type = from_guest(&current, ask(None, "Info")).unwrap_err();
+        let wrong_type = from_guest(&current, ask(None, "Info"))
+            .unwrap_err()
+            .to_string();
         assert!(wrong_type.contains("\"Info\""), "{wrong_type}");
-        let not_json = from_guest(&current, ask(Some("{"), "Normal")).unwrap_err();
+        let not_json = from_guest(&current, ask(Some("{"), "Normal"))
+            .unwrap_err()
+            .to_string();
         assert!(not_json.contains("not JSON"), "{not_json}");
         let nameless = from_guest(&current, ask(Some(r#"{"kind": "Pod"}"#), "Normal"));
         assert!(nameless.is_err());
@@ -432,8 +445,11 @@ pub(super) mod tests {
             reason: "R".repeat(129),
             ..ask(None, "Normal")
         };
-        let refused = from_guest(&current, wordy).unwrap_err();
-        assert!(refused.contains("129 characters"), "{refused}");
+        let refused = from_guest(&current, wordy).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "the Event reason is 129 characters long; Kubernetes allows 128"
+        );
         let just = GuestEvent {
             reason: "R".repeat(128),
             ..ask(None, "Normal")
