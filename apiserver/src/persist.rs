@@ -46,14 +46,7 @@ const COMPACT_MIN_BYTES: u64 = 1 << 20;
 
 /// CRC-32 (IEEE 802.3, as zlib and Go's `hash/crc32` compute it).
 pub(crate) fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
-        }
-    }
-    !crc
+    crc32fast::hash(data)
 }
 
 /// One record as a line of the file.
@@ -313,5 +306,30 @@ mod tests {
             Some(json!({"a": 1}))
         );
         assert_eq!(parse_line(b"00000000 {\"a\":1}"), None);
+    }
+
+    /// A state file as an earlier build wrote it, checksums and all: it loads the same.
+    #[test]
+    fn a_fixed_log_loads() {
+        let log = concat!(
+            "KAPSEL-STATE 2\n",
+            r#"183cc58d {"snapshot":{"resourceVersion":"3","resources":[{"group":"","plural":"configmaps","items":[{"metadata":{"name":"a","namespace":"default","resourceVersion":"3"}}]}]}}"#,
+            "\n",
+            r#"8d48b3df {"put":{"group":"","plural":"configmaps","object":{"metadata":{"name":"b","namespace":"default","resourceVersion":"4"}}}}"#,
+            "\n",
+            r#"667fa40e {"delete":{"group":"","plural":"configmaps","namespace":"default","name":"a"},"rv":5}"#,
+            "\n",
+        );
+        let path = std::env::temp_dir().join(format!("kapsel-fixed-log-{}", std::process::id()));
+        std::fs::write(&path, log).expect("written");
+        let saved = load(&path).expect("loads").expect("a file");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(saved.resource_version, 5);
+        let names: Vec<&str> = saved
+            .objects
+            .iter()
+            .map(|(_, object)| meta_str(object, "name"))
+            .collect();
+        assert_eq!(names, ["b"]);
     }
 }
