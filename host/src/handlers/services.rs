@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -16,9 +17,7 @@ use crate::clock::Clock;
 use crate::cluster::{KubeAccess, Poster, from_guest};
 use crate::journal::{Journal, Record};
 use crate::recording::Recorder;
-use crate::runtime::{
-    self, BoxFuture, Caller, Guest, GuestEvent, HostServices, KubeError, KubeRequest,
-};
+use crate::runtime::{self, Caller, Guest, GuestEvent, HostServices, KubeError, KubeRequest};
 
 /// The services of one call.
 pub(crate) struct GuestServices {

@@ -40,7 +40,6 @@ pub(crate) use guest::{Guest, ServedGuests};
 pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
-    BoxFuture, CallContext, Caller, GuestEvent, HostServices, KubeRequest, NoServices,
-    not_available,
+    CallContext, Caller, GuestEvent, HostServices, KubeRequest, NoServices, not_available,
 };
 pub(crate) use slots::{Pool, Slots};

@@ -3,10 +3,10 @@
 //! going in, [`Caller`] as the services see it.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use super::bindings::{KubeError, Level, Selector};
 use super::deadline::Deadline;
@@ -15,15 +15,13 @@ use super::slots::Pool;
 /// The tracing target of everything a guest says: its `log` calls, stdout and stderr.
 pub(crate) const GUEST_LOG_TARGET: &str = "kapsel::guest";
 
-/// A boxed future, so that [`HostServices`] stays object-safe.
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
 /// What the host offers a guest during one call; implemented by the operator.
 ///
 /// Every method has a default that offers nothing (no index entries, Kubernetes calls and
 /// Events refused as `NotAvailable`, daemons told to stop), so an implementation overrides
 /// only what it provides. Errors returned here go back to the guest as WIT values; they
-/// never fail the call by themselves.
+/// never fail the call by themselves. The asynchronous methods return a [`BoxFuture`], so
+/// that the trait stays object-safe.
 pub(crate) trait HostServices: Send + Sync + 'static {
     /// `log`: sees every line the guest logs (after the host's own tracing event), e.g.
     /// to keep a journal of what handlers said.
