@@ -6,6 +6,19 @@ use kapsel_host::testing::Cluster;
 use kapsel_tests::{PATIENCE, configmap, core, create, guest, guest_logs};
 use serde_json::json;
 
+/// How the startup handler `warm_up`'s attempts ended, in order.
+fn warm_ups(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::HandlerFinished {
+                handler, outcome, ..
+            } if handler == "warm_up" => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn startup_handlers_run_first_and_cleanup_handlers_last() {
     let cluster = Cluster::start().await.expect("cluster");
@@ -35,16 +48,7 @@ async fn startup_handlers_run_first_and_cleanup_handlers_last() {
         ["warmed up after 2 attempts", "saw early", "tidied up"],
         "startup (retried once) before any event, cleanup at the end"
     );
-    let outcomes: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::HandlerFinished {
-                handler, outcome, ..
-            } if handler == "warm_up" => Some(outcome.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(outcomes, ["retry", "success"]);
+    assert_eq!(warm_ups(&records), ["retry", "success"]);
     cluster.shutdown().await.expect("cluster stops");
 }
 
@@ -58,17 +62,7 @@ async fn an_activity_retry_waits_on_handler_time() {
         kapsel_host::Operator::new([guest("activities")]).standalone(),
     );
     let journal = operator.journal().clone();
-    let outcomes = |records: &[Record]| -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| match r {
-                Record::HandlerFinished {
-                    handler, outcome, ..
-                } if handler == "warm_up" => Some(outcome.clone()),
-                _ => None,
-            })
-            .collect()
-    };
+    let outcomes = warm_ups;
     journal
         .wait_for(PATIENCE, |records| outcomes(records) == ["retry"])
         .await

@@ -310,20 +310,26 @@ mod tests {
         )
     }
 
-    /// What the signals of an event say, as `TYPE key` (`LISTED!` for a listing's end,
-    /// `RELISTED!` for a relisting's).
+    /// What a signal says: `TYPE key` for an object (`TYPE text` with `text`), `LISTED!`
+    /// for a listing's end, `RELISTED!` for a relisting's, `REPLAYED n`.
+    fn line(signal: StreamSignal, text: bool) -> String {
+        match signal {
+            StreamSignal::Object(e) => {
+                let what = if text { &*e.text } else { e.key.as_str() };
+                format!("{} {what}", e.event_type.as_kopf().unwrap_or("LISTED"))
+            }
+            StreamSignal::Listed { relisted: false } => "LISTED!".to_owned(),
+            StreamSignal::Listed { relisted: true } => "RELISTED!".to_owned(),
+            StreamSignal::Replayed(seq) => format!("REPLAYED {seq}"),
+        }
+    }
+
+    /// What the signals of an event say, in order.
     fn said(classified: Classified) -> Vec<String> {
         let deleted = classified.deleted.into_iter().map(StreamSignal::Object);
         deleted
             .chain(classified.signal)
-            .map(|signal| match signal {
-                StreamSignal::Object(e) => {
-                    format!("{} {}", e.event_type.as_kopf().unwrap_or("LISTED"), e.key)
-                }
-                StreamSignal::Listed { relisted: false } => "LISTED!".to_owned(),
-                StreamSignal::Listed { relisted: true } => "RELISTED!".to_owned(),
-                StreamSignal::Replayed(seq) => format!("REPLAYED {seq}"),
-            })
+            .map(|signal| line(signal, false))
             .collect()
     }
 
@@ -376,18 +382,8 @@ mod tests {
         ] {
             listing.classify(event);
         }
-        let mut replayed: Vec<String> = listing
-            .replay(7)
-            .map(|signal| match signal {
-                StreamSignal::Object(e) => format!(
-                    "{} {}",
-                    e.event_type.as_kopf().unwrap_or("LISTED"),
-                    &*e.text
-                ),
-                StreamSignal::Replayed(seq) => format!("REPLAYED {seq}"),
-                StreamSignal::Listed { .. } => "LISTED!".to_owned(),
-            })
-            .collect();
+        let mut replayed: Vec<String> =
+            listing.replay(7).map(|signal| line(signal, true)).collect();
         replayed[..2].sort();
         assert_eq!(
             replayed,
