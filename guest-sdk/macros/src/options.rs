@@ -187,35 +187,83 @@ pub(crate) fn set_selector_keyword(
 
 /// Reads, checks and combines the attribute's arguments for `kind`.
 pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
-    let allowed = kind.options();
-    let mut options = Options::default();
-    let mut positional: Vec<String> = Vec::new();
-    let mut first_positional: Option<Span> = None;
-    let mut keywords = Keywords::default();
-    let mut seen: Vec<String> = Vec::new();
-    let attribute = kind.attribute();
+    let mut reader = Reader::new(kind);
     for arg in args.0 {
+        reader.read(arg)?;
+    }
+    reader.finish()
+}
+
+/// One attribute's arguments as read so far, in order: each is checked against what the
+/// kind accepts as it is read; what they mean together is checked at the end
+/// ([`Reader::finish`]).
+struct Reader {
+    kind: Kind,
+    /// The options `kind` accepts.
+    allowed: Vec<&'static str>,
+    options: Options,
+    /// The selector's positional strings, and where the first one was written (errors
+    /// about the selector point there).
+    positional: Vec<String>,
+    first_positional: Option<Span>,
+    keywords: Keywords,
+    /// Every option read so far, to refuse one given twice.
+    seen: Vec<String>,
+}
+
+impl Reader {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            allowed: kind.options(),
+            options: Options::default(),
+            positional: Vec::new(),
+            first_positional: None,
+            keywords: Keywords::default(),
+            seen: Vec::new(),
+        }
+    }
+
+    fn read(&mut self, arg: Arg) -> syn::Result<()> {
         let span = arg.span();
-        let (key, arg) = match arg {
-            Arg::Positional(lit) => {
-                if kind.is_activity() {
-                    return err(
-                        lit.span(),
-                        format!("`{attribute}` takes no resource selector"),
-                    );
-                }
-                if !seen.is_empty() {
-                    return err(lit.span(), "positional selector arguments must come first");
-                }
-                first_positional.get_or_insert(lit.span());
-                positional.push(lit.value());
-                continue;
+        match arg {
+            Arg::Positional(lit) => self.positional(&lit),
+            Arg::KeyValue { key, value } => {
+                let key = self.option(&key, span)?;
+                self.value(&key, value, span)
             }
-            Arg::KeyValue { ref key, .. } | Arg::List { ref key, .. } | Arg::Flag(ref key) => {
-                (key.to_string(), arg)
+            Arg::List { key, entries } => {
+                let key = self.option(&key, span)?;
+                self.list(&key, entries, span)
             }
-        };
-        if kind == Kind::Event
+            Arg::Flag(key) => {
+                let key = self.option(&key, span)?;
+                self.flag(&key, span)
+            }
+        }
+    }
+
+    /// A positional part of the selector: only for resource kinds, and only before any
+    /// option.
+    fn positional(&mut self, lit: &LitStr) -> syn::Result<()> {
+        if self.kind.is_activity() {
+            return err(
+                lit.span(),
+                format!("`{}` takes no resource selector", self.kind.attribute()),
+            );
+        }
+        if !self.seen.is_empty() {
+            return err(lit.span(), "positional selector arguments must come first");
+        }
+        self.first_positional.get_or_insert(lit.span());
+        self.positional.push(lit.value());
+        Ok(())
+    }
+
+    /// The option's name, once checked to be one the kind accepts and not given before.
+    fn option(&mut self, key: &proc_macro2::Ident, span: Span) -> syn::Result<String> {
+        let key = key.to_string();
+        if self.kind == Kind::Event
             && ["errors", "timeout", "retries", "backoff"].contains(&key.as_str())
         {
             return err(
@@ -225,64 +273,51 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
                 ),
             );
         }
-        if !allowed.contains(&key.as_str()) {
+        if !self.allowed.contains(&key.as_str()) {
             return err(
                 span,
                 format!(
-                    "unknown option `{key}` for `{attribute}`; expected one of: {}",
-                    allowed.join(", ")
+                    "unknown option `{key}` for `{}`; expected one of: {}",
+                    self.kind.attribute(),
+                    self.allowed.join(", ")
                 ),
             );
         }
-        if seen.contains(&key) {
+        if self.seen.contains(&key) {
             return err(span, format!("option `{key}` is given twice"));
         }
-        seen.push(key.clone());
-        let value = match arg {
-            Arg::KeyValue { value, .. } => value,
-            Arg::List { entries, .. } => {
-                match key.as_str() {
-                    "labels" => options.labels = meta_filters("label", entries)?,
-                    "annotations" => options.annotations = meta_filters("annotation", entries)?,
-                    _ => return err(span, format!("`{key}` takes `{key} = ...`, not a list")),
-                }
-                continue;
-            }
-            Arg::Flag(_) => {
-                match key.as_str() {
-                    "optional" => options.optional = true,
-                    "deleted" => options.deleted = true,
-                    "sharp" => options.sharp = true,
-                    _ => return err(span, format!("`{key}` needs a value: `{key} = ...`")),
-                }
-                continue;
-            }
-            Arg::Positional(_) => continue,
-        };
-        match key.as_str() {
-            "id" => {
-                let id = lit_str(&value, "id")?;
-                if id.value().is_empty() {
-                    return err(id.span(), "a handler id must not be empty");
-                }
-                options.id = Some(id);
-            }
+        self.seen.push(key.clone());
+        Ok(key)
+    }
+
+    /// `key(k = v, ...)`: the label and annotation filters.
+    fn list(&mut self, key: &str, entries: Vec<ListEntry>, span: Span) -> syn::Result<()> {
+        match key {
+            "labels" => self.options.labels = meta_filters("label", entries)?,
+            "annotations" => self.options.annotations = meta_filters("annotation", entries)?,
+            _ => return err(span, format!("`{key}` takes `{key} = ...`, not a list")),
+        }
+        Ok(())
+    }
+
+    /// A bare `key`: the flags, `true` when named.
+    fn flag(&mut self, key: &str, span: Span) -> syn::Result<()> {
+        match key {
+            "optional" => self.options.optional = true,
+            "deleted" => self.options.deleted = true,
+            "sharp" => self.options.sharp = true,
+            _ => return err(span, format!("`{key}` needs a value: `{key} = ...`")),
+        }
+        Ok(())
+    }
+
+    /// `key = value`.
+    fn value(&mut self, key: &str, value: Expr, span: Span) -> syn::Result<()> {
+        let options = &mut self.options;
+        match key {
+            "id" => options.id = Some(handler_id(&value)?),
             "param" => options.param = Some(value),
-            "errors" => {
-                let mode = lit_str(&value, "errors")?;
-                let variant = match mode.value().as_str() {
-                    "temporary" => "Temporary",
-                    "permanent" => "Permanent",
-                    "ignored" => "Ignored",
-                    _ => {
-                        return err(
-                            mode.span(),
-                            "`errors` is one of \"temporary\", \"permanent\", \"ignored\"",
-                        );
-                    }
-                };
-                options.errors = Some(proc_macro2::Ident::new(variant, mode.span()));
-            }
+            "errors" => options.errors = Some(errors_mode(&value)?),
             "timeout" => options.timeout = Some(seconds(&value, "timeout")?),
             "retries" => options.retries = Some(count(&value, "retries")?),
             "backoff" => options.backoff = Some(seconds(&value, "backoff")?),
@@ -294,17 +329,7 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
             "optional" => options.optional = flag(&value, "optional")?,
             "deleted" => options.deleted = flag(&value, "deleted")?,
             "sharp" => options.sharp = flag(&value, "sharp")?,
-            "field" => {
-                let field = lit_str(&value, "field")?;
-                let text = field.value();
-                if text.is_empty() || text.split('.').any(str::is_empty) {
-                    return err(
-                        field.span(),
-                        "`field` is a dotted path such as \"spec.size\"",
-                    );
-                }
-                options.field = Some(field);
-            }
+            "field" => options.field = Some(field_path(&value)?),
             "value" => options.value = Some((span, field_matcher(value))),
             "old" => options.old = Some((span, field_matcher(value))),
             "new" => options.new = Some((span, field_matcher(value))),
@@ -315,14 +340,30 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
                     format!("`{key}` takes a list: `{key}(key = \"value\", ...)`"),
                 );
             }
-            selector_key => set_selector_keyword(&mut keywords, selector_key, &value)?,
+            selector_key => set_selector_keyword(&mut self.keywords, selector_key, &value)?,
         }
+        Ok(())
     }
 
-    let has_selector =
-        !positional.is_empty() || seen.iter().any(|k| SELECTOR_KEYS.contains(&k.as_str()));
-    if !kind.is_activity() {
-        let span = first_positional.unwrap_or_else(Span::call_site);
+    /// The options, once what they say together is checked: the selector a resource
+    /// kind needs, and the field that `value`, `old` and `new` match.
+    fn finish(mut self) -> syn::Result<Options> {
+        if !self.kind.is_activity() {
+            self.options.selector = Some(self.selector()?);
+        }
+        check_field_matchers(self.kind, &self.options)?;
+        Ok(self.options)
+    }
+
+    /// The resource selector, from the positional strings and the keywords.
+    fn selector(&self) -> syn::Result<Selector> {
+        let attribute = self.kind.attribute();
+        let has_selector = !self.positional.is_empty()
+            || self
+                .seen
+                .iter()
+                .any(|k| SELECTOR_KEYS.contains(&k.as_str()));
+        let span = self.first_positional.unwrap_or_else(Span::call_site);
         if !has_selector {
             return err(
                 span,
@@ -332,9 +373,52 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
                 ),
             );
         }
-        options.selector =
-            Some(selector::parse(&positional, &keywords).map_err(|m| syn::Error::new(span, m))?);
+        selector::parse(&self.positional, &self.keywords).map_err(|m| syn::Error::new(span, m))
     }
+}
+
+/// `id = "..."`: not empty.
+fn handler_id(value: &Expr) -> syn::Result<LitStr> {
+    let id = lit_str(value, "id")?;
+    if id.value().is_empty() {
+        return err(id.span(), "a handler id must not be empty");
+    }
+    Ok(id)
+}
+
+/// `errors = "..."`: the variant of the SDK's `ErrorsMode` it names.
+fn errors_mode(value: &Expr) -> syn::Result<proc_macro2::Ident> {
+    let mode = lit_str(value, "errors")?;
+    let variant = match mode.value().as_str() {
+        "temporary" => "Temporary",
+        "permanent" => "Permanent",
+        "ignored" => "Ignored",
+        _ => {
+            return err(
+                mode.span(),
+                "`errors` is one of \"temporary\", \"permanent\", \"ignored\"",
+            );
+        }
+    };
+    Ok(proc_macro2::Ident::new(variant, mode.span()))
+}
+
+/// `field = "..."`: a dotted path without empty parts.
+fn field_path(value: &Expr) -> syn::Result<LitStr> {
+    let field = lit_str(value, "field")?;
+    let text = field.value();
+    if text.is_empty() || text.split('.').any(str::is_empty) {
+        return err(
+            field.span(),
+            "`field` is a dotted path such as \"spec.size\"",
+        );
+    }
+    Ok(field)
+}
+
+/// `value`, `old` and `new` match a field: they need `field`, which `on::field` needs
+/// anyway; `value` matches alone.
+fn check_field_matchers(kind: Kind, options: &Options) -> syn::Result<()> {
     if options.field.is_none() {
         for (name, slot) in [
             ("value", &options.value),
@@ -354,5 +438,5 @@ pub(crate) fn parse_options(kind: Kind, args: Args) -> syn::Result<Options> {
     {
         return err(*span, "`value` and `old`/`new` are mutually exclusive");
     }
-    Ok(options)
+    Ok(())
 }
