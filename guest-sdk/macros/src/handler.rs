@@ -10,7 +10,7 @@ use syn::{FnArg, ItemFn, LitStr, ReturnType, Type};
 
 use crate::Kind;
 use crate::args::Args;
-use crate::options::{Matcher, SELECTOR_KEYS, parse_options};
+use crate::options::{Matcher, Options, SELECTOR_KEYS, parse_options};
 use crate::selector::{Name, Selector};
 
 impl Kind {
@@ -190,17 +190,73 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
 
     let p = quote!(::kapsel::__private);
     let name = &function.sig.ident;
-    let mut id = options
+    let id = handler_id(kind, &options, name);
+    let variant = kind.variant();
+    let sets = registration_sets(&options);
+    let call = match input {
+        Input::None => quote!(#name()),
+        Input::Shared => quote!(#name(&*cause)),
+        Input::Mutable => quote!(#name(cause)),
+    };
+    let (handler, body) = if kind == Kind::Index {
+        (quote!(Index), index_dispatch(&call, &output))
+    } else {
+        (quote!(Invoke), invoke_dispatch(&call, &output))
+    };
+    let when = when_filter(&options);
+    let constructor = static_constructor();
+    Ok(quote! {
+        #function
+
+        #[doc(hidden)]
+        const _: () = {
+            fn __kapsel_registration() -> #p::Registration {
+                let mut r = #p::Registration::new(#id, #p::HandlerKind::#variant);
+                #(#sets)*
+                r
+            }
+            #body
+            extern "C" fn __kapsel_register() {
+                #p::register(#p::Entry {
+                    id: #id,
+                    kind: #p::HandlerKind::#variant,
+                    registration: __kapsel_registration,
+                    handler: #p::Handler::#handler(__kapsel_dispatch),
+                    when: #when,
+                    function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
+                    source: (::core::file!(), ::core::line!(), ::core::column!()),
+                });
+            }
+            #constructor
+        };
+    })
+}
+
+/// The handler's id, as Kopf forms it: `id`, or the function's name; with a field,
+/// `<id>/<field>` (except for indexes).
+fn handler_id(kind: Kind, options: &Options, name: &proc_macro2::Ident) -> String {
+    let id = options
         .id
         .as_ref()
         .map_or_else(|| name.to_string(), LitStr::value);
-    if let Some(field) = &options.field
-        && kind != Kind::Index
-    {
-        id = format!("{id}/{}", field.value());
+    match &options.field {
+        Some(field) if kind != Kind::Index => format!("{id}/{}", field.value()),
+        _ => id,
     }
-    let variant = kind.variant();
+}
 
+/// The statements that fill the registration `r` from the options: first what selects
+/// the objects, then how the handler is run.
+fn registration_sets(options: &Options) -> Vec<TokenStream> {
+    let mut sets = filter_sets(options);
+    sets.extend(behaviour_sets(options));
+    sets
+}
+
+/// The selector and the filters: labels, annotations, the field and its matchers, and
+/// whether a `when` filter is there.
+fn filter_sets(options: &Options) -> Vec<TokenStream> {
+    let p = quote!(::kapsel::__private);
     let mut sets = Vec::new();
     if let Some(selector) = &options.selector {
         let selector = selector_tokens(selector);
@@ -235,6 +291,13 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     if options.when.is_some() {
         sets.push(quote!(r.has_when = true;));
     }
+    sets
+}
+
+/// How the handler is run: its errors mode, times, counts, flags and `param`.
+fn behaviour_sets(options: &Options) -> Vec<TokenStream> {
+    let p = quote!(::kapsel::__private);
+    let mut sets = Vec::new();
     if let Some(mode) = &options.errors {
         sets.push(quote!(r.errors = ::core::option::Option::Some(#p::ErrorsMode::#mode);));
     }
@@ -273,44 +336,44 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     if let Some(param) = &options.param {
         sets.push(quote_spanned!(param.span()=> r.param = ::core::option::Option::Some(#p::to_json(&(#param)));));
     }
+    sets
+}
 
-    let call = match input {
-        Input::None => quote!(#name()),
-        Input::Shared => quote!(#name(&*cause)),
-        Input::Mutable => quote!(#name(cause)),
+/// `__kapsel_dispatch` of an index handler: `call`'s value as the index's entries.
+fn index_dispatch(call: &TokenStream, output: &Output) -> TokenStream {
+    let p = quote!(::kapsel::__private);
+    let convert = quote! {{
+        #[allow(unused_imports, reason = "one of the two conversions applies")]
+        use #p::index_ret::{ViaKeyed as _, ViaSerialize as _};
+        (&#p::index_ret::IndexRet::new(value)).__kapsel_index()
+    }};
+    let body = match output {
+        Output::Unit => quote!({ #call; #p::IndexOutcome::Keep }),
+        Output::Value => quote!({ let value = #call; #convert }),
+        Output::Result => quote!({
+            match #call {
+                ::core::result::Result::Ok(value) => #convert,
+                ::core::result::Result::Err(error) => #p::index_error(error),
+            }
+        }),
     };
-    let (handler, body) = if kind == Kind::Index {
-        let convert = quote! {{
-            #[allow(unused_imports, reason = "one of the two conversions applies")]
-            use #p::index_ret::{ViaKeyed as _, ViaSerialize as _};
-            (&#p::index_ret::IndexRet::new(value)).__kapsel_index()
-        }};
-        let body = match output {
-            Output::Unit => quote!({ #call; #p::IndexOutcome::Keep }),
-            Output::Value => quote!({ let value = #call; #convert }),
-            Output::Result => quote!({
-                match #call {
-                    ::core::result::Result::Ok(value) => #convert,
-                    ::core::result::Result::Err(error) => #p::index_error(error),
-                }
-            }),
-        };
-        (
-            quote!(Index),
-            quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::IndexOutcome #body),
-        )
-    } else {
-        let body = match output {
-            Output::Unit => quote!({ #call; #p::Outcome::Done(::core::option::Option::None) }),
-            Output::Value => quote!({ #p::value_outcome(&#call) }),
-            Output::Result => quote!({ #p::result_outcome(#call) }),
-        };
-        (
-            quote!(Invoke),
-            quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::Outcome #body),
-        )
+    quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::IndexOutcome #body)
+}
+
+/// `__kapsel_dispatch` of any other handler: `call`'s value as the call's outcome.
+fn invoke_dispatch(call: &TokenStream, output: &Output) -> TokenStream {
+    let p = quote!(::kapsel::__private);
+    let body = match output {
+        Output::Unit => quote!({ #call; #p::Outcome::Done(::core::option::Option::None) }),
+        Output::Value => quote!({ #p::value_outcome(&#call) }),
+        Output::Result => quote!({ #p::result_outcome(#call) }),
     };
-    let when = match &options.when {
+    quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::Outcome #body)
+}
+
+/// The entry's `when`: the `when = ...` filter as a function, if given.
+fn when_filter(options: &Options) -> TokenStream {
+    match &options.when {
         Some(when) => quote_spanned! {when.span()=>
             ::core::option::Option::Some({
                 fn __kapsel_when(cause: &::kapsel::Cause) -> bool { (#when)(cause) }
@@ -318,34 +381,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
             })
         },
         None => quote!(::core::option::Option::None),
-    };
-
-    let constructor = static_constructor();
-    Ok(quote! {
-        #function
-
-        #[doc(hidden)]
-        const _: () = {
-            fn __kapsel_registration() -> #p::Registration {
-                let mut r = #p::Registration::new(#id, #p::HandlerKind::#variant);
-                #(#sets)*
-                r
-            }
-            #body
-            extern "C" fn __kapsel_register() {
-                #p::register(#p::Entry {
-                    id: #id,
-                    kind: #p::HandlerKind::#variant,
-                    registration: __kapsel_registration,
-                    handler: #p::Handler::#handler(__kapsel_dispatch),
-                    when: #when,
-                    function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
-                    source: (::core::file!(), ::core::line!(), ::core::column!()),
-                });
-            }
-            #constructor
-        };
-    })
+    }
 }
 
 /// A static that makes `extern "C" fn __kapsel_register()` (defined next to it) run
