@@ -64,51 +64,11 @@ fn is_name_version(text: &str) -> bool {
 /// A message saying what is wrong, in Kopf's terms: too many positional
 /// arguments, no name, two names, an empty name, a group or version given twice.
 pub(crate) fn parse(positional: &[String], keywords: &Keywords) -> Result<Selector, String> {
-    let mut group = None;
-    let mut version = None;
-    let mut any = None;
-    match positional {
-        [] => {}
-        [one] if is_name_version(one) => {
-            let mut parts = one.splitn(3, '.');
-            any = parts.next().map(str::to_owned);
-            version = parts.next().map(str::to_owned);
-            group = parts.next().map(str::to_owned);
-        }
-        [one] if one.contains('.') => {
-            let (name, grp) = one.split_once('.').unwrap_or((one, ""));
-            any = Some(name.to_owned());
-            group = Some(grp.to_owned());
-        }
-        [one] => any = Some(one.clone()),
-        [first, name] if first.contains('/') => {
-            let (grp, ver) = first.split_once('/').unwrap_or((first, ""));
-            group = Some(grp.to_owned());
-            version = Some(ver.to_owned());
-            any = Some(name.clone());
-        }
-        [first, name] if first == "v1" => {
-            group = Some(String::new());
-            version = Some("v1".to_owned());
-            any = Some(name.clone());
-        }
-        [grp, name] => {
-            group = Some(grp.clone());
-            any = Some(name.clone());
-        }
-        [grp, ver, name] => {
-            group = Some(grp.clone());
-            version = Some(ver.clone());
-            any = Some(name.clone());
-        }
-        more => {
-            return Err(format!(
-                "a resource selector takes at most 3 positional arguments \
-                 (group, version, name), got {}",
-                more.len()
-            ));
-        }
-    }
+    let Positional {
+        mut group,
+        mut version,
+        any,
+    } = Positional::parse(positional)?;
     if let Some(kw) = &keywords.group {
         if group.is_some() {
             return Err("the group is given twice: positionally and as `group = ...`".into());
@@ -124,6 +84,64 @@ pub(crate) fn parse(positional: &[String], keywords: &Keywords) -> Result<Select
     if version.as_deref() == Some("") {
         return Err("the version must not be empty".into());
     }
+    Ok(Selector {
+        group,
+        version,
+        name: the_name(any, keywords)?,
+    })
+}
+
+/// What the positional arguments say, in any of Kopf's forms.
+#[derive(Default)]
+struct Positional {
+    group: Option<String>,
+    version: Option<String>,
+    /// The name, of any sort (plural, singular, kind or short name).
+    any: Option<String>,
+}
+
+impl Positional {
+    fn parse(positional: &[String]) -> Result<Self, String> {
+        let parts = |group: Option<&str>, version: Option<&str>, any: &str| Self {
+            group: group.map(str::to_owned),
+            version: version.map(str::to_owned),
+            any: Some(any.to_owned()),
+        };
+        Ok(match positional {
+            [] => Self::default(),
+            [one] if is_name_version(one) => {
+                let mut parts = one.splitn(3, '.');
+                Self {
+                    any: parts.next().map(str::to_owned),
+                    version: parts.next().map(str::to_owned),
+                    group: parts.next().map(str::to_owned),
+                }
+            }
+            [one] if one.contains('.') => {
+                let (name, group) = one.split_once('.').unwrap_or((one, ""));
+                parts(Some(group), None, name)
+            }
+            [one] => parts(None, None, one),
+            [first, name] if first.contains('/') => {
+                let (group, version) = first.split_once('/').unwrap_or((first, ""));
+                parts(Some(group), Some(version), name)
+            }
+            [first, name] if first == "v1" => parts(Some(""), Some("v1"), name),
+            [group, name] => parts(Some(group), None, name),
+            [group, version, name] => parts(Some(group), Some(version), name),
+            more => {
+                return Err(format!(
+                    "a resource selector takes at most 3 positional arguments \
+                     (group, version, name), got {}",
+                    more.len()
+                ));
+            }
+        })
+    }
+}
+
+/// The one name among the positional one (`any`) and the keywords; not empty.
+fn the_name(any: Option<String>, keywords: &Keywords) -> Result<Name, String> {
     let names: Vec<Name> = [
         any.map(Name::Any),
         keywords.kind.clone().map(Name::Kind),
@@ -163,11 +181,7 @@ pub(crate) fn parse(positional: &[String], keywords: &Keywords) -> Result<Select
     if text.is_empty() {
         return Err("resource names must not be empty strings".into());
     }
-    Ok(Selector {
-        group,
-        version,
-        name,
-    })
+    Ok(name)
 }
 
 #[cfg(test)]
