@@ -148,6 +148,8 @@ mod members;
 pub mod on;
 mod patch;
 mod permissions;
+#[cfg(test)]
+mod proptests;
 #[allow(
     missing_docs,
     reason = "hidden macro support; the types mirror the WIT records field by field"
