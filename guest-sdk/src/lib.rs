@@ -155,6 +155,7 @@ mod proptests;
     reason = "hidden macro support; the types mirror the WIT records field by field"
 )]
 mod registry;
+mod renamed;
 mod selector;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -173,6 +174,9 @@ pub use kapsel_sdk_macros::index;
 #[doc(inline)]
 pub use kapsel_sdk_macros::permit;
 pub use patch::Patch;
+/// Earlier names of items that moved, deprecated (see `CHANGELOG.md`).
+#[allow(deprecated, reason = "re-exported to keep the earlier paths working")]
+pub use renamed::{event, exception, info, warn};
 /// Serde, for `#[derive(Serialize)]` results (`#[serde(crate = "kapsel::serde")]`).
 #[doc(no_inline)]
 pub use serde;
