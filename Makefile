@@ -8,7 +8,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy unit cases demo bench deploy-manifests image clean
+.PHONY: all setup guests build test fmt clippy doc unit cases demo bench deploy-manifests image clean
 
 all: build guests
 
@@ -29,6 +29,12 @@ clippy: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) -p kapsel-sdk -- -D warnings
 
+# Every crate's documentation, warnings (a broken intra-doc link, ...) as errors; the
+# SDK's also as a guest's build sees it (without `kapsel::testing`, say).
+doc: setup
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --target $(WASM_TARGET) -p kapsel-sdk --no-deps
+
 unit: setup guests
 	KAPSEL_GUEST_DIR=$(GUEST_DIR) $(CARGO) test --workspace --no-fail-fast
 
@@ -45,7 +51,7 @@ cases: setup guests
 	    $(TARGET_DIR)/debug/kapsel test -q $(GUEST_DIR)/$$name.wasm "$$dir/tests/cases" || exit 1; \
 	done
 
-test: fmt clippy unit cases
+test: fmt clippy doc unit cases
 
 demo: setup guests build
 	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh

@@ -115,7 +115,10 @@
 //! # Testing
 //!
 //! Native `cargo test` of a guest calls the handler functions directly, with a
-//! fake host and an in-memory fake Kubernetes API: see [`testing`].
+//! fake host and an in-memory fake Kubernetes API: see
+#![cfg_attr(not(target_arch = "wasm32"), doc = "[`testing`].")]
+// The module is not in the guest build, whose documentation names it without a link.
+#![cfg_attr(target_arch = "wasm32", doc = "`testing` (native builds only).")]
 //!
 //! # Caveats
 //! - The macros refer to this crate as `::kapsel`: depend on it under its

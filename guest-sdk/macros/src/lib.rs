@@ -1,7 +1,7 @@
 //! Attribute macros of `kapsel-sdk`: use them through `kapsel::on::*` and `kapsel::index`.
 //!
-//! Every entry point only names the handler kind and hands over to [`handler::expand`];
-//! errors become `compile_error!` in one place ([`expand`]).
+//! Every entry point only names the handler kind and hands over to `handler::expand`;
+//! errors become `compile_error!` in one place (`expand`).
 
 mod args;
 mod handler;
