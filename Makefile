@@ -1,5 +1,6 @@
 # Kapsel: `make demo` runs the example operator on the embedded cluster; `make test` runs every check;
-# `make bench` measures Kapsel beside Kopf (not part of `make test`).
+# `make bench` measures Kapsel beside Kopf and `make deny` checks the dependencies' licenses
+# (neither is part of `make test`).
 CARGO ?= cargo
 WASM_TARGET := wasm32-wasip2
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
@@ -8,7 +9,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy doc unit cases demo bench deploy-manifests image clean
+.PHONY: all setup guests build test fmt clippy doc unit cases deny demo bench deploy-manifests image clean
 
 all: build guests
 
@@ -52,6 +53,17 @@ cases: setup guests
 	done
 
 test: fmt clippy doc unit cases
+
+# cargo deny (deny.toml): the dependencies' licenses, sources and duplicate versions.
+# Not part of `make test`: cargo-deny is installed by compiling it (5 CPU-minutes; 11.5
+# minutes on a busy 2-core machine), more than a check is worth at every CI run; once
+# installed, a check takes seconds. Advisories need the RustSec database, fetched from
+# GitHub, which this project's machines cannot reach: `make deny DENY_CHECKS=all` where
+# it can.
+DENY_CHECKS ?= licenses bans sources
+deny:
+	@command -v cargo-deny >/dev/null || $(CARGO) install --locked cargo-deny@0.20.2
+	$(CARGO) deny check $(DENY_CHECKS)
 
 demo: setup guests build
 	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh
