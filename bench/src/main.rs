@@ -113,45 +113,21 @@ fn save(shared: &Shared, json: &Path) {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let sizes = match (args.n.is_empty(), args.quick) {
-        (false, _) => args.n.clone(),
-        (true, true) => vec![100],
-        (true, false) => vec![1000, 10_000],
-    };
-    let repetitions = args.repeat.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
-    let target = target_dir();
-    let out = args.out.clone().unwrap_or_else(|| target.join("bench"));
-    let guests = args
-        .guests
-        .clone()
-        .unwrap_or_else(|| target.join("guests").join("wasm32-wasip2").join("release"));
-    let kapsel = args.kapsel.clone().unwrap_or_else(|| exe_beside("kapsel"));
-    let guest = guests.join("bench_operator.wasm");
-    let json = out.join("results.json");
-
-    for (what, path) in [
-        ("the kapsel binary", &kapsel),
-        ("the bench guest (scripts/build-guests)", &guest),
-        (
-            "bench-watcher (cargo build --release -p kapsel-bench)",
-            &exe_beside("bench-watcher"),
-        ),
-    ] {
-        if !path.exists() {
-            eprintln!(
-                "{what} is missing: {} (`make bench` builds everything)",
-                path.display()
-            );
-            return std::process::ExitCode::from(2);
-        }
+    let paths = Paths::of(&args);
+    if let Some((what, path)) = paths.missing() {
+        eprintln!(
+            "{what} is missing: {} (`make bench` builds everything)",
+            path.display()
+        );
+        return std::process::ExitCode::from(2);
     }
-
+    let plan = Plan::of(&args, &paths);
     let settings = Settings {
-        sizes: sizes.clone(),
-        startup_repetitions: repetitions,
+        sizes: plan.sizes.clone(),
+        startup_repetitions: plan.repetitions,
         quick: args.quick,
-        kapsel: kapsel.display().to_string(),
-        guest: guest.display().to_string(),
+        kapsel: paths.kapsel.display().to_string(),
+        guest: paths.guest.display().to_string(),
         kapsel_env: args
             .kapsel_env
             .iter()
@@ -160,36 +136,23 @@ async fn main() -> std::process::ExitCode {
     };
     let shared: Shared = Arc::new(Mutex::new(Results::new(Machine::now(), settings)));
     let operators = Operators {
-        kapsel,
-        guest,
-        watcher: exe_beside("bench-watcher"),
+        kapsel: paths.kapsel.clone(),
+        guest: paths.guest.clone(),
+        watcher: paths.watcher.clone(),
         kopf_script: repository()
             .join("bench")
             .join("operator")
             .join("kopf_operator.py"),
         kopf: Err("not installed".into()),
         kapsel_env: args.kapsel_env.clone(),
-        cache_dir: out.join("guest-cache"),
+        cache_dir: paths.out.join("guest-cache"),
     };
     // Emptied, so that the cached start-up's warm-up is what fills it.
     let _ = std::fs::remove_dir_all(&operators.cache_dir);
     let ctx = Context {
         operators,
-        dir: out.join("runs"),
+        dir: paths.out.join("runs"),
         wait_per_object: Duration::from_millis(args.wait_per_object_ms),
-    };
-    let only = |what: &str| args.only.is_empty() || args.only.iter().any(|o| o == what);
-    let plan = Plan {
-        startup: only("startup"),
-        running: only("running"),
-        backlog: only("backlog"),
-        invocation: only("invocation"),
-        sizes,
-        repetitions,
-        skip_kopf: args.skip_kopf,
-        venv: out.join("venv"),
-        guests,
-        json: json.clone(),
     };
 
     let interrupted = tokio::select! {
@@ -197,18 +160,74 @@ async fn main() -> std::process::ExitCode {
         () = interrupt() => true,
     };
     // The bench's future is dropped here: its processes are killed (kill_on_drop).
-    let mut results = lock(&shared).clone();
+    finish(&shared, interrupted, &paths)
+}
+
+/// Where the bench finds what it runs, and where it writes.
+struct Paths {
+    /// The results, logs and Kopf's virtual environment.
+    out: PathBuf,
+    /// The compiled guests.
+    guests: PathBuf,
+    kapsel: PathBuf,
+    /// The bench guest, among the guests.
+    guest: PathBuf,
+    /// `bench-watcher`, beside this binary.
+    watcher: PathBuf,
+    /// The results, as JSON.
+    json: PathBuf,
+}
+
+impl Paths {
+    fn of(args: &Args) -> Paths {
+        let target = target_dir();
+        let out = args.out.clone().unwrap_or_else(|| target.join("bench"));
+        let guests = args
+            .guests
+            .clone()
+            .unwrap_or_else(|| target.join("guests").join("wasm32-wasip2").join("release"));
+        Paths {
+            kapsel: args.kapsel.clone().unwrap_or_else(|| exe_beside("kapsel")),
+            guest: guests.join("bench_operator.wasm"),
+            watcher: exe_beside("bench-watcher"),
+            json: out.join("results.json"),
+            out,
+            guests,
+        }
+    }
+
+    /// The first of the binaries and the guest that does not exist: what it is, and
+    /// where it was looked for.
+    fn missing(&self) -> Option<(&'static str, &Path)> {
+        [
+            ("the kapsel binary", &self.kapsel),
+            ("the bench guest (scripts/build-guests)", &self.guest),
+            (
+                "bench-watcher (cargo build --release -p kapsel-bench)",
+                &self.watcher,
+            ),
+        ]
+        .into_iter()
+        .find(|(_, path)| !path.exists())
+        .map(|(what, path)| (what, path.as_path()))
+    }
+}
+
+/// Prints the report and writes the results, after the bench or its interruption; the
+/// exit code (130 when interrupted).
+fn finish(shared: &Shared, interrupted: bool, paths: &Paths) -> std::process::ExitCode {
+    let mut results = lock(shared).clone();
     if interrupted {
         results.interrupt();
     }
     results.machine.load_at_end = results::load();
     let sections = figures::sections(&results);
     println!("{}", report::text(&results, &sections));
-    match report::write_json(&json, &results, &sections) {
+    match report::write_json(&paths.json, &results, &sections) {
         Ok(()) => println!(
             "Written: {} (logs under {})",
-            json.display(),
-            out.join("runs").display()
+            paths.json.display(),
+            paths.out.join("runs").display()
         ),
         Err(e) => eprintln!("{e}"),
     }
@@ -232,6 +251,28 @@ struct Plan {
     venv: PathBuf,
     guests: PathBuf,
     json: PathBuf,
+}
+
+impl Plan {
+    fn of(args: &Args, paths: &Paths) -> Plan {
+        let only = |what: &str| args.only.is_empty() || args.only.iter().any(|o| o == what);
+        Plan {
+            startup: only("startup"),
+            running: only("running"),
+            backlog: only("backlog"),
+            invocation: only("invocation"),
+            sizes: match (args.n.is_empty(), args.quick) {
+                (false, _) => args.n.clone(),
+                (true, true) => vec![100],
+                (true, false) => vec![1000, 10_000],
+            },
+            repetitions: args.repeat.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
+            skip_kopf: args.skip_kopf,
+            venv: paths.out.join("venv"),
+            guests: paths.guests.clone(),
+            json: paths.json.clone(),
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.
