@@ -8,10 +8,41 @@ use serde_json::{Map, Value};
 use super::{
     Action, Address, Plan, Step, address_of, is_empty, namespace_of, strip_server_fields, text,
 };
-use crate::recording::Entry;
+use crate::recording::{Entry, ResourceInfo};
 
 /// Works out the replay from a recording.
 pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
+    let started = started(entries)?;
+    let own = OwnWrites::of(entries);
+    let mut watched = Watched::new();
+    for entry in entries {
+        watched.follow(entry, &own)?;
+    }
+    let (seeds, changes) = unwatched(entries, &own.versions);
+    let Watched {
+        resources,
+        given,
+        mut steps,
+        end,
+        ..
+    } = watched;
+    steps.extend(changes);
+    // Stable: steps of one time keep the recording's order, and a change of an unwatched
+    // object comes after the steps of the read before it.
+    steps.sort_by(|a, b| a.at.total_cmp(&b.at));
+    Ok(Plan {
+        started,
+        resources,
+        given,
+        seeds,
+        steps,
+        end,
+    })
+}
+
+/// The wall time the recording started at, from its header; a recording of several
+/// guests is refused.
+fn started(entries: &[Entry]) -> Result<chrono::DateTime<chrono::Utc>, String> {
     let Some(Entry::Recording {
         started, guests, ..
     }) = entries.first()
@@ -26,65 +57,109 @@ pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
             guests.join(", ")
         ));
     }
-    let started = chrono::DateTime::parse_from_rfc3339(started)
+    Ok(chrono::DateTime::parse_from_rfc3339(started)
         .map_err(|e| format!("the recording's start {started:?} is not an RFC 3339 time: {e}"))?
-        .with_timezone(&chrono::Utc);
+        .with_timezone(&chrono::Utc))
+}
 
-    // The versions the operator produced itself, wherever their lines are: a watch event
-    // may be recorded before the response to the patch that caused it.
-    let mut own_versions: HashSet<&str> = HashSet::new();
-    let mut host_released: HashSet<(Option<&str>, &str)> = HashSet::new();
-    let mut guest_deleted: HashSet<(Option<&str>, &str)> = HashSet::new();
-    for entry in entries {
-        match entry {
-            Entry::Write {
-                resource_version,
-                namespace,
-                name,
-                released,
-                ..
-            } => {
-                // A release's answer is the deleted object, whose version another
-                // (somebody else's) event may carry: only the DELETED event is ours.
-                if *released {
-                    host_released.insert((namespace.as_deref(), name));
-                } else {
-                    own_versions.insert(resource_version);
+/// An object by namespace and name (its resource left out).
+type Named<'a> = (Option<&'a str>, &'a str);
+
+/// What the operator did itself, gathered from the whole recording before anything is
+/// replayed: a watch event may be recorded before the response to the patch that caused
+/// it.
+struct OwnWrites<'a> {
+    /// The versions the operator produced itself, wherever their lines are.
+    versions: HashSet<&'a str>,
+    /// The objects the host released (removed its finalizers from).
+    host_released: HashSet<Named<'a>>,
+    /// The objects a guest deleted.
+    guest_deleted: HashSet<Named<'a>>,
+}
+
+impl<'a> OwnWrites<'a> {
+    fn of(entries: &'a [Entry]) -> OwnWrites<'a> {
+        let mut own = OwnWrites {
+            versions: HashSet::new(),
+            host_released: HashSet::new(),
+            guest_deleted: HashSet::new(),
+        };
+        for entry in entries {
+            match entry {
+                Entry::Write {
+                    resource_version,
+                    namespace,
+                    name,
+                    released,
+                    ..
+                } => {
+                    // A release's answer is the deleted object, whose version another
+                    // (somebody else's) event may carry: only the DELETED event is ours.
+                    if *released {
+                        own.host_released.insert((namespace.as_deref(), name));
+                    } else {
+                        own.versions.insert(resource_version);
+                    }
                 }
+                Entry::Call {
+                    verb,
+                    result: Some(result),
+                    ..
+                } if verb == "create" || verb == "patch" => {
+                    own.versions
+                        .extend(text(result, "/metadata/resourceVersion"));
+                }
+                Entry::Call {
+                    verb,
+                    namespace,
+                    name: Some(name),
+                    error: None,
+                    ..
+                } if verb == "delete" => {
+                    own.guest_deleted.insert((namespace.as_deref(), name));
+                }
+                _ => {}
             }
-            Entry::Call {
-                verb,
-                result: Some(result),
-                ..
-            } if verb == "create" || verb == "patch" => {
-                own_versions.extend(text(result, "/metadata/resourceVersion"));
-            }
-            Entry::Call {
-                verb,
-                namespace,
-                name: Some(name),
-                error: None,
-                ..
-            } if verb == "delete" => {
-                guest_deleted.insert((namespace.as_deref(), name));
-            }
-            _ => {}
+        }
+        own
+    }
+}
+
+/// The recording followed line by line as its streams saw it: the resources served, the
+/// objects given at the start, and the steps that replay what somebody else did.
+struct Watched {
+    resources: BTreeMap<String, ResourceInfo>,
+    given: Vec<(String, Value)>,
+    steps: Vec<Step>,
+    /// The last recorded version of each object that exists.
+    last: HashMap<Address, Value>,
+    /// Whether every watch event so far was a listing: what the first listings show
+    /// exists before the operator starts.
+    listing: bool,
+    /// The time of the last line so far.
+    end: f64,
+}
+
+impl Watched {
+    fn new() -> Watched {
+        Watched {
+            resources: BTreeMap::new(),
+            given: Vec::new(),
+            steps: Vec::new(),
+            last: HashMap::new(),
+            listing: true,
+            end: 0.0,
         }
     }
 
-    let mut resources = BTreeMap::new();
-    let mut given = Vec::new();
-    let mut steps = Vec::new();
-    let mut last: HashMap<Address, Value> = HashMap::new();
-    let mut listing = true;
-    let mut end: f64 = 0.0;
-    for entry in entries {
-        end = end.max(entry.at());
+    /// Takes in one line of the recording.
+    fn follow(&mut self, entry: &Entry, own: &OwnWrites<'_>) -> Result<(), String> {
+        self.end = self.end.max(entry.at());
         match entry {
             Entry::Resource(info) => {
-                resources.insert(info.key.clone(), info.clone());
+                self.resources.insert(info.key.clone(), info.clone());
             }
-            Entry::Handler { at, .. } => steps.push(Step {
+            Entry::Handler { at, .. } => self.steps.push(Step {
                 at: *at,
                 action: Action::Wait,
             }),
@@ -94,68 +169,67 @@ pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
                 event_type,
                 object,
             } => {
-                if !resources.contains_key(resource) {
+                if !self.resources.contains_key(resource) {
                     return Err(format!(
                         "a watch event of {resource} comes before the resource's description"
                     ));
                 }
-                let address = address_of(resource, object);
-                let key = (address.1.as_deref(), address.2.as_str());
-                let version = text(object, "/metadata/resourceVersion").unwrap_or_default();
-                let listed = event_type == "LISTED";
-                listing &= listed;
-                let previous = last.get(&address).cloned();
-                let own = own_versions.contains(version);
-                let action = match (event_type.as_str(), &previous) {
-                    ("LISTED", None) if listing => {
-                        given.push((resource.clone(), object.clone()));
-                        None
-                    }
-                    ("DELETED", None) => None,
-                    ("DELETED", Some(previous)) => {
-                        let deleting = previous.pointer("/metadata/deletionTimestamp").is_some();
-                        if own
-                            || guest_deleted.contains(&key)
-                            || (deleting && host_released.contains(&key))
-                        {
-                            None
-                        } else if deleting {
-                            Some(Action::Release(address.clone()))
-                        } else {
-                            Some(Action::Delete(address.clone()))
-                        }
-                    }
-                    (_, _) if own => None,
-                    (_, None) => Some(Action::Create(resource.clone(), object.clone())),
-                    (_, Some(previous)) => {
-                        change(&address, previous, object, guest_deleted.contains(&key))
-                    }
-                };
-                if event_type == "DELETED" {
-                    last.remove(&address);
-                } else {
-                    last.insert(address, object.clone());
-                }
-                if let Some(action) = action {
-                    steps.push(Step { at: *at, action });
+                if let Some(action) = self.event(resource, event_type, object, own) {
+                    self.steps.push(Step { at: *at, action });
                 }
             }
             Entry::Recording { .. } | Entry::Write { .. } | Entry::Call { .. } => {}
         }
+        Ok(())
     }
-    let (seeds, changes) = unwatched(entries, &own_versions);
-    steps.extend(changes);
-    // Stable: steps of one time keep the recording's order, and a change of an unwatched
-    // object comes after the steps of the read before it.
-    steps.sort_by(|a, b| a.at.total_cmp(&b.at));
-    Ok(Plan {
-        started,
-        resources,
-        given,
-        seeds,
-        steps,
-        end,
-    })
+
+    /// What somebody else did that a watch event shows, to be done again (nothing for
+    /// what the operator did itself); the object's last version is remembered.
+    fn event(
+        &mut self,
+        resource: &str,
+        event_type: &str,
+        object: &Value,
+        own: &OwnWrites<'_>,
+    ) -> Option<Action> {
+        let address = address_of(resource, object);
+        let key = (address.1.as_deref(), address.2.as_str());
+        let version = text(object, "/metadata/resourceVersion").unwrap_or_default();
+        self.listing &= event_type == "LISTED";
+        let previous = self.last.get(&address).cloned();
+        let mine = own.versions.contains(version);
+        let action = match (event_type, &previous) {
+            ("LISTED", None) if self.listing => {
+                self.given.push((resource.to_owned(), object.clone()));
+                None
+            }
+            ("DELETED", None) => None,
+            ("DELETED", Some(previous)) => {
+                let deleting = previous.pointer("/metadata/deletionTimestamp").is_some();
+                if mine
+                    || own.guest_deleted.contains(&key)
+                    || (deleting && own.host_released.contains(&key))
+                {
+                    None
+                } else if deleting {
+                    Some(Action::Release(address.clone()))
+                } else {
+                    Some(Action::Delete(address.clone()))
+                }
+            }
+            (_, _) if mine => None,
+            (_, None) => Some(Action::Create(resource.to_owned(), object.clone())),
+            (_, Some(previous)) => {
+                change(&address, previous, object, own.guest_deleted.contains(&key))
+            }
+        };
+        if event_type == "DELETED" {
+            self.last.remove(&address);
+        } else {
+            self.last.insert(address, object.clone());
+        }
+        action
+    }
 }
 
 /// An object's identity across clusters: apiVersion, kind, namespace, name.
