@@ -193,32 +193,9 @@ struct RawExpect(Expectation);
 impl<'de> Deserialize<'de> for RawExpect {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-        struct Fields {
-            object: Option<RawTarget>,
-            matches: Option<Value>,
-            gone: Option<RawTarget>,
-            event: Option<RawTarget>,
-            #[serde(rename = "type")]
-            event_type: Option<String>,
-            reason: Option<String>,
-            message: Option<String>,
-            called: Option<String>,
-            times: Option<usize>,
-            not_called: Option<String>,
-            log: Option<String>,
-            outcome: Option<HandlerOutcome>,
-            handler: Option<String>,
-            namespace: Option<String>,
-            healthy: Option<bool>,
-            within: Option<Seconds>,
-        }
-
         // `expect: healthy` is a plain word; everything else a map. (Read as a value
         // first: an untagged enum would swallow the precise messages below.)
-        let fields: Fields = match Value::deserialize(deserializer)? {
+        let fields: ExpectFields = match Value::deserialize(deserializer)? {
             Value::String(word) if word == "healthy" => {
                 return Ok(RawExpect(Expectation {
                     what: Expected::Healthy(true),
@@ -232,90 +209,140 @@ impl<'de> Deserialize<'de> for RawExpect {
             }
             map => serde_json::from_value(map).map_err(D::Error::custom)?,
         };
+        fields
+            .into_expectation()
+            .map(RawExpect)
+            .map_err(D::Error::custom)
+    }
+}
+
+/// The keys of an expectation written as a map: its subject (exactly one of `object`
+/// to `healthy`) and the options that go with it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ExpectFields {
+    object: Option<RawTarget>,
+    matches: Option<Value>,
+    gone: Option<RawTarget>,
+    event: Option<RawTarget>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+    called: Option<String>,
+    times: Option<usize>,
+    not_called: Option<String>,
+    log: Option<String>,
+    outcome: Option<HandlerOutcome>,
+    handler: Option<String>,
+    namespace: Option<String>,
+    healthy: Option<bool>,
+    within: Option<Seconds>,
+}
+
+impl ExpectFields {
+    /// The expectation, once its keys are checked: one subject, each option with the
+    /// subject it goes with.
+    fn into_expectation(self) -> Result<Expectation, String> {
+        self.one_subject()?;
+        self.options_placed()?;
+        let within = self.within.as_ref().map_or(DEFAULT_WITHIN, |s| s.0);
+        Ok(Expectation {
+            what: self.into_expected()?,
+            within,
+        })
+    }
+
+    /// Exactly one subject is given.
+    fn one_subject(&self) -> Result<(), String> {
         let subjects = [
-            fields.object.is_some(),
-            fields.gone.is_some(),
-            fields.event.is_some(),
-            fields.called.is_some(),
-            fields.not_called.is_some(),
-            fields.log.is_some(),
-            fields.outcome.is_some(),
-            fields.healthy.is_some(),
+            self.object.is_some(),
+            self.gone.is_some(),
+            self.event.is_some(),
+            self.called.is_some(),
+            self.not_called.is_some(),
+            self.log.is_some(),
+            self.outcome.is_some(),
+            self.healthy.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
-            return Err(D::Error::custom(
-                "an expectation needs exactly one of: object, gone, event, called, not-called, log, outcome, healthy",
-            ));
+            return Err(
+                "an expectation needs exactly one of: object, gone, event, called, not-called, log, outcome, healthy"
+                    .into(),
+            );
         }
-        let misplaced = |key: &str, subject: &str| {
-            Err(D::Error::custom(format!(
-                "`{key}` only goes with `{subject}`"
-            )))
-        };
-        if fields.matches.is_some() && fields.object.is_none() {
+        Ok(())
+    }
+
+    /// Each option given goes with the subject given.
+    fn options_placed(&self) -> Result<(), String> {
+        let misplaced =
+            |key: &str, subject: &str| Err(format!("`{key}` only goes with `{subject}`"));
+        if self.matches.is_some() && self.object.is_none() {
             return misplaced("matches", "object");
         }
-        if fields.times.is_some() && fields.called.is_none() && fields.outcome.is_none() {
+        if self.times.is_some() && self.called.is_none() && self.outcome.is_none() {
             return misplaced("times", "called` or `outcome");
         }
-        if fields.handler.is_some() && fields.log.is_none() && fields.outcome.is_none() {
+        if self.handler.is_some() && self.log.is_none() && self.outcome.is_none() {
             return misplaced("handler", "log` or `outcome");
         }
-        if (fields.event_type.is_some() || fields.reason.is_some() || fields.message.is_some())
-            && fields.event.is_none()
+        if (self.event_type.is_some() || self.reason.is_some() || self.message.is_some())
+            && self.event.is_none()
         {
             return misplaced("type/reason/message", "event");
         }
-        let namespace = fields.namespace;
-        let what = if let Some(object) = fields.object {
-            let Some(matches) = fields.matches else {
-                return Err(D::Error::custom(
-                    "`object` needs `matches`: the partial document it must contain",
-                ));
+        Ok(())
+    }
+
+    /// What is expected, from the one subject and its options.
+    fn into_expected(self) -> Result<Expected, String> {
+        let namespace = self.namespace;
+        Ok(if let Some(object) = self.object {
+            let Some(matches) = self.matches else {
+                return Err(
+                    "`object` needs `matches`: the partial document it must contain".into(),
+                );
             };
             Expected::Object {
                 target: object.into_target(namespace),
                 matches,
             }
-        } else if let Some(gone) = fields.gone {
+        } else if let Some(gone) = self.gone {
             Expected::Gone(gone.into_target(namespace))
-        } else if let Some(about) = fields.event {
+        } else if let Some(about) = self.event {
             Expected::Event {
                 about: about.into_target(namespace),
-                event_type: fields.event_type,
-                reason: fields.reason,
-                message: fields.message,
+                event_type: self.event_type,
+                reason: self.reason,
+                message: self.message,
             }
-        } else if let Some(handler) = fields.called {
+        } else if let Some(handler) = self.called {
             Expected::Called {
                 handler,
-                times: fields.times,
+                times: self.times,
             }
-        } else if let Some(handler) = fields.not_called {
+        } else if let Some(handler) = self.not_called {
             Expected::NotCalled(handler)
-        } else if let Some(text) = fields.log {
+        } else if let Some(text) = self.log {
             Expected::Log {
                 text,
-                handler: fields.handler,
+                handler: self.handler,
             }
-        } else if let Some(outcome) = fields.outcome {
-            let Some(handler) = fields.handler else {
-                return Err(D::Error::custom(
-                    "`outcome` needs `handler`: the handler whose attempts ended so",
-                ));
+        } else if let Some(outcome) = self.outcome {
+            let Some(handler) = self.handler else {
+                return Err(
+                    "`outcome` needs `handler`: the handler whose attempts ended so".into(),
+                );
             };
             Expected::Outcome {
                 handler,
                 outcome,
-                times: fields.times,
+                times: self.times,
             }
         } else {
-            Expected::Healthy(fields.healthy.unwrap_or(true))
-        };
-        Ok(RawExpect(Expectation {
-            what,
-            within: fields.within.map_or(DEFAULT_WITHIN, |s| s.0),
-        }))
+            Expected::Healthy(self.healthy.unwrap_or(true))
+        })
     }
 }
 
