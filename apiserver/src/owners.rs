@@ -3,8 +3,7 @@
 //! reading every stored object (as kube's collector keeps a graph of them).
 //!
 //! Scanning every object at every removal made deleting N objects cost N², with Events
-//! beside them: deleting 10,000 objects that each had an Event took the server 191 s of
-//! CPU (4.8 ms a request, `make bench --n 10000`), creating them 10 s.
+//! beside them (figures: docs/performance.md).
 
 use std::collections::{BTreeSet, HashMap};
 

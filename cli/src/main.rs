@@ -11,8 +11,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's settings, read when it starts (`_RJEM_MALLOC_CONF` in the environment still
 /// overrides them). By default jemalloc returns freed pages only while the program keeps
-/// allocating, so an operator that goes quiet after a burst of work kept them all:
-/// `make bench`, backlog of 10,000, RSS once settled 295 MiB; with these 120-138 MiB.
+/// allocating, so an operator that goes quiet after a burst of work kept them all
+/// (figures: docs/performance.md).
 /// - `background_thread`: a thread of jemalloc's returns them while the operator idles;
 /// - `dirty_decay_ms`/`muzzy_decay_ms`: within half a second, and straight to the kernel;
 /// - `narenas:1`: one arena for the few threads of tokio (jemalloc makes 4 per CPU),

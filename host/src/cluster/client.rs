@@ -7,11 +7,10 @@
 //! once (SECURITY.md), and watches resume with kube-runtime's backoff. (kube's
 //! `server_retry` layer, retrying 429, 503 and 504 up to 15 times with delays up to
 //! 1,000 s, sat under both and multiplied what the server saw.) And the pool of idle
-//! connections is bounded.
-//! kube-rs speaks HTTP/1.1 only, so every request in flight holds a connection of its
-//! own, and hyper's default pool keeps each of them once it is idle, without limit, for
-//! 90 s. After a backlog of 1,000 objects an operator held 88 connections (~2 MiB of
-//! its memory, settled) it had no use for. client-go bounds the same pool (25 per host, 90 s); Kopf's
+//! connections is bounded: kube-rs speaks HTTP/1.1 only, so every request in flight
+//! holds a connection of its own, and hyper's default pool keeps each of them once it is
+//! idle, without limit, for 90 s, memory an operator has no use for after a burst
+//! (docs/performance.md). client-go bounds the same pool (25 per host, 90 s); Kopf's
 //! aiohttp keeps idle connections 15 s.
 
 use std::time::Duration;
@@ -24,11 +23,10 @@ use tower::{BoxError, ServiceBuilder};
 /// Idle connections kept per API server. Requests beyond this many at once still get a
 /// connection each; only what is idle beyond it is closed. The host's steady traffic
 /// (patches of objects in their turn, Events, guests' calls) reuses these, and so does a
-/// burst: 1,000 kopfexamples created at once (`make bench`) keep ~100 requests in flight.
-/// With 8 kept, the operator opened 1,565 connections for them (each closed again as it
-/// came back to a full pool; on a real cluster, a TLS handshake each, on both sides);
-/// with 64, 151, for ~1.9 MiB more after the burst (until the idle ones time out) and
-/// ~5 % less of the operator's CPU. Kopf's aiohttp keeps up to 100.
+/// burst: 1,000 kopfexamples created at once (`make bench`) keep ~100 requests in flight,
+/// and with a smaller pool each connection beyond it was closed as it came back and
+/// opened again for the next request (on a real cluster, a TLS handshake each, on both
+/// sides; figures: docs/performance.md). Kopf's aiohttp keeps up to 100.
 pub(crate) const IDLE_CONNECTIONS: usize = 64;
 
 /// How long an idle connection is kept (hyper's and client-go's default).

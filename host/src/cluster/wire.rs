@@ -4,8 +4,7 @@
 //! kube's `DynamicObject` is read through serde's buffer for its flattened fields (every
 //! value built twice) and its `ObjectMeta` typed, and the operator then turned it into a
 //! `Value`, and for a watched object back into text: together about a tenth of the
-//! operator's CPU (`make bench`, 1,000 objects created while running, 3 runs each
-//! alternated: 0.74–1.03 -> 0.64–0.67 ms per handled object). These read each
+//! operator's CPU (docs/performance.md). These read each
 //! response once: a watched object stays the text it came as, checked to be JSON while it
 //! is read, with only its `apiVersion`, `kind` and identifying metadata parsed; a patched
 //! object is read into a `Value` only as far as the operator reads it (the fields it

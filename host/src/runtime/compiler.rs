@@ -2,7 +2,7 @@
 //!
 //! Compiling is Cranelift's work: megabytes of code and of scratch memory that a
 //! long-running operator needs only while it loads a guest, but whose pages then stay in
-//! its resident set (measured: 10 MiB of an idle operator's 37 MiB). An operator given a
+//! its resident set (a quarter of an idle operator's: docs/performance.md). An operator given a
 //! [`CompileCommand`] runs it instead — `kapsel compile-guest`, the same binary — hands
 //! it the component on stdin and takes wasmtime's compiled artifact from its stdout; the
 //! helper exits, and its memory with it.

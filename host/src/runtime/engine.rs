@@ -32,24 +32,21 @@ const TABLES_PER_COMPONENT: u32 = 4;
 /// pages the call wrote (`PAGEMAP_SCAN`, 6.7+): those pages are copied back from the
 /// guest's image or zeroed, and stay mapped, instead of being given back to the kernel
 /// (`madvise`) and faulted in again by the next call, with a TLB shootdown each time.
-/// A handler call writes about 11 pages (a 4.7 KB Pod, `make bench`); this covers it
-/// three times over and bounds what a slot keeps resident between calls. A call of
-/// `make bench` went from ~90 to ~60 µs. Without `PAGEMAP_SCAN` the pool would reset
+/// A handler call writes a few pages; this covers them three times over and bounds what
+/// a slot keeps resident between calls. Without `PAGEMAP_SCAN` the pool would reset
 /// this much whole at every call, so it keeps the default (`madvise` alone).
 ///
-/// Check this still holds when upgrading wasmtime (`strace -c` of `kapsel-bench --only
-/// invocation`: no `madvise` per call): 50.0.1's scan no longer asks for present pages,
-/// so on Linux 6.18 the untouched pages at the bottom of the guest's stack count as
-/// written, fill this budget, and the rest of the memory is given back after every
-/// call; its call took ~44 µs where 48's takes ~22 (8 alternated runs each).
+/// Check this still holds when upgrading wasmtime: 50.0.1's scan no longer asks for
+/// present pages, so the untouched pages at the bottom of the guest's stack count as
+/// written, fill this budget, and the rest of the memory is given back after every call
+/// (figures and how to check: docs/performance.md).
 const KEEP_RESIDENT_PER_MEMORY: usize = 128 << 10;
 
 /// The same for a table slot. Without it, every call ended with an `madvise` of each of
 /// the instance's tables (the guest's function table and `wit-component`'s shim table),
 /// each a TLB shootdown on the other cores, and the next call faulted the pages in again.
-/// 16 KiB holds 2,048 function references; a guest's table holds tens to hundreds
-/// (`minimal` 77, `typed` 447); only the pages a call wrote are zeroed. `make bench`'s
-/// call ~55 -> ~41 µs (4 runs each, alternated); page faults per call 3 -> 0.1.
+/// 16 KiB holds 2,048 function references; a guest's table holds tens to hundreds; only
+/// the pages a call wrote are zeroed (figures: docs/performance.md).
 const KEEP_RESIDENT_PER_TABLE: usize = 16 << 10;
 
 /// The host could not set up its WebAssembly runtime.

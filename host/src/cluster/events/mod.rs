@@ -200,8 +200,7 @@ pub(super) fn event_namespace(involved: &ObjectRef) -> &str {
 }
 
 /// The core/v1 Event body for `event` at `now` (KOPF.md §6.5), written out member by
-/// member: building it as a `Value` first was ~1.6 % of the operator's CPU in a profile
-/// of `make bench` (1,000 kopfexamples created and deleted, an Event each).
+/// member: building it as a `Value` first cost every Event a copy (docs/performance.md).
 pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> EventBody<'_> {
     let r = &event.involved;
     let namespace = event_namespace(r);

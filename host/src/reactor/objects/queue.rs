@@ -4,8 +4,8 @@
 //! Each object's events wait in its inbox. An object gets a worker (a task) only when a
 //! turn of its stream is free (`objects::memory`): until then it costs its queued events
 //! and an entry here, not a task with its future. A backlog of 10,000 objects listed at
-//! start is 10,000 inboxes and a few dozen workers; it was 10,000 tasks and channels,
-//! ~3.5 KiB each, which also left the allocator's pages half used once they ended.
+//! start is 10,000 inboxes and a few dozen workers, not 10,000 tasks and channels, which
+//! also left the allocator's pages half used once they ended (docs/performance.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
