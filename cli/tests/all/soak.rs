@@ -10,14 +10,12 @@
     reason = "test helpers: a failed step is a failed test"
 )]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{PATIENCE, create_crd, guest, kopfexamples, start_operator_with};
 use kapsel_host::testing::Cluster;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{PATIENCE, create_crd, guest, kopfexamples, start_operator_with};
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)

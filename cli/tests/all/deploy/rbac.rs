@@ -8,7 +8,7 @@ use std::process::Output;
 use kapsel_apiserver::{ApiServer, Config};
 use serde_json::json;
 
-use crate::support::*;
+use super::support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_overlay_of_ones_own_guests_runs_on_the_role_of_its_namespace() {

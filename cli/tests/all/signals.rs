@@ -12,13 +12,11 @@
     reason = "every child is killed or waited for before the test ends"
 )]
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
+use crate::support::{DevCluster, guest, kapsel, scratch, wait_until};
 use serde_json::{Value, json};
-use support::{DevCluster, guest, kapsel, scratch, wait_until};
 
 /// `kapsel run -A` of the `activities` guest on the dev cluster, its log in a file.
 struct Operator {

@@ -1,10 +1,6 @@
 //! What the tests of the `kapsel` binary share: the binary, scratch folders, the
 //! compiled test guests, and a `kapsel dev-cluster` to run commands against.
 #![allow(
-    dead_code,
-    reason = "each test file uses the helpers it needs; the rest are dead there"
-)]
-#![allow(
     clippy::unwrap_used,
     reason = "test helpers: a failed step is a failed test"
 )]

@@ -8,14 +8,12 @@
     reason = "test helpers: a failed step is a failed test"
 )]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{PATIENCE, create_crd, guest, kopfexamples, manifest, start_operator};
 use kapsel_host::testing::{Cluster, Fault, RequestMatcher};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{PATIENCE, create_crd, guest, kopfexamples, manifest, start_operator};
 
 /// Polls until `done` holds for the object, or panics after [`PATIENCE`] with its last body.
 async fn until(api: &Api<DynamicObject>, name: &str, what: &str, done: impl Fn(&Value) -> bool) {

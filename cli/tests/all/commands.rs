@@ -6,12 +6,10 @@
     reason = "test helpers: a failed step is a failed test"
 )]
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::{DevCluster, guest, kapsel, repository, scratch};
 use serde_json::Value;
-use support::{DevCluster, guest, kapsel, repository, scratch};
 
 /// `kapsel test` of the `misbehaving` guest against case files of `tests/cases/`.
 fn kapsel_test(cases: &[&str], more: &[&str]) -> Output {
