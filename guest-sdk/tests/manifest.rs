@@ -1,6 +1,6 @@
 //! The SDK's two manifests inherit nothing from the workspace (so that the crates
-//! build outside it, `cli/tests/new_guest.rs`), yet say what the workspace says: the same
-//! package fields, the same lint levels, the same dependency versions.
+//! build outside it, `cli/tests/all/new_guest.rs`), yet say what the workspace says: the
+//! same package fields, the same lint levels, the same dependency versions.
 
 use std::collections::BTreeMap;
 use std::path::Path;
