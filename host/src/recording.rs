@@ -450,50 +450,88 @@ fn round(seconds: f64) -> f64 {
     (seconds * 1e6).round() / 1e6
 }
 
+/// Why a file is not a recording this host can replay; each names the file, and the
+/// line where one is wrong.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    #[error("{}: cannot read the recording: {source}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: not a recording line: {source}", path.display())]
+    NotALine {
+        path: std::path::PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}:{line}: recording format {format}; this host reads format {FORMAT}", path.display())]
+    OtherFormat {
+        path: std::path::PathBuf,
+        line: usize,
+        format: u32,
+    },
+    #[error(
+        "{}:{line}: a recording starts with its `recording` header line (made by `kapsel run --record`)",
+        path.display()
+    )]
+    NoHeader {
+        path: std::path::PathBuf,
+        line: usize,
+    },
+    #[error("{}: the recording is empty", path.display())]
+    Empty { path: std::path::PathBuf },
+}
+
 #[cfg(any(test, feature = "testing"))]
 /// Reads a recording; errors name the line.
 ///
 /// # Errors
-/// A message `FILE:LINE: what is wrong` for the first bad line, or for a file that is
-/// not a recording of this format.
-pub(crate) fn read(path: &Path) -> Result<Vec<Entry>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read the recording: {e}", path.display()))?;
+/// For the first bad line (`FILE:LINE: what is wrong`), or for a file that is not a
+/// recording of this format.
+pub(crate) fn read(path: &Path) -> Result<Vec<Entry>, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
     let mut entries = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: Entry = serde_json::from_str(line).map_err(|e| {
-            format!(
-                "{}:{}: not a recording line: {e}",
-                path.display(),
-                index + 1
-            )
+        let line_number = index + 1;
+        let entry: Entry = serde_json::from_str(line).map_err(|source| ReadError::NotALine {
+            path: path.to_owned(),
+            line: line_number,
+            source,
         })?;
         if entries.is_empty() {
             match &entry {
                 Entry::Recording { format, .. } if *format == FORMAT => {}
                 Entry::Recording { format, .. } => {
-                    return Err(format!(
-                        "{}:{}: recording format {format}; this host reads format {FORMAT}",
-                        path.display(),
-                        index + 1
-                    ));
+                    return Err(ReadError::OtherFormat {
+                        path: path.to_owned(),
+                        line: line_number,
+                        format: *format,
+                    });
                 }
                 _ => {
-                    return Err(format!(
-                        "{}:{}: a recording starts with its `recording` header line (made by `kapsel run --record`)",
-                        path.display(),
-                        index + 1
-                    ));
+                    return Err(ReadError::NoHeader {
+                        path: path.to_owned(),
+                        line: line_number,
+                    });
                 }
             }
         }
         entries.push(entry);
     }
     if entries.is_empty() {
-        return Err(format!("{}: the recording is empty", path.display()));
+        return Err(ReadError::Empty {
+            path: path.to_owned(),
+        });
     }
     Ok(entries)
 }
@@ -559,19 +597,20 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("bad.jsonl");
         std::fs::write(&path, "{\"entry\": \"watch\"}\n").expect("write");
-        assert!(read(&path).expect_err("no header").contains("bad.jsonl:1:"));
+        let refusal = |path: &Path| read(path).map(|_| ()).unwrap_err().to_string();
+        assert!(refusal(&path).contains("bad.jsonl:1:"));
         std::fs::write(
             &path,
             "{\"entry\":\"recording\",\"format\":1,\"started\":\"x\",\"host\":\"h\",\"guests\":[]}\nnot json\n",
         )
         .expect("write");
-        assert!(read(&path).expect_err("bad line").contains("bad.jsonl:2:"));
+        assert!(refusal(&path).contains("bad.jsonl:2:"));
         std::fs::write(
             &path,
             "{\"entry\":\"recording\",\"format\":9,\"started\":\"x\",\"host\":\"h\",\"guests\":[]}\n",
         )
         .expect("write");
-        assert!(read(&path).expect_err("format").contains("format 9"));
+        assert!(refusal(&path).contains("format 9"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

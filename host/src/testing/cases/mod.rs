@@ -133,7 +133,7 @@ pub(super) async fn run(
         .iter()
         .map(|path| crate::recording::read(path).map(|entries| (path, entries)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(TestError::Recording)?;
+        .map_err(|e| TestError::Recording(e.to_string()))?;
     if cases.is_empty() && recordings.is_empty() {
         return Err(TestError::NothingSelected(
             request.filter.clone().unwrap_or_default(),
