@@ -121,7 +121,13 @@ pub(super) async fn run(
         )
     );
     let (verdict, records) = match plan(entries) {
-        Err(message) => (Verdict::Failed { step: 0, message }, Vec::new()),
+        Err(error) => (
+            Verdict::Failed {
+                step: 0,
+                message: error.to_string(),
+            },
+            Vec::new(),
+        ),
         Ok(plan) => match Cluster::start().await {
             Err(e) => (
                 Verdict::Failed {

@@ -10,8 +10,29 @@ use super::{
 };
 use crate::recording::{Entry, ResourceInfo};
 
+/// Why a recording cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PlanError {
+    #[error("the recording has no header")]
+    NoHeader,
+    #[error(
+        "the recording was made with {} guests ({}); a replay runs one guest: record it alone",
+        guests.len(),
+        guests.join(", ")
+    )]
+    SeveralGuests { guests: Vec<String> },
+    #[error("the recording's start {started:?} is not an RFC 3339 time: {source}")]
+    BadStart {
+        started: String,
+        #[source]
+        source: chrono::ParseError,
+    },
+    #[error("a watch event of {resource} comes before the resource's description")]
+    WatchBeforeResource { resource: String },
+}
+
 /// Works out the replay from a recording.
-pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
+pub(super) fn plan(entries: &[Entry]) -> Result<Plan, PlanError> {
     let started = started(entries)?;
     let own = OwnWrites::of(entries);
     let mut watched = Watched::new();
@@ -42,23 +63,24 @@ pub(super) fn plan(entries: &[Entry]) -> Result<Plan, String> {
 
 /// The wall time the recording started at, from its header; a recording of several
 /// guests is refused.
-fn started(entries: &[Entry]) -> Result<chrono::DateTime<chrono::Utc>, String> {
+fn started(entries: &[Entry]) -> Result<chrono::DateTime<chrono::Utc>, PlanError> {
     let Some(Entry::Recording {
         started, guests, ..
     }) = entries.first()
     else {
-        return Err("the recording has no header".into());
+        return Err(PlanError::NoHeader);
     };
     // Other guests' handlers would show as differences, and their patches in the objects.
     if guests.len() > 1 {
-        return Err(format!(
-            "the recording was made with {} guests ({}); a replay runs one guest: record it alone",
-            guests.len(),
-            guests.join(", ")
-        ));
+        return Err(PlanError::SeveralGuests {
+            guests: guests.clone(),
+        });
     }
     Ok(chrono::DateTime::parse_from_rfc3339(started)
-        .map_err(|e| format!("the recording's start {started:?} is not an RFC 3339 time: {e}"))?
+        .map_err(|source| PlanError::BadStart {
+            started: started.clone(),
+            source,
+        })?
         .with_timezone(&chrono::Utc))
 }
 
@@ -153,7 +175,7 @@ impl Watched {
     }
 
     /// Takes in one line of the recording.
-    fn follow(&mut self, entry: &Entry, own: &OwnWrites<'_>) -> Result<(), String> {
+    fn follow(&mut self, entry: &Entry, own: &OwnWrites<'_>) -> Result<(), PlanError> {
         self.end = self.end.max(entry.at());
         match entry {
             Entry::Resource(info) => {
@@ -170,9 +192,9 @@ impl Watched {
                 object,
             } => {
                 if !self.resources.contains_key(resource) {
-                    return Err(format!(
-                        "a watch event of {resource} comes before the resource's description"
-                    ));
+                    return Err(PlanError::WatchBeforeResource {
+                        resource: resource.clone(),
+                    });
                 }
                 if let Some(action) = self.event(resource, event_type, object, own) {
                     self.steps.push(Step { at: *at, action });
@@ -546,7 +568,7 @@ mod tests {
             host: "kapsel".into(),
             guests: vec!["a".into(), "b".into()],
         }];
-        let error = plan(&entries).expect_err("two guests");
+        let error = plan(&entries).expect_err("two guests").to_string();
         assert!(error.contains("made with 2 guests (a, b)"), "{error}");
     }
 
