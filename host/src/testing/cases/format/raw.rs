@@ -240,10 +240,29 @@ struct ExpectFields {
     within: Option<Seconds>,
 }
 
+/// Why an expectation's keys do not make one expectation (the parser's message for it).
+#[derive(Debug, thiserror::Error)]
+enum KeysError {
+    #[error(
+        "an expectation needs exactly one of: object, gone, event, called, not-called, log, outcome, healthy"
+    )]
+    NotOneSubject,
+    /// `key` is given without the subject (or any of the subjects) it goes with.
+    #[error("`{key}` only goes with `{subject}`")]
+    Misplaced {
+        key: &'static str,
+        subject: &'static str,
+    },
+    #[error("`object` needs `matches`: the partial document it must contain")]
+    ObjectWithoutMatches,
+    #[error("`outcome` needs `handler`: the handler whose attempts ended so")]
+    OutcomeWithoutHandler,
+}
+
 impl ExpectFields {
     /// The expectation, once its keys are checked: one subject, each option with the
     /// subject it goes with.
-    fn into_expectation(self) -> Result<Expectation, String> {
+    fn into_expectation(self) -> Result<Expectation, KeysError> {
         self.one_subject()?;
         self.options_placed()?;
         let within = self.within.as_ref().map_or(DEFAULT_WITHIN, |s| s.0);
@@ -254,7 +273,7 @@ impl ExpectFields {
     }
 
     /// Exactly one subject is given.
-    fn one_subject(&self) -> Result<(), String> {
+    fn one_subject(&self) -> Result<(), KeysError> {
         let subjects = [
             self.object.is_some(),
             self.gone.is_some(),
@@ -266,18 +285,14 @@ impl ExpectFields {
             self.healthy.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
-            return Err(
-                "an expectation needs exactly one of: object, gone, event, called, not-called, log, outcome, healthy"
-                    .into(),
-            );
+            return Err(KeysError::NotOneSubject);
         }
         Ok(())
     }
 
     /// Each option given goes with the subject given.
-    fn options_placed(&self) -> Result<(), String> {
-        let misplaced =
-            |key: &str, subject: &str| Err(format!("`{key}` only goes with `{subject}`"));
+    fn options_placed(&self) -> Result<(), KeysError> {
+        let misplaced = |key, subject| Err(KeysError::Misplaced { key, subject });
         if self.matches.is_some() && self.object.is_none() {
             return misplaced("matches", "object");
         }
@@ -296,13 +311,11 @@ impl ExpectFields {
     }
 
     /// What is expected, from the one subject and its options.
-    fn into_expected(self) -> Result<Expected, String> {
+    fn into_expected(self) -> Result<Expected, KeysError> {
         let namespace = self.namespace;
         Ok(if let Some(object) = self.object {
             let Some(matches) = self.matches else {
-                return Err(
-                    "`object` needs `matches`: the partial document it must contain".into(),
-                );
+                return Err(KeysError::ObjectWithoutMatches);
             };
             Expected::Object {
                 target: object.into_target(namespace),
@@ -331,9 +344,7 @@ impl ExpectFields {
             }
         } else if let Some(outcome) = self.outcome {
             let Some(handler) = self.handler else {
-                return Err(
-                    "`outcome` needs `handler`: the handler whose attempts ended so".into(),
-                );
+                return Err(KeysError::OutcomeWithoutHandler);
             };
             Expected::Outcome {
                 handler,
