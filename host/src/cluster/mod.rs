@@ -19,6 +19,6 @@ pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
 pub(crate) use requests::{RequestError, retried};
 pub(crate) use scope::{Scope, served_namespaces};
-pub(crate) use selectors::{Resolution, Selector, resolve};
 #[cfg(feature = "testing")]
-pub(crate) use selectors::{find_kind, find_resource};
+pub(crate) use selectors::{FindError, find_kind, find_resource};
+pub(crate) use selectors::{Resolution, Selector, resolve};

@@ -131,10 +131,26 @@ pub(crate) fn resolve(selector: &Selector, discovered: &[Resource]) -> Resolutio
     }
 }
 
+/// Why no one resource answers to a name.
+#[cfg(feature = "testing")]
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FindError {
+    #[error("discovery failed: {0}")]
+    Discovery(#[source] super::discovery::Error),
+    #[error("{name} is ambiguous: {} (add the group)", candidates.join(", "))]
+    Ambiguous {
+        name: String,
+        /// The resources it could mean, by key.
+        candidates: Vec<String>,
+    },
+    #[error("the cluster serves no resource {name}")]
+    Unserved { name: String },
+}
+
 /// The one resource a name means, as kubectl and case files write it: a plural, kind,
 /// singular or short name, optionally followed by its group (`kopfexamples.kopf.dev`).
 #[cfg(feature = "testing")]
-pub(crate) async fn find_resource(client: &Client, name: &str) -> Result<Resource, String> {
+pub(crate) async fn find_resource(client: &Client, name: &str) -> Result<Resource, FindError> {
     let (name_part, group) = match name.split_once('.') {
         Some((n, g)) => (n, Some(g.to_owned())),
         None => (name, None),
@@ -153,7 +169,7 @@ pub(crate) async fn find_kind(
     client: &Client,
     api_version: &str,
     kind: &str,
-) -> Result<Resource, String> {
+) -> Result<Resource, FindError> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let selector = Selector {
         group: Some(group.to_owned()),
@@ -164,22 +180,22 @@ pub(crate) async fn find_kind(
 }
 
 #[cfg(feature = "testing")]
-async fn find(client: &Client, selector: &Selector, name: &str) -> Result<Resource, String> {
+async fn find(client: &Client, selector: &Selector, name: &str) -> Result<Resource, FindError> {
     let discovered = super::discovery::scan(client)
         .await
-        .map_err(|e| format!("discovery failed: {e}"))?;
+        .map_err(FindError::Discovery)?;
+    let ambiguous = |found: Vec<Resource>| FindError::Ambiguous {
+        name: name.to_owned(),
+        candidates: found.iter().map(Resource::key).collect(),
+    };
     match resolve(selector, &discovered) {
-        Resolution::Resolved(found) if found.len() == 1 => {
-            found.into_iter().next().ok_or_else(|| name.to_owned())
-        }
-        Resolution::Resolved(found) | Resolution::Ambiguous(found) => {
-            let names: Vec<String> = found.iter().map(Resource::key).collect();
-            Err(format!(
-                "{name} is ambiguous: {} (add the group)",
-                names.join(", ")
-            ))
-        }
-        Resolution::Unresolved => Err(format!("the cluster serves no resource {name}")),
+        Resolution::Resolved(found) => <[Resource; 1]>::try_from(found)
+            .map(|[one]| one)
+            .map_err(ambiguous),
+        Resolution::Ambiguous(found) => Err(ambiguous(found)),
+        Resolution::Unresolved => Err(FindError::Unserved {
+            name: name.to_owned(),
+        }),
     }
 }
 

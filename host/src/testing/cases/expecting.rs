@@ -18,13 +18,24 @@ use crate::testing::RunningOperator;
 /// How often expectations look again.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Why an expectation does not hold, as the report explains it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unmet {
+    /// It can never hold any more.
+    #[error("{0}")]
+    Broken(String),
+    /// It did not hold within its time: why not, at the last look.
+    #[error("not so after {} s:\n{why}", within.as_secs_f64())]
+    NotWithin { within: Duration, why: String },
+}
+
 /// Polls until the expectation holds or its time is up.
 pub(super) async fn expect(
     client: &Client,
     running: &RunningOperator,
     liveness: &Liveness,
     expectation: &Expectation,
-) -> Result<(), String> {
+) -> Result<(), Unmet> {
     let deadline = tokio::time::Instant::now() + expectation.within;
     let journal = running.journal();
     loop {
@@ -32,12 +43,12 @@ pub(super) async fn expect(
         let last_chance = tokio::time::Instant::now() >= deadline;
         match check {
             Check::Holds => return Ok(()),
-            Check::Broken(why) => return Err(why),
+            Check::Broken(why) => return Err(Unmet::Broken(why)),
             Check::NotYet(why) if last_chance => {
-                return Err(format!(
-                    "not so after {} s:\n{why}",
-                    expectation.within.as_secs_f64()
-                ));
+                return Err(Unmet::NotWithin {
+                    within: expectation.within,
+                    why,
+                });
             }
             _ => tokio::time::sleep(POLL).await,
         }
@@ -97,7 +108,7 @@ async fn check(
 /// `object` with `matches`: the object exists and contains the partial document.
 async fn object_matches(client: &Client, target: &Target, matches: &Value) -> Check {
     match get(client, target).await {
-        Err(e) => Check::NotYet(e),
+        Err(e) => Check::NotYet(e.to_string()),
         Ok(None) => Check::NotYet(format!("  - {target} does not exist\n")),
         Ok(Some(object)) => {
             let found = matching::mismatches(matches, &object);
@@ -113,7 +124,7 @@ async fn object_matches(client: &Client, target: &Target, matches: &Value) -> Ch
 /// `gone`: the object no longer exists.
 async fn gone(client: &Client, target: &Target) -> Check {
     match get(client, target).await {
-        Err(e) => Check::NotYet(e),
+        Err(e) => Check::NotYet(e.to_string()),
         Ok(None) => Check::Holds,
         Ok(Some(object)) => Check::NotYet(format!(
             "  - {target} still exists (finalizers: {})\n",
@@ -132,7 +143,7 @@ async fn event_seen(
     message: Option<&str>,
 ) -> Check {
     match events_about(client, about).await {
-        Err(e) => Check::NotYet(e),
+        Err(e) => Check::NotYet(e.to_string()),
         Ok(events) => {
             let fits = |e: &Value| {
                 let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();

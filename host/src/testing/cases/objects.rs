@@ -1,14 +1,14 @@
 //! The cluster side of cases: the objects a case creates, patches, reads and deletes,
 //! through the same client the host uses, and the Events posted about them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
 use super::format::{Source, Target};
-use crate::cluster::{Resource, find_kind, find_resource};
+use crate::cluster::{FindError, Resource, find_kind, find_resource};
 
 /// An object the case wrote: its resource (key), uid and resourceVersion.
 pub(super) type Written = (String, String, String);
@@ -22,9 +22,48 @@ pub(super) fn version_of(resource: &Resource, object: &DynamicObject) -> Option<
     ))
 }
 
+/// Why the case's objects cannot be read, written or looked at.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ObjectError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not valid YAML: {source}", path.display())]
+    NotYaml {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("an object needs apiVersion, kind and metadata.name")]
+    Unnamed,
+    #[error(transparent)]
+    Resource(#[from] FindError),
+    #[error("{kind}/{name}: {source}")]
+    Malformed {
+        kind: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The object could be neither created nor merged into the existing one.
+    #[error("{kind}/{name}: {source}")]
+    Refused {
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Another request about an object failed.
+    #[error(transparent)]
+    Request(kube::Error),
+}
+
 /// Creates the objects of a source, or merges them into existing ones; returns their
 /// uids and resourceVersions.
-pub(super) async fn apply(client: &Client, source: &Source) -> Result<Vec<Written>, String> {
+pub(super) async fn apply(client: &Client, source: &Source) -> Result<Vec<Written>, ObjectError> {
     let objects = match source {
         Source::Object(object) => vec![object.clone()],
         Source::File(path) => read_manifests(path)?,
@@ -37,14 +76,18 @@ pub(super) async fn apply(client: &Client, source: &Source) -> Result<Vec<Writte
     Ok(written)
 }
 
-fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
+fn read_manifests(path: &Path) -> Result<Vec<Value>, ObjectError> {
     use serde::Deserialize;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ObjectError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
     let mut objects = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = Value::deserialize(document)
-            .map_err(|e| format!("{} is not valid YAML: {e}", path.display()))?;
+        let value = Value::deserialize(document).map_err(|source| ObjectError::NotYaml {
+            path: path.to_owned(),
+            source,
+        })?;
         if !value.is_null() {
             objects.push(value);
         }
@@ -55,27 +98,37 @@ fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
 pub(super) async fn apply_object(
     client: &Client,
     object: &Value,
-) -> Result<(Resource, DynamicObject), String> {
+) -> Result<(Resource, DynamicObject), ObjectError> {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
     let (Some(api_version), Some(kind), Some(name)) =
         (text("/apiVersion"), text("/kind"), text("/metadata/name"))
     else {
-        return Err("an object needs apiVersion, kind and metadata.name".into());
+        return Err(ObjectError::Unnamed);
     };
     let resource = find_kind(client, api_version, kind).await?;
     let namespace = text("/metadata/namespace").unwrap_or("default");
     let api = api(client, &resource, namespace);
     let typed: DynamicObject =
-        serde_json::from_value(object.clone()).map_err(|e| format!("{kind}/{name}: {e}"))?;
+        serde_json::from_value(object.clone()).map_err(|source| ObjectError::Malformed {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            source,
+        })?;
     let applied = match api.create(&PostParams::default(), &typed).await {
         Ok(created) => Ok(created),
-        Err(kube::Error::Api(status)) if status.code == 409 => api
-            .patch(name, &PatchParams::default(), &Patch::Merge(object))
-            .await
-            .map_err(|e| format!("{kind}/{name}: {e}")),
-        Err(e) => Err(format!("{kind}/{name}: {e}")),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(object))
+                .await
+        }
+        Err(e) => Err(e),
     };
-    applied.map(|object| (resource, object))
+    applied
+        .map(|object| (resource, object))
+        .map_err(|source| ObjectError::Refused {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            source,
+        })
 }
 
 pub(super) fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
@@ -90,7 +143,7 @@ pub(super) fn api(client: &Client, resource: &Resource, namespace: &str) -> Api<
 pub(super) async fn api_for(
     client: &Client,
     target: &Target,
-) -> Result<(Api<DynamicObject>, Resource), String> {
+) -> Result<(Api<DynamicObject>, Resource), ObjectError> {
     let resource = find_resource(client, &target.resource).await?;
     Ok((
         api(client, &resource, target.namespace_or_default()),
@@ -98,13 +151,19 @@ pub(super) async fn api_for(
     ))
 }
 
-pub(super) async fn get(client: &Client, target: &Target) -> Result<Option<Value>, String> {
+pub(super) async fn get(client: &Client, target: &Target) -> Result<Option<Value>, ObjectError> {
     let (api, _) = api_for(client, target).await?;
-    let object = api.get_opt(&target.name).await.map_err(|e| e.to_string())?;
+    let object = api
+        .get_opt(&target.name)
+        .await
+        .map_err(ObjectError::Request)?;
     Ok(object.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
 }
 
-pub(super) async fn events_about(client: &Client, target: &Target) -> Result<Vec<Value>, String> {
+pub(super) async fn events_about(
+    client: &Client,
+    target: &Target,
+) -> Result<Vec<Value>, ObjectError> {
     let resource = find_resource(client, &target.resource).await?;
     let events: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -124,7 +183,7 @@ pub(super) async fn events_about(client: &Client, target: &Target) -> Result<Vec
     let list = events
         .list(&ListParams::default())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(ObjectError::Request)?;
     Ok(list
         .items
         .into_iter()

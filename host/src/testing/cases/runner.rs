@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 
-use super::expecting::expect;
+use super::expecting::{Unmet, expect};
 use super::format::{Case, Expectation, Expected, Source, Step};
-use super::objects::{Written, api_for, apply, version_of};
+use super::objects::{ObjectError, Written, api_for, apply, version_of};
 use crate::Operator;
 use crate::clock::ManualClock;
 use crate::health::Liveness;
@@ -153,6 +153,21 @@ fn describe(step: &Step) -> String {
     }
 }
 
+/// Why a step failed; the report puts it after the step's description.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error(transparent)]
+    Unmet(#[from] Unmet),
+    /// A "not (again)" expectation cannot be judged while the operator is still busy.
+    #[error(
+        "the operator did not settle within {} s, so that it cannot be told whether this holds",
+        within.as_secs_f64()
+    )]
+    Unsettled { within: Duration },
+}
+
 /// What the steps act on: the cluster, the clock, and the operator under test.
 pub(super) struct World {
     pub(super) client: Client,
@@ -195,7 +210,7 @@ impl World {
         }
     }
 
-    async fn execute(&mut self, step: &Step) -> Result<(), String> {
+    async fn execute(&mut self, step: &Step) -> Result<(), StepError> {
         let client = &self.client;
         let written = match step {
             Step::Apply(source) => apply(client, source).await?,
@@ -204,7 +219,7 @@ impl World {
                 let object = api
                     .patch(&target.name, &PatchParams::default(), &Patch::Merge(merge))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ObjectError::Request)?;
                 version_of(&resource, &object).into_iter().collect()
             }
             Step::Delete(target) => {
@@ -212,7 +227,7 @@ impl World {
                 let deleted = api
                     .delete(&target.name, &Default::default())
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ObjectError::Request)?;
                 // Still there (held by finalizers): the operator must see the deletion.
                 deleted
                     .left()
@@ -237,11 +252,9 @@ impl World {
                     // "Not (again)" is a fact only once nothing is left that could still
                     // call the handler before the next write or advance.
                     if !self.settle_within(expectation.within).await {
-                        return Err(format!(
-                            "the operator did not settle within {} s, so that it cannot be \
-                             told whether this holds",
-                            expectation.within.as_secs_f64()
-                        ));
+                        return Err(StepError::Unsettled {
+                            within: expectation.within,
+                        });
                     }
                     let once = Expectation {
                         within: Duration::ZERO,

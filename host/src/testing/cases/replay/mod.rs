@@ -45,7 +45,7 @@ use crate::runtime::{Guest, Runtime};
 use crate::testing::Cluster;
 use compare::differences;
 use plan::plan;
-use seeding::{Resources, create_object};
+use seeding::{Resources, SeedError, create_object};
 
 /// Server-set metadata: never replayed, never compared.
 const SERVER_FIELDS: [&str; 8] = [
@@ -159,11 +159,11 @@ async fn replay(
     plan: &Plan,
     recorded: &[Entry],
 ) -> (Verdict, Vec<crate::Record>) {
-    let set_up_failed = |message: String| {
+    let set_up_failed = |error: SeedError| {
         (
             Verdict::Failed {
                 step: 0,
-                message: format!("cannot set up the replay: {message}"),
+                message: format!("cannot set up the replay: {error}"),
             },
             Vec::new(),
         )
@@ -171,20 +171,20 @@ async fn replay(
     let client = cluster.client();
     let mut resources = Resources::default();
     for info in plan.resources.values() {
-        if let Err(message) = resources.serve(&client, info).await {
-            return set_up_failed(message);
+        if let Err(error) = resources.serve(&client, info).await {
+            return set_up_failed(error);
         }
     }
     for seed in &plan.seeds {
-        if let Err(message) = create_object(&client, seed).await {
-            return set_up_failed(message);
+        if let Err(error) = create_object(&client, seed).await {
+            return set_up_failed(error);
         }
     }
     let mut given = Vec::new();
     for (key, body) in &plan.given {
         match resources.create(&client, key, body).await {
             Ok(written) => given.extend(written),
-            Err(message) => return set_up_failed(message),
+            Err(error) => return set_up_failed(error),
         }
     }
 
@@ -198,10 +198,10 @@ async fn replay(
         advance_to(&mut world, &clock, step.at).await;
         match resources.perform(&client, &step.action).await {
             Ok(written) => world.written.extend(written),
-            Err(message) => {
+            Err(error) => {
                 failure = Some(Verdict::Failed {
                     step: index + 1,
-                    message: format!("cannot replay the change at {:.3} s: {message}", step.at),
+                    message: format!("cannot replay the change at {:.3} s: {error}", step.at),
                 });
                 break;
             }

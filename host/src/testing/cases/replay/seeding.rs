@@ -8,13 +8,74 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::super::objects::{self, Written};
+use super::super::objects::{self, ObjectError, Written};
 use super::plan::Identity;
 use super::{
     Action, Address, address_of, describe, is_empty, namespace_of, strip_server_fields, text,
 };
-use crate::cluster::{Resource, find_kind};
+use crate::cluster::{FindError, Resource, find_kind};
 use crate::recording::ResourceInfo;
+
+/// Why the replay's cluster cannot be set up, or a recorded change not made again.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SeedError {
+    #[error("{key}: {source}")]
+    Crd {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot create the CRD for {key}: {source}")]
+    CrdRefused {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{key} is not served: {source}")]
+    NotServed {
+        key: String,
+        #[source]
+        source: FindError,
+    },
+    #[error("the recording does not describe the resource {key}")]
+    Undescribed { key: String },
+    /// `object` as the report names it: its resource, namespace and name.
+    #[error("deleting {object}: {source}")]
+    Delete {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("patching {object}: {source}")]
+    Patch {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("patching the status of {object}: {source}")]
+    PatchStatus {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The status of an object created as recorded.
+    #[error("{object}: the status: {source}")]
+    Status {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot create the namespace {name}: {source}")]
+    Namespace {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error(transparent)]
+    Resource(#[from] FindError),
+}
 
 /// The replay cluster's resources, as the recording names them.
 #[derive(Default)]
@@ -29,7 +90,7 @@ impl Resources {
         &mut self,
         client: &Client,
         info: &ResourceInfo,
-    ) -> Result<(), String> {
+    ) -> Result<(), SeedError> {
         self.infos.insert(info.key.clone(), info.clone());
         if let Ok(resource) = find_kind(client, &info.api_version(), &info.kind).await {
             self.served.insert(info.key.clone(), resource);
@@ -46,11 +107,19 @@ impl Resources {
             },
         );
         let crd: DynamicObject =
-            serde_json::from_value(crd_for(info)).map_err(|e| format!("{}: {e}", info.key))?;
+            serde_json::from_value(crd_for(info)).map_err(|source| SeedError::Crd {
+                key: info.key.clone(),
+                source,
+            })?;
         match crds.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(e) => return Err(format!("cannot create the CRD for {}: {e}", info.key)),
+            Err(source) => {
+                return Err(SeedError::CrdRefused {
+                    key: info.key.clone(),
+                    source,
+                });
+            }
         }
         // A new CRD is served once the server has established it.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -60,25 +129,28 @@ impl Resources {
                     self.served.insert(info.key.clone(), resource);
                     return Ok(());
                 }
-                Err(e) if tokio::time::Instant::now() >= deadline => {
-                    return Err(format!("{} is not served: {e}", info.key));
+                Err(source) if tokio::time::Instant::now() >= deadline => {
+                    return Err(SeedError::NotServed {
+                        key: info.key.clone(),
+                        source,
+                    });
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
     }
 
-    fn resource(&self, key: &str) -> Result<&Resource, String> {
-        self.served
-            .get(key)
-            .ok_or_else(|| format!("the recording does not describe the resource {key}"))
+    fn resource(&self, key: &str) -> Result<&Resource, SeedError> {
+        self.served.get(key).ok_or_else(|| SeedError::Undescribed {
+            key: key.to_owned(),
+        })
     }
 
     fn api(
         &self,
         client: &Client,
         at: &Address,
-    ) -> Result<(Api<DynamicObject>, &Resource), String> {
+    ) -> Result<(Api<DynamicObject>, &Resource), SeedError> {
         let resource = self.resource(&at.0)?;
         let namespace = at.1.as_deref().unwrap_or("default");
         Ok((objects::api(client, resource, namespace), resource))
@@ -90,7 +162,7 @@ impl Resources {
         client: &Client,
         key: &str,
         body: &Value,
-    ) -> Result<Vec<Written>, String> {
+    ) -> Result<Vec<Written>, SeedError> {
         let mut written = create_object(client, body).await?;
         if body.pointer("/metadata/deletionTimestamp").is_some() {
             written.extend(self.delete(client, &address_of(key, body)).await?);
@@ -98,7 +170,7 @@ impl Resources {
         Ok(written)
     }
 
-    async fn delete(&self, client: &Client, at: &Address) -> Result<Vec<Written>, String> {
+    async fn delete(&self, client: &Client, at: &Address) -> Result<Vec<Written>, SeedError> {
         let (api, resource) = self.api(client, at)?;
         match api.delete(&at.2, &Default::default()).await {
             // Still there (held by finalizers): the operator must see the deletion.
@@ -109,7 +181,10 @@ impl Resources {
                 .collect()),
             // Already gone in the replay: the comparison will tell if that matters.
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(format!("deleting {}: {e}", describe(at))),
+            Err(source) => Err(SeedError::Delete {
+                object: describe(at),
+                source,
+            }),
         }
     }
 
@@ -119,7 +194,7 @@ impl Resources {
         at: &Address,
         patch: &Value,
         status: bool,
-    ) -> Result<Vec<Written>, String> {
+    ) -> Result<Vec<Written>, SeedError> {
         let (api, resource) = self.api(client, at)?;
         let params = PatchParams::default();
         let sent = if status {
@@ -130,7 +205,10 @@ impl Resources {
         match sent {
             Ok(object) => Ok(objects::version_of(resource, &object).into_iter().collect()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(format!("patching {}: {e}", describe(at))),
+            Err(source) => Err(SeedError::Patch {
+                object: describe(at),
+                source,
+            }),
         }
     }
 
@@ -138,7 +216,7 @@ impl Resources {
         &self,
         client: &Client,
         action: &Action,
-    ) -> Result<Vec<Written>, String> {
+    ) -> Result<Vec<Written>, SeedError> {
         match action {
             Action::Wait => Ok(Vec::new()),
             Action::Create(key, body) => self.create(client, key, body).await,
@@ -179,7 +257,7 @@ async fn patch_unwatched(
     (api_version, kind, namespace, name): &Identity,
     main: Option<&Value>,
     status: Option<&Value>,
-) -> Result<Vec<Written>, String> {
+) -> Result<Vec<Written>, SeedError> {
     let resource = find_kind(client, api_version, kind).await?;
     let api = objects::api(client, &resource, namespace.as_deref().unwrap_or("default"));
     let params = PatchParams::default();
@@ -189,13 +267,19 @@ async fn patch_unwatched(
         let patched = api
             .patch(name, &params, &Patch::Merge(main))
             .await
-            .map_err(|e| format!("patching {described}: {e}"))?;
+            .map_err(|source| SeedError::Patch {
+                object: described.clone(),
+                source,
+            })?;
         written.extend(objects::version_of(&resource, &patched));
     }
     if let Some(status) = status {
         let patched = merge_status(&api, &resource, name, status)
             .await
-            .map_err(|e| format!("patching the status of {described}: {e}"))?;
+            .map_err(|source| SeedError::PatchStatus {
+                object: described.clone(),
+                source,
+            })?;
         written.extend(objects::version_of(&resource, &patched));
     }
     Ok(written)
@@ -219,7 +303,10 @@ async fn merge_status(
     }
 }
 
-pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<Written>, String> {
+pub(super) async fn create_object(
+    client: &Client,
+    body: &Value,
+) -> Result<Vec<Written>, SeedError> {
     if let Some(namespace) = namespace_of(body) {
         ensure_namespace(client, namespace).await?;
     }
@@ -234,13 +321,16 @@ pub(super) async fn create_object(client: &Client, body: &Value) -> Result<Vec<W
         let api = objects::api(client, &resource, namespace_of(body).unwrap_or("default"));
         let patched = merge_status(&api, &resource, name, &status)
             .await
-            .map_err(|e| format!("{} {name}: the status: {e}", resource.key()))?;
+            .map_err(|source| SeedError::Status {
+                object: format!("{} {name}", resource.key()),
+                source,
+            })?;
         written.extend(objects::version_of(&resource, &patched));
     }
     Ok(written)
 }
 
-async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), SeedError> {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let namespace = k8s_openapi::api::core::v1::Namespace {
         metadata: kube::api::ObjectMeta {
@@ -252,7 +342,10 @@ async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
     match api.create(&PostParams::default(), &namespace).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(e) => Err(format!("cannot create the namespace {name}: {e}")),
+        Err(source) => Err(SeedError::Namespace {
+            name: name.to_owned(),
+            source,
+        }),
     }
 }
 
