@@ -1,4 +1,4 @@
-//! The log output of [`crate::testing::Runner`] operators, each captured on its own.
+//! The log output of the operators that `Runner`s run, each captured on its own.
 //!
 //! A runner's operator runs on one thread of its own (a current-thread runtime), so its
 //! log lines are those emitted on that thread. They are routed there by a process-wide
