@@ -7,30 +7,13 @@
     reason = "test helpers: a failed step is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn kapsel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kapsel"))
-}
+use crate::support::{guest, kapsel, scratch};
 
-/// A fresh folder of its own for each test (they run at once in one process).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kapsel-bad-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A real guest's bytes (`scripts/build-guests`).
+/// A real guest's bytes.
 fn minimal() -> Vec<u8> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(root.join("scripts/build-guests"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    std::fs::read(dir.join("minimal.wasm")).unwrap()
+    std::fs::read(guest("minimal")).unwrap()
 }
 
 /// Runs `kapsel ARGS`; asserts exit code 2, no panic, and every `needle` in stderr.

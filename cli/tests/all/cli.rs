@@ -11,22 +11,11 @@
     reason = "every dev-cluster child is waited for in `interrupt_and_wait`"
 )]
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn kapsel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kapsel"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kapsel-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use crate::support::{kapsel, scratch};
 
 /// Starts `kapsel dev-cluster` and waits for its kubeconfig; returns the server's address.
 fn start_dev_cluster(kubeconfig: &Path, state: &Path) -> (Child, String) {
@@ -67,32 +56,7 @@ fn start_dev_cluster_with(
 
 /// One HTTP/1.1 request; returns the status code and the body.
 fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    http_as(addr, method, path, body, None)
-}
-
-/// [`http`] with a bearer token, if any.
-fn http_as(addr: &str, method: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let authorization = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, response)
+    crate::support::http(addr, method, path, body, None)
 }
 
 fn interrupt_and_wait(mut child: Child) {
@@ -198,7 +162,7 @@ fn dev_cluster_with_rbac_enforces_it_and_says_how_to_get_a_token() {
         body.contains(r#"User \"system:anonymous\" cannot list resource \"namespaces\""#),
         "{body}"
     );
-    let (code, body) = http_as(&addr, "GET", "/api/v1/namespaces", "", Some(token));
+    let (code, body) = crate::support::http(&addr, "GET", "/api/v1/namespaces", "", Some(token));
     assert_eq!(code, 200, "{body}");
     interrupt_and_wait(child);
     let log = std::fs::read_to_string(&log).unwrap();

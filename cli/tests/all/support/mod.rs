@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
@@ -92,30 +92,22 @@ impl DevCluster {
         } else {
             body.to_string()
         };
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let code = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
+        let (code, response) = http(&self.addr, method, path, &body, None);
         let body = response
             .split_once("\r\n\r\n")
             .and_then(|(_, body)| serde_json::from_str(body).ok())
             .unwrap_or(Value::Null);
         (code, body)
+    }
+
+    /// Runs a `kapsel` command on this cluster (its kubeconfig, no `POD_ID`).
+    pub(crate) fn kapsel(&self, args: &[&str]) -> Output {
+        kapsel()
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("POD_ID")
+            .output()
+            .unwrap()
     }
 
     pub(crate) fn create(&self, path: &str, body: &Value) {
@@ -161,6 +153,39 @@ impl Drop for DevCluster {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One HTTP/1.1 request to `addr` (with a bearer `token`, if any); the status code and
+/// the whole response, headers included.
+pub(crate) fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let authorization = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, response)
 }
 
 /// Polls `found` every 50 ms until it answers, for [`PATIENCE`].
