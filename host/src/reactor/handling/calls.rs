@@ -17,13 +17,14 @@ use crate::handlers::execution::{
 use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes};
 use crate::journal::Journal;
 use crate::object_log::object_log;
-use crate::reactor::changes::Patch;
+use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{EventType, ObjectMemory};
 use crate::recording::Recorder;
 use crate::runtime::{self, CallContext, HandlerKind, Pool};
 
-/// What a changing handler's cause carries beyond the event (KOPF.md §1.13); timers and
-/// daemons carry the retry and time details only.
+/// What a changing handler's cause carries beyond the event (KOPF.md §1.13); daemons
+/// carry their sleeps only. (The retry and time details come from the attempt's
+/// [`Standing`].)
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChangeDetails {
     /// `create`, `update`, `delete`, `resume`.
@@ -33,11 +34,6 @@ pub(crate) struct ChangeDetails {
     pub(crate) new: String,
     /// JSON: Kopf's diff, a list of `[op, [path...], old, new]`.
     pub(crate) diff: String,
-    /// 0 on the first attempt.
-    pub(crate) retry: u32,
-    /// RFC 3339 time of the first attempt.
-    pub(crate) started: String,
-    pub(crate) runtime_seconds: f64,
     /// Daemons: what their `sleep_unless_stopped` sleeps on.
     pub(crate) sleeps: Option<DaemonSleeps>,
 }
@@ -214,7 +210,7 @@ impl Calls {
         memo: Option<String>,
     ) -> Executed {
         handler.record_called(&self.journal, Self::about(ctx));
-        let cause = cause(handler, ctx, details, memo, standing.started);
+        let cause = cause(handler, ctx, details, memo, (standing, self.clock.now()));
         let context = self.context(handler, ctx, details.and_then(|d| d.sleeps.clone()));
         execution::invoke(&handler.guest, cause, context).await
     }
@@ -253,7 +249,7 @@ impl Calls {
         standing: Standing,
     ) -> Executed<IndexEntries> {
         handler.record_called(&self.journal, Self::about(ctx));
-        let cause = cause(handler, ctx, None, None, standing.started);
+        let cause = cause(handler, ctx, None, None, (standing, self.clock.now()));
         let context = self.context(handler, ctx, None);
         execution::index(&handler.guest, cause, context).await
     }
@@ -269,7 +265,9 @@ impl Calls {
         if !handler.spec.has_when {
             return true;
         }
-        let cause = cause(handler, ctx, details, None, self.clock.now());
+        // Filters get the cause, but no retry, start or runtime (KOPF.md §1.13).
+        let now = self.clock.now();
+        let cause = cause(handler, ctx, details, None, (Standing::first(now), now));
         let context = self.context(handler, ctx, None);
         match handler.guest.when(cause, context).await {
             Ok(passes) => passes,
@@ -325,20 +323,16 @@ impl Calls {
     }
 }
 
-/// The cause of one call about the event's object; without `details`, the attempt
-/// `started` now (handler time).
+/// The cause of one call about the event's object, for an attempt that stands at
+/// `standing` `now` (handler time).
 fn cause(
     handler: &Handler,
     ctx: &EventContext<'_>,
     details: Option<&ChangeDetails>,
     memo: Option<String>,
-    started: chrono::DateTime<chrono::Utc>,
+    (standing, now): (Standing, chrono::DateTime<chrono::Utc>),
 ) -> runtime::Cause {
     let resource = &ctx.stream.resource;
-    let started = details.map_or_else(
-        || started.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
-        |d| d.started.clone(),
-    );
     runtime::Cause {
         handler_id: handler.spec.id.clone(),
         kind: handler.spec.kind,
@@ -361,9 +355,9 @@ fn cause(
         old: details.map(|d| d.old.clone()).filter(|v| !v.is_empty()),
         new: details.map(|d| d.new.clone()).filter(|v| !v.is_empty()),
         diff: details.map(|d| d.diff.clone()).filter(|v| !v.is_empty()),
-        retry: details.map_or(0, |d| d.retry),
-        started,
-        runtime_seconds: details.map_or(0.0, |d| d.runtime_seconds),
+        retry: standing.retries,
+        started: changes::format_time(standing.started),
+        runtime_seconds: changes::seconds(now - standing.started),
         param: handler.spec.param.clone(),
         memo,
     }

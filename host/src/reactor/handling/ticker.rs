@@ -218,9 +218,6 @@ impl Ticker {
         let now = self.clock.now();
         let started = *attempts.started.get_or_insert(now);
         let details = ChangeDetails {
-            retry: attempts.retry,
-            started: changes::format_time(started),
-            runtime_seconds: seconds_between(started, now),
             sleeps: sleeps.cloned(),
             ..ChangeDetails::default()
         };

@@ -262,7 +262,6 @@ impl Changing {
         if !changing.views.iter().any(|v| v.has_when) {
             return changing.clone();
         }
-        let now = self.clock.now();
         let mut eval = no_callbacks;
         let mut active = ChangingHandlers {
             owned: changing.owned.clone(),
@@ -274,8 +273,7 @@ impl Changing {
                 if !changes::prematch(view, cause, body, &mut eval) {
                     continue;
                 }
-                // Filters get the cause, but no retry/started/runtime (KOPF.md §1.13).
-                let details = details(view, cause, 0, now, now);
+                let details = details(view, cause);
                 if !self.calls.passes_when(handler, ctx, Some(&details)).await {
                     continue;
                 }
@@ -342,7 +340,7 @@ impl Changing {
                 continue;
             };
             let started = state.started.unwrap_or(now);
-            let details = details(&changing.views[index], cause, state.retries, started, now);
+            let details = details(&changing.views[index], cause);
             let how = Attempting {
                 details: Some(&details),
                 standing: Some(Standing {

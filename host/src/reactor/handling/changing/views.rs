@@ -144,24 +144,14 @@ pub(super) fn release(finalizer: &str, object: &str) -> FinalizerChange {
     FinalizerChange::Remove(finalizer.to_owned())
 }
 
-/// What a changing handler's cause carries: the reason, its view of old/new/diff, and
-/// the attempt's retry count and times.
-pub(super) fn details(
-    view: &ChangingHandler,
-    cause: &ChangingCause,
-    retry: u32,
-    started: chrono::DateTime<chrono::Utc>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> ChangeDetails {
+/// What a changing handler's cause carries: the reason and its view of old/new/diff.
+pub(super) fn details(view: &ChangingHandler, cause: &ChangingCause) -> ChangeDetails {
     let (old, new, diff) = changes::handler_view(view, cause);
     ChangeDetails {
         reason: cause.reason.as_str().to_owned(),
         old: old.to_string(),
         new: new.to_string(),
         diff: diff.to_json().to_string(),
-        retry,
-        started: changes::format_time(started),
-        runtime_seconds: changes::seconds(now - started),
         sleeps: None,
     }
 }
