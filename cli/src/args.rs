@@ -353,6 +353,9 @@ pub(crate) struct LimitArgs {
     /// Quick writes in a row caused by an object's own patches before its handling is backed off.
     #[arg(long, default_value_t = Limits::default().self_trigger_limit)]
     pub(crate) self_trigger_limit: u32,
+    /// The sub-handlers one handler call may declare, at every level together.
+    #[arg(long, default_value_t = Limits::default().max_subhandlers)]
+    pub(crate) max_subhandlers: u32,
 }
 
 impl LimitArgs {
@@ -386,6 +389,7 @@ impl LimitArgs {
         limits.min_timer_interval = Duration::from_millis(self.min_timer_interval_ms);
         limits.min_retry_delay = Duration::from_millis(self.min_retry_delay_ms);
         limits.self_trigger_limit = self.self_trigger_limit;
+        limits.max_subhandlers = self.max_subhandlers;
         limits
     }
 }
@@ -448,6 +452,7 @@ mod tests {
             "--guest-api-rate=2.5",
             "--min-timer-interval-ms=250",
             "--self-trigger-limit=4",
+            "--max-subhandlers=7",
         ]);
         assert_eq!(limits.guest_threads, 3);
         assert_eq!(limits.max_call_deadline, Duration::from_millis(1500));
@@ -455,5 +460,6 @@ mod tests {
         assert!((limits.guest_api_rate - 2.5).abs() < f64::EPSILON);
         assert_eq!(limits.min_timer_interval, Duration::from_millis(250));
         assert_eq!(limits.self_trigger_limit, 4);
+        assert_eq!(limits.max_subhandlers, 7);
     }
 }

@@ -128,7 +128,7 @@ impl Activity {
                     tracing::error!("{}", decision.line);
                     return Finished::Done(None);
                 }
-                Verdict::Retry => {
+                Verdict::Retry | Verdict::Pending => {
                     tracing::warn!("{}", decision.line);
                     let delay = decision.outcome.delay.unwrap_or(0.0);
                     clock
@@ -160,6 +160,7 @@ impl Activity {
             kube: context.kube.clone(),
             recorder: context.recorder.clone(),
             sleeps: None,
+            subhandlers: None,
         };
         CallContext::new(handler.spec.id.clone(), None, Arc::new(services))
             .in_pool(Pool::Activities)

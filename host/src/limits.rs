@@ -156,6 +156,9 @@ pub struct Limits {
     /// within half of [`Limits::min_retry_delay`], the object's handling is backed off
     /// and reported (`--self-trigger-limit`).
     pub self_trigger_limit: u32,
+    /// The sub-handlers one handler call may declare, at every level together
+    /// (`--max-subhandlers`): each keeps a progress record on the object.
+    pub max_subhandlers: u32,
 }
 
 impl Default for Limits {
@@ -191,6 +194,7 @@ impl Default for Limits {
             min_timer_interval: Duration::from_secs(1),
             min_retry_delay: Duration::from_secs(1),
             self_trigger_limit: 10,
+            max_subhandlers: 100,
         }
     }
 }

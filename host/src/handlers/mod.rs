@@ -17,6 +17,6 @@ pub(crate) use indexes::{IndexUpdate, Indexes, ObjectKey};
 pub(crate) use journaling::{About, Ended};
 pub(crate) use registry::{Registry, ResourceHandlers, declaration, undeclared};
 pub(crate) use services::{
-    DaemonSleeps, GuestServices, SharedProgress, TaskProgress, set_progress,
+    DaemonSleeps, GuestServices, SharedProgress, Subhandling, TaskProgress, set_progress,
 };
 pub(crate) use spec::{Handler, HandlerSpec, Schedule};

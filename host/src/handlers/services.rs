@@ -1,6 +1,7 @@
 //! [`GuestServices`]: what a guest may use during one call — its own indexes, Events
 //! about the handled object (or another), the Kubernetes calls it declared, and for
-//! daemons their stop-aware sleeps ([`DaemonSleeps`]). Handlers of objects and activities
+//! daemons their stop-aware sleeps ([`DaemonSleeps`]), for changing handlers their
+//! sub-handlers ([`Subhandling`]). Handlers of objects and activities
 //! (probes, startup, cleanup) get the same services, minus what they lack. What the guest
 //! logs goes to the journal; its Kubernetes calls to the recording when one is made.
 
@@ -17,7 +18,27 @@ use crate::clock::Clock;
 use crate::cluster::{KubeAccess, Poster, from_guest};
 use crate::journal::{Journal, Record};
 use crate::recording::Recorder;
-use crate::runtime::{self, Caller, Guest, GuestEvent, HostServices, KubeError, KubeRequest};
+use crate::runtime::{
+    self, Caller, Declaration, Due, Guest, GuestEvent, HostServices, KubeError, KubeRequest,
+    Outcome,
+};
+
+/// A changing handler's sub-handlers during one call: which of those it declares run
+/// now, and what became of them. Implemented by the changing stage, which keeps their
+/// progress records.
+pub(crate) trait Subhandling: Send + Sync {
+    /// Declares the sub-handlers of `parent`; answers those to call now.
+    fn execute(&self, parent: &str, declared: Vec<Declaration>) -> Result<Vec<Due>, String>;
+    /// How the call of a due sub-handler ended.
+    fn finished(&self, id: &str, outcome: Outcome);
+    /// `None` when every sub-handler of `parent` is finished, else the seconds until the
+    /// next one is due.
+    fn pending(&self, parent: &str) -> Option<f64>;
+    /// The call ended with `message` (a trap, its deadline, its memory) while
+    /// sub-handlers were being called: the innermost one failed with it, as Kopf's
+    /// failing sub-handler does, and those around it wait for it. `false`: none was.
+    fn interrupted(&self, message: &str) -> bool;
+}
 
 /// The services of one call.
 pub(crate) struct GuestServices {
@@ -36,6 +57,8 @@ pub(crate) struct GuestServices {
     pub(crate) recorder: Recorder,
     /// Daemons' sleeps; other handlers are told to stop at once.
     pub(crate) sleeps: Option<DaemonSleeps>,
+    /// A changing handler's sub-handlers; other handlers may declare none.
+    pub(crate) subhandlers: Option<Arc<dyn Subhandling>>,
 }
 
 impl HostServices for GuestServices {
@@ -107,6 +130,28 @@ impl HostServices for GuestServices {
             // Not a daemon: nothing to sleep for.
             None => Box::pin(async { false }),
         }
+    }
+
+    fn execute_subhandlers(
+        &self,
+        _caller: &Caller,
+        parent: &str,
+        declared: Vec<Declaration>,
+    ) -> Result<Vec<Due>, String> {
+        match &self.subhandlers {
+            Some(subhandlers) => subhandlers.execute(parent, declared),
+            None => Err(runtime::NOT_CHANGING.to_owned()),
+        }
+    }
+
+    fn subhandler_finished(&self, _caller: &Caller, id: &str, outcome: Outcome) {
+        if let Some(subhandlers) = &self.subhandlers {
+            subhandlers.finished(id, outcome);
+        }
+    }
+
+    fn pending_subhandlers(&self, _caller: &Caller, parent: &str) -> Option<f64> {
+        self.subhandlers.as_ref()?.pending(parent)
     }
 }
 

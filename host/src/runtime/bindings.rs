@@ -24,6 +24,8 @@ mod generated {
 }
 
 pub(crate) use generated::kapsel::operator::host::{Host as HostImports, Level};
+pub(super) use generated::kapsel::operator::subhandlers::Host as SubhandlerImports;
+pub(crate) use generated::kapsel::operator::subhandlers::{Declaration, Due};
 pub(super) use generated::kapsel::operator::types::Host as TypesImports;
 pub(crate) use generated::kapsel::operator::types::{
     Cause, DescribeOutput, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Matcher,

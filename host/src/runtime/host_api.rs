@@ -1,10 +1,14 @@
-//! The WIT `host` imports as the guest calls them: each one logged and handed to the
-//! call's [`HostServices`](super::services::HostServices).
+//! The WIT `host` and `subhandlers` imports as the guest calls them: each one logged,
+//! checked against the call's limits, and handed to the call's
+//! [`HostServices`](super::services::HostServices).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bindings::{HostImports, KubeError, Level, Selector, TypesImports};
+use super::bindings::{
+    Declaration, Due, HostImports, KubeError, Level, Outcome, Selector, SubhandlerImports,
+    TypesImports,
+};
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest};
 use super::state::{HostState, over_limit};
 use crate::clock::LONGEST_WAIT;
@@ -270,6 +274,53 @@ impl HostImports for HostState {
 }
 
 impl TypesImports for HostState {}
+
+impl HostState {
+    /// Counts declared sub-handlers against the call's limit; an error fails the call.
+    fn admit_subhandlers(&mut self, declared: &[Declaration]) -> wasmtime::Result<()> {
+        let count = u32::try_from(declared.len()).unwrap_or(u32::MAX);
+        self.usage.subhandlers = self.usage.subhandlers.saturating_add(count);
+        let limit = self.limits.max_subhandlers;
+        if self.usage.subhandlers > limit {
+            return Err(self.refuse(format!(
+                "declared more than {limit} sub-handlers in one call (--max-subhandlers)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+// The sub-handlers' progress is the operator's: the services keep it; these only check
+// what the guest hands over.
+impl SubhandlerImports for HostState {
+    fn execute(
+        &mut self,
+        parent: String,
+        declared: Vec<Declaration>,
+    ) -> wasmtime::Result<Result<Vec<Due>, String>> {
+        self.admit_subhandlers(&declared)?;
+        Ok(self
+            .services
+            .execute_subhandlers(&self.caller, &parent, declared))
+    }
+
+    fn finished(&mut self, id: String, outcome: Outcome) -> wasmtime::Result<()> {
+        if let Outcome::Done(Some(result)) = &outcome
+            && result.len() > self.limits.max_result_bytes
+        {
+            let limit = self.limits.max_result_bytes;
+            let what = format!("returned a result of sub-handler '{id}'");
+            return Err(self.refuse(over_limit(&what, result.len(), limit, "max-result-bytes")));
+        }
+        self.services
+            .subhandler_finished(&self.caller, &id, outcome);
+        Ok(())
+    }
+
+    fn pending(&mut self, parent: String) -> wasmtime::Result<Option<f64>> {
+        Ok(self.services.pending_subhandlers(&self.caller, &parent))
+    }
+}
 
 #[cfg(test)]
 mod tests {

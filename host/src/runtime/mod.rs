@@ -30,8 +30,8 @@ mod tests;
 mod turns;
 
 pub(crate) use bindings::{
-    Cause, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter,
-    Outcome, Permission, Registration, Resource, ResourceName, Selector,
+    Cause, Declaration, Due, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level,
+    Matcher, MetaFilter, Outcome, Permission, Registration, Resource, ResourceName, Selector,
 };
 pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;
@@ -40,6 +40,7 @@ pub(crate) use guest::{Guest, ServedGuests};
 pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
-    CallContext, Caller, GuestEvent, HostServices, KubeRequest, NoServices, not_available,
+    CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NoServices,
+    not_available,
 };
 pub(crate) use slots::{Pool, Slots};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::bindings::{KubeError, Level, Selector};
+use super::bindings::{Declaration, Due, KubeError, Level, Outcome, Selector};
 use super::deadline::Deadline;
 use super::slots::Pool;
 
@@ -73,7 +73,36 @@ pub(crate) trait HostServices: Send + Sync + 'static {
         let _ = (caller, duration);
         Box::pin(async { false })
     }
+
+    /// `subhandlers.execute`: declares the sub-handlers of `parent` and answers those to
+    /// call now; an error refuses the declaration, with the reason for the guest.
+    fn execute_subhandlers(
+        &self,
+        caller: &Caller,
+        parent: &str,
+        declared: Vec<Declaration>,
+    ) -> Result<Vec<Due>, String> {
+        let _ = (caller, parent, declared);
+        Err(NOT_CHANGING.to_owned())
+    }
+
+    /// `subhandlers.finished`: how the call of a due sub-handler ended.
+    fn subhandler_finished(&self, caller: &Caller, id: &str, outcome: Outcome) {
+        let _ = (caller, id, outcome);
+    }
+
+    /// `subhandlers.pending`: `None` when every sub-handler `parent` declared is
+    /// finished, else the seconds until the next one is due.
+    fn pending_subhandlers(&self, caller: &Caller, parent: &str) -> Option<f64> {
+        let _ = (caller, parent);
+        None
+    }
 }
+
+/// Why a handler that is not a changing one cannot have sub-handlers (Kopf: "Sub-handlers
+/// of event-handlers are not supported").
+pub(crate) const NOT_CHANGING: &str = "sub-handlers are only for changing handlers \
+     (create, update, delete, resume, field): other handlers keep no progress to retry them by";
 
 /// The answer to a host call this handler has no access to.
 pub(crate) fn not_available(what: &str) -> KubeError {

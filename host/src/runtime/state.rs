@@ -56,6 +56,8 @@ pub(super) struct Usage {
     pub(super) log_bytes: usize,
     /// Events posted.
     pub(super) events: u32,
+    /// Sub-handlers declared.
+    pub(super) subhandlers: u32,
 }
 
 impl HostState {

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 pub(crate) use attempt::{Attempted, Called, Retrying, Standing, attempt};
-use replies::taken;
+pub(crate) use replies::taken;
 
 use super::spec::HandlerSpec;
 use crate::clock::LONGEST_WAIT;
@@ -91,11 +91,8 @@ pub(crate) enum Attempt<T = Value> {
     Permanent { message: String },
     /// Any other failure: an error, a trap, a timeout or memory overrun of the guest.
     Arbitrary { message: String },
-    /// Sub-handlers are unfinished (Kopf's internal `HandlerChildrenRetry`).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "sub-handlers are not in the contract yet")
-    )]
+    /// Returned, but sub-handlers it declared are unfinished (Kopf's internal
+    /// `HandlerChildrenRetry`): called again after the delay.
     ChildrenRetry { delay: Option<f64> },
 }
 
@@ -135,6 +132,9 @@ pub(crate) enum Verdict {
     Failure,
     /// Failed, and the failure is ignored (errors mode `ignored`).
     Ignored,
+    /// Returned while sub-handlers it declared are unfinished: called again, quietly
+    /// (Kopf logs it at debug level and posts nothing).
+    Pending,
 }
 
 impl Verdict {
@@ -145,6 +145,7 @@ impl Verdict {
             Verdict::Retry => "retry",
             Verdict::Failure => "failure",
             Verdict::Ignored => "ignored",
+            Verdict::Pending => "pending",
         }
     }
 }
@@ -217,11 +218,16 @@ pub(crate) fn decide<T>(
             verdict: Verdict::Success,
             line: format!("{name} succeeded."),
         },
-        Attempt::ChildrenRetry { delay } => retry(
-            String::new(),
-            at_least(delay, policy.min_delay),
-            format!("{name} has unfinished sub-handlers. Will retry soon."),
-        ),
+        // Not floored by the shortest retry delay: the delay is the host's, from the
+        // sub-handlers' own (floored) delays, and 0 means one of them is due now.
+        Attempt::ChildrenRetry { delay } => Decision {
+            verdict: Verdict::Pending,
+            ..retry(
+                String::new(),
+                delay,
+                format!("{name} has unfinished sub-handlers. Will retry soon."),
+            )
+        },
         Attempt::Temporary { message, delay } => judge.temporary(message, delay),
         Attempt::Permanent { message } => {
             let line = format!("{name} failed permanently: {message}");

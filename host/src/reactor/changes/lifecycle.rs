@@ -78,7 +78,7 @@ impl State {
         self.handlers.iter().find(|(h, _)| h == id).map(|(_, s)| s)
     }
 
-    fn get_mut(&mut self, id: &str) -> Option<&mut HandlerState> {
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut HandlerState> {
         self.handlers
             .iter_mut()
             .find(|(h, _)| h == id)
@@ -138,7 +138,12 @@ impl State {
     }
 
     /// Write the records that differ from what was read.
-    fn store(&self, body: &serde_json::Value, patch: &mut Patch, storage: &ProgressStorage) {
+    pub(crate) fn store(
+        &self,
+        body: &serde_json::Value,
+        patch: &mut Patch,
+        storage: &ProgressStorage,
+    ) {
         for (id, s) in &self.handlers {
             if s.changed() {
                 storage.store(body, patch, id, &s.to_record());
@@ -338,7 +343,7 @@ pub(crate) fn finish(
 }
 
 /// Kopf's `HandlerState.with_outcome`.
-fn apply_outcome(s: &mut HandlerState, outcome: &Outcome, now: DateTime<Utc>) {
+pub(crate) fn apply_outcome(s: &mut HandlerState, outcome: &Outcome, now: DateTime<Utc>) {
     s.started = Some(s.started.unwrap_or(now));
     s.stopped = s.stopped.or(outcome.is_final.then_some(now));
     // Whole microseconds, as progress records write times.

@@ -11,6 +11,8 @@
 //! 2. [`finalizers::decide`] (add/remove the finalizer and stop there, or go on);
 //! 3. [`lifecycle::begin`] → plan; per planned handler `execution::precheck`, else
 //!    invoke the guest and turn the result into an outcome with `execution::decide`;
+//!    the sub-handlers it declares during its call are planned and decided by
+//!    [`Children`], their records and results stored with the cycle's;
 //! 4. [`lifecycle::finish`]; if deleting and nothing pending, [`finalizers::release_on_deletion`];
 //! 5. [`Patch::finalize`], send [`Patch::merge_patches`] and [`Patch::finalizer_json_patch`];
 //!    then [`lifecycle::after_patch`] decides the sleep and the `touch-dummy` patch.
@@ -25,6 +27,7 @@ mod lifecycle;
 mod oversized;
 mod patch;
 mod progress;
+mod subhandlers;
 #[cfg(test)]
 mod tests;
 
@@ -45,6 +48,7 @@ pub(crate) use lifecycle::{
 };
 pub(crate) use patch::{FinalizerChange, Patch, inconsistencies};
 pub(crate) use progress::{ProgressStorage, format_time, seconds};
+pub(crate) use subhandlers::Children;
 
 /// Kopf's persistence settings that matter here, with Kopf's defaults.
 #[derive(Debug, Clone, PartialEq)]

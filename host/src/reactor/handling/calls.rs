@@ -12,9 +12,9 @@ use super::EventContext;
 use crate::clock::Clock;
 use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster};
 use crate::handlers::execution::{
-    self, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
+    self, Attempt, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
 };
-use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes};
+use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes, Subhandling};
 use crate::journal::Journal;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
@@ -48,7 +48,7 @@ pub(super) enum Success {
 }
 
 /// How a stage attempts a handler about the event's object.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(super) struct Attempting<'a> {
     /// A changing handler's cause, a timer's or daemon's retry and time details; `None`:
     /// the event alone (raw event and index handlers).
@@ -59,6 +59,8 @@ pub(super) struct Attempting<'a> {
     pub(super) retrying: Retrying,
     /// How loudly a success is logged.
     pub(super) success: Success,
+    /// A changing handler's sub-handlers; `None`: it may declare none.
+    pub(super) subhandlers: Option<&'a Arc<dyn Subhandling>>,
 }
 
 /// Guest calls about objects; shared by every stage (cheap to clone).
@@ -119,7 +121,7 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        sleeps: Option<DaemonSleeps>,
+        (sleeps, subhandlers): (Option<DaemonSleeps>, Option<Arc<dyn Subhandling>>),
     ) -> CallContext {
         let services = GuestServices {
             journal: self.journal.clone(),
@@ -130,6 +132,7 @@ impl Calls {
             kube: Some(self.kube.clone()),
             recorder: self.recorder.clone(),
             sleeps,
+            subhandlers,
         };
         CallContext::new(
             handler.spec.id.clone(),
@@ -156,7 +159,7 @@ impl Calls {
         patch: &mut Patch,
     ) -> Decision {
         let standing = self.standing(&how);
-        let call = self.invoke_patching(handler, ctx, (how.details, standing), memory, patch);
+        let call = self.invoke_patching(handler, ctx, (&how, standing), memory, patch);
         self.attempted(handler, ctx, (how, standing), call).await
     }
 
@@ -206,13 +209,21 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        (details, standing): (Option<&ChangeDetails>, Standing),
+        (how, standing): (&Attempting<'_>, Standing),
         memo: Option<String>,
     ) -> Executed {
         handler.record_called(&self.journal, Self::about(ctx));
+        let details = how.details;
         let cause = cause(handler, ctx, details, memo, (standing, self.clock.now()));
-        let context = self.context(handler, ctx, details.and_then(|d| d.sleeps.clone()));
-        execution::invoke(&handler.guest, cause, context).await
+        let sleeps = details.and_then(|d| d.sleeps.clone());
+        let subhandlers = how.subhandlers.cloned();
+        let context = self.context(handler, ctx, (sleeps, subhandlers));
+        let mut executed = execution::invoke(&handler.guest, cause, context).await;
+        if let Some(subhandlers) = how.subhandlers {
+            executed.attempt =
+                awaiting_children(executed.attempt, &handler.spec.id, &**subhandlers);
+        }
+        executed
     }
 
     /// Calls a handler that keeps the object's memo and builds a patch for it (every
@@ -222,12 +233,12 @@ impl Calls {
         &self,
         handler: &Handler,
         ctx: &EventContext<'_>,
-        (details, standing): (Option<&ChangeDetails>, Standing),
+        (how, standing): (&Attempting<'_>, Standing),
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Executed {
         let executed = self
-            .invoke(handler, ctx, (details, standing), memory.memo())
+            .invoke(handler, ctx, (how, standing), memory.memo())
             .await;
         if let Some(memo) = &executed.memo {
             memory.set_memo(memo.clone());
@@ -250,7 +261,7 @@ impl Calls {
     ) -> Executed<IndexEntries> {
         handler.record_called(&self.journal, Self::about(ctx));
         let cause = cause(handler, ctx, None, None, (standing, self.clock.now()));
-        let context = self.context(handler, ctx, None);
+        let context = self.context(handler, ctx, (None, None));
         execution::index(&handler.guest, cause, context).await
     }
 
@@ -268,7 +279,7 @@ impl Calls {
         // Filters get the cause, but no retry, start or runtime (KOPF.md §1.13).
         let now = self.clock.now();
         let cause = cause(handler, ctx, details, None, (Standing::first(now), now));
-        let context = self.context(handler, ctx, None);
+        let context = self.context(handler, ctx, (None, None));
         match handler.guest.when(cause, context).await {
             Ok(passes) => passes,
             Err(error) => {
@@ -300,6 +311,7 @@ impl Calls {
             (Verdict::Success, Success::Info) => object_log!(info, object, "{line}"),
             (Verdict::Success, Success::Debug) => object_log!(debug, object, "{line}"),
             (Verdict::Success, Success::Silent) => {}
+            (Verdict::Pending, _) => object_log!(debug, object, "{line}"),
             _ => {
                 object_log!(error, object, "{line}");
                 handler.record_failed(&self.journal, Self::about(ctx), line);
@@ -360,6 +372,22 @@ fn cause(
         runtime_seconds: changes::seconds(now - standing.started),
         param: handler.spec.param.clone(),
         memo,
+    }
+}
+
+/// Kopf's `HandlerChildrenRetry`: a handler that returned is not done while sub-handlers
+/// it declared are unfinished; nor is one whose call failed in a sub-handler (the failure
+/// is that sub-handler's, and the handler's own code did not run to its end: it is
+/// called again at once if nothing else is pending).
+fn awaiting_children(attempt: Attempt, id: &str, subhandlers: &dyn Subhandling) -> Attempt {
+    let pending = subhandlers.pending(id);
+    match attempt {
+        Attempt::Success(_) if pending.is_some() => Attempt::ChildrenRetry { delay: pending },
+        Attempt::Arbitrary { message } if subhandlers.interrupted(&message) => {
+            let delay = subhandlers.pending(id).or(Some(0.0));
+            Attempt::ChildrenRetry { delay }
+        }
+        attempt => attempt,
     }
 }
 

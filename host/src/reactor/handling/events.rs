@@ -42,6 +42,7 @@ impl Events {
                 // Nothing brings a raw event back: what would be retried is ignored.
                 retrying: Retrying::Never,
                 success: Success::Debug,
+                subhandlers: None,
             };
             let decision = self.calls.attempt(handler, ctx, how, memory, patch).await;
             if let Some(result) = &decision.outcome.result {

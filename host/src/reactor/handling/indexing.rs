@@ -51,6 +51,7 @@ impl Indexing {
                 standing: None,
                 retrying: Retrying::Later,
                 success: Success::Silent,
+                subhandlers: None,
             };
             let decision = self.calls.attempt_index(handler, ctx, how).await;
             // Kopf (§7): explicit temporary and permanent errors take the object out of
@@ -58,7 +59,7 @@ impl Indexing {
             // keeping the stale values).
             let update = match (&decision.outcome.result, decision.verdict) {
                 (Some(IndexEntries::Entries(entries)), _) => IndexUpdate::Entries(entries.clone()),
-                (_, Verdict::Retry) => IndexUpdate::ExcludeUntil(clock::after(
+                (_, Verdict::Retry | Verdict::Pending) => IndexUpdate::ExcludeUntil(clock::after(
                     self.calls.now(),
                     delay(decision.outcome.delay),
                 )),

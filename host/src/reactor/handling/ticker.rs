@@ -236,13 +236,14 @@ impl Ticker {
             }),
             retrying: Retrying::Later,
             success: Success::Info,
+            subhandlers: None,
         };
         let decision = self
             .calls
             .attempt(handler, &ctx, how, &self.memory, &mut patch)
             .await;
         let tick = match decision.verdict {
-            Verdict::Retry => {
+            Verdict::Retry | Verdict::Pending => {
                 attempts.retry += 1;
                 Tick::Retry(decision.outcome.delay.unwrap_or(0.0))
             }

@@ -3,3 +3,5 @@
 
 mod properties;
 mod scenario;
+
+pub(super) use scenario::merge;

@@ -81,7 +81,7 @@ pub(super) struct Step {
 }
 
 /// RFC 7386 merge-patch, as the API server applies it.
-pub(super) fn merge(target: &mut Value, patch: &Value) {
+pub(in crate::reactor::changes) fn merge(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;

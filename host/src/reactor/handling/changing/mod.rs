@@ -4,6 +4,7 @@
 //! the sleep-then-touch wake-up. The decisions are the pure core's (`reactor::changes`);
 //! this stage does the I/O around them: guest calls, API requests, sleeps, logs.
 
+mod subhandlers;
 mod views;
 
 use std::sync::Arc;
@@ -11,10 +12,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::EventContext;
-use super::calls::{Attempting, Calls, Success};
+use super::calls::{Attempting, Calls, ChangeDetails, Success};
 use crate::clock::{self, Clock};
 use crate::cluster::RequestError;
 use crate::handlers::execution::{Outcome, Retrying, Standing};
+use crate::handlers::{Handler, Subhandling};
 use crate::object_log::object_log;
 use crate::reactor::changes::{
     self, ChangeSettings, ChangingCause, CycleContext, FinalizerChange, FinalizerDecision,
@@ -22,6 +24,7 @@ use crate::reactor::changes::{
 };
 use crate::reactor::objects::ObjectMemory;
 use crate::reactor::patching::{Applied, Patcher, Target};
+use subhandlers::{Parent, Subhandlers};
 use views::{details, finalizer_change, no_callbacks, release};
 
 pub(crate) use views::ChangingHandlers;
@@ -339,20 +342,16 @@ impl Changing {
             let Some(state) = cycle.state.get(id) else {
                 continue;
             };
-            let started = state.started.unwrap_or(now);
-            let details = details(&changing.views[index], cause);
-            let how = Attempting {
-                details: Some(&details),
-                standing: Some(Standing {
-                    retries: state.retries,
-                    started,
-                }),
-                retrying: Retrying::Later,
-                success: Success::Info,
+            let standing = Standing {
+                retries: state.retries,
+                started: state.started.unwrap_or(now),
             };
             let handler = &changing.handlers[index];
-            let decision = self.calls.attempt(handler, ctx, how, memory, patch).await;
-            outcomes.push((id.clone(), decision.outcome));
+            let details = details(&changing.views[index], cause);
+            let outcome = self
+                .attempt_with_subhandlers(ctx, handler, (&details, standing), memory, patch)
+                .await;
+            outcomes.push((id.clone(), outcome));
         }
 
         let end = changes::finish(&cycle_ctx, cause, cycle, outcomes, patch);
@@ -370,6 +369,47 @@ impl Changing {
             patch.finalizer = Some(release(&settings.finalizer, object));
         }
         (end.delays, now)
+    }
+
+    /// One attempt of a changing handler, with the sub-handlers it declares during the
+    /// call: their records and results go into `patch` whatever became of the handler
+    /// (Kopf stores them as they finish), and its outcome lists them all as `subrefs`.
+    async fn attempt_with_subhandlers(
+        &self,
+        ctx: &EventContext<'_>,
+        handler: &Arc<Handler>,
+        (details, standing): (&ChangeDetails, Standing),
+        memory: &ObjectMemory,
+        patch: &mut Patch,
+    ) -> Outcome {
+        let parent = Parent {
+            id: &handler.spec.id,
+            kind: handler.spec.kind,
+            purpose: &details.reason,
+            min_delay: handler.spec.min_retry_delay,
+        };
+        let progress = self.settings.progress();
+        let object = (&ctx.event.body, ctx.object);
+        let subhandlers = Arc::new(Subhandlers::new(
+            &parent,
+            object,
+            progress,
+            self.clock.clone(),
+        ));
+        let shared: Arc<dyn Subhandling> = subhandlers.clone();
+        let how = Attempting {
+            details: Some(details),
+            standing: Some(standing),
+            retrying: Retrying::Later,
+            success: Success::Info,
+            subhandlers: Some(&shared),
+        };
+        let decision = self.calls.attempt(handler, ctx, how, memory, patch).await;
+        subhandlers.store(patch);
+        Outcome {
+            subrefs: subhandlers.subrefs(),
+            ..decision.outcome
+        }
     }
 
     /// Sends a patch; remembers the resourceVersion it produced and a refused finalizer
