@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::clock::{self, Clock};
 use crate::cluster::KubeAccess;
 use crate::handlers::execution::{self, Attempted, Retrying, Standing, Verdict};
-use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes};
+use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes, OperatorMemo};
 use crate::journal::Journal;
 use crate::recording::Recorder;
 use crate::runtime::{self, CallContext, Guest, HandlerKind, Pool};
@@ -73,6 +73,8 @@ pub(crate) struct Context {
     pub(crate) recorder: Recorder,
     /// Handler time: the retries' delays, timeouts and budgets (`kapsel test` moves it).
     pub(crate) clock: Arc<dyn Clock>,
+    /// Kopf's operator-wide memo: every activity gets it and may change it.
+    pub(crate) memo: OperatorMemo,
 }
 
 /// Runs activities all at once (KOPF.md §1.15); their results in the same order.
@@ -99,8 +101,14 @@ impl Activity {
         loop {
             let call = async {
                 handler.record_called(journal, About::NOTHING);
-                let cause = self.cause(standing, clock.now());
-                execution::invoke(&handler.guest, cause, self.call_context(context)).await
+                let given = context.memo.get();
+                let cause = self.cause(standing, clock.now(), given.clone());
+                let executed =
+                    execution::invoke(&handler.guest, cause, self.call_context(context)).await;
+                if let Some(returned) = &executed.memo {
+                    context.memo.update(given.as_deref(), returned);
+                }
+                executed
             };
             let Attempted { decision, called } =
                 execution::attempt(&handler.spec, standing, retrying, clock, call).await;
@@ -166,7 +174,12 @@ impl Activity {
             .in_pool(Pool::Activities)
     }
 
-    fn cause(&self, standing: Standing, now: DateTime<Utc>) -> runtime::Cause {
+    fn cause(
+        &self,
+        standing: Standing,
+        now: DateTime<Utc>,
+        memo: Option<String>,
+    ) -> runtime::Cause {
         let spec = &self.handler.spec;
         runtime::Cause {
             handler_id: spec.id.clone(),
@@ -193,7 +206,7 @@ impl Activity {
                 .to_std()
                 .map_or(0.0, |runtime| runtime.as_secs_f64()),
             param: spec.param.clone(),
-            memo: None,
+            memo,
         }
     }
 }

@@ -259,6 +259,15 @@ impl Operator {
         self
     }
 
+    /// Kopf's `memo=`: what the operator-wide memo starts as (any JSON value; a mapping
+    /// is what Kopf's `kopf.Memo` is). Startup, cleanup and probe handlers get it and may
+    /// change it; each object's handlers start from it until they leave the object a
+    /// memo of their own.
+    pub fn memo(self, memo: serde_json::Value) -> Operator {
+        self.shared.memo.update(None, &memo.to_string());
+        self
+    }
+
     /// The record of what this operator does (shared: clone it before [`Operator::run`]).
     ///
     /// From this call on, the journal keeps every record; an operator whose journal
@@ -485,5 +494,6 @@ pub(crate) fn activities_context(
         )),
         recorder: shared.recorder.clone(),
         clock: shared.clock.clone(),
+        memo: shared.memo.clone(),
     }
 }

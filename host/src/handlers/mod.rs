@@ -8,6 +8,7 @@ pub(crate) mod execution;
 mod filters;
 mod indexes;
 mod journaling;
+mod memo;
 mod registry;
 mod services;
 mod spec;
@@ -15,6 +16,7 @@ mod spec;
 pub(crate) use filters::Matcher;
 pub(crate) use indexes::{IndexUpdate, Indexes, ObjectKey};
 pub(crate) use journaling::{About, Ended};
+pub(crate) use memo::OperatorMemo;
 pub(crate) use registry::{Registry, ResourceHandlers, declaration, undeclared};
 pub(crate) use services::{
     DaemonSleeps, GuestServices, SharedProgress, Subhandling, TaskProgress, set_progress,

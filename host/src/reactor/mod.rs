@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{self, GuestTraffic, KnownResources, Poster, Resource, Scope};
-use crate::handlers::{Handler, HandlerSpec, Indexes, Registry};
+use crate::handlers::{Handler, HandlerSpec, Indexes, OperatorMemo, Registry};
 use crate::journal::{Journal, Record};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     pub(crate) indexes: Indexes,
     /// Each guest's pace of Kubernetes requests and Events, shared by all its calls.
     pub(crate) traffic: GuestTraffic,
+    /// Kopf's operator-wide memo: the activities', and every object's until it has its own.
+    pub(crate) memo: OperatorMemo,
     /// What tests break on purpose.
     #[cfg(feature = "faults")]
     pub(crate) faults: crate::faults::Faults,
@@ -120,6 +122,7 @@ impl Default for Shared {
             watched: Watched::default(),
             known: KnownResources::default(),
             indexes: Indexes::default(),
+            memo: OperatorMemo::default(),
             #[cfg(feature = "faults")]
             faults: crate::faults::Faults::default(),
         }

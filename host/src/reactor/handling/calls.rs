@@ -14,7 +14,9 @@ use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster};
 use crate::handlers::execution::{
     self, Attempt, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
 };
-use crate::handlers::{About, DaemonSleeps, Ended, GuestServices, Handler, Indexes, Subhandling};
+use crate::handlers::{
+    About, DaemonSleeps, Ended, GuestServices, Handler, Indexes, OperatorMemo, Subhandling,
+};
 use crate::journal::Journal;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
@@ -76,6 +78,8 @@ pub(crate) struct Calls {
     recorder: Recorder,
     /// Handler time: where an attempt stands in its retries and timeout.
     clock: Arc<dyn Clock>,
+    /// What an object's memo starts as (Kopf's operator-wide memo).
+    operator_memo: OperatorMemo,
 }
 
 impl Calls {
@@ -94,7 +98,14 @@ impl Calls {
             kube,
             recorder,
             clock,
+            operator_memo: OperatorMemo::default(),
         }
+    }
+
+    /// Objects' memos start as `memo` (the operator's, which startup handlers leave).
+    pub(crate) fn with_operator_memo(mut self, memo: OperatorMemo) -> Calls {
+        self.operator_memo = memo;
+        self
     }
 
     /// The guests' indexes.
@@ -237,9 +248,10 @@ impl Calls {
         memory: &ObjectMemory,
         patch: &mut Patch,
     ) -> Executed {
-        let executed = self
-            .invoke(handler, ctx, (how, standing), memory.memo())
-            .await;
+        // Kopf copies the operator's memo for each object; here an object reads it until
+        // a handler leaves the object a memo of its own (no copy per object is kept).
+        let memo = memory.memo().or_else(|| self.operator_memo.get());
+        let executed = self.invoke(handler, ctx, (how, standing), memo).await;
         if let Some(memo) = &executed.memo {
             memory.set_memo(memo.clone());
         }

@@ -187,7 +187,8 @@ impl Handling {
             ),
             shared.recorder.clone(),
             shared.clock.clone(),
-        );
+        )
+        .with_operator_memo(shared.memo.clone());
         let patcher = Patcher {
             client,
             recorder: shared.recorder.clone(),
