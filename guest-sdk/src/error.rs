@@ -108,6 +108,19 @@ enum Repr {
     Other(String),
 }
 
+/// How a handler's arbitrary errors (neither [`TemporaryError`] nor [`PermanentError`])
+/// are treated: Kopf's `kopf.ErrorsMode`, a handler's `errors` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorsMode {
+    /// Retry after the backoff, as for a [`TemporaryError`] (the default).
+    Temporary,
+    /// Fail for good, as for a [`PermanentError`].
+    Permanent,
+    /// Log the error and count the handler as done.
+    Ignored,
+}
+
 /// What [`Error::kind`] tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {

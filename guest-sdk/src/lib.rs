@@ -149,6 +149,7 @@ mod lazy;
 mod log;
 mod members;
 pub mod on;
+mod outcome;
 mod patch;
 mod permissions;
 #[cfg(test)]
@@ -166,7 +167,9 @@ mod time;
 
 pub use cause::{Cause, EventType, HandlerKind, Reason, Resource};
 pub use diff::{DiffItem, DiffOp};
-pub use error::{DEFAULT_RETRY_DELAY, Error, ErrorKind, PermanentError, Result, TemporaryError};
+pub use error::{
+    DEFAULT_RETRY_DELAY, Error, ErrorKind, ErrorsMode, PermanentError, Result, TemporaryError,
+};
 /// Kopf's `kopf.adopt` and its parts, at the crate root as Kopf has them.
 pub use hierarchies::{
     adjust_namespace, adopt, append_owner_reference, build_owner_reference, harmonize_naming,

@@ -6,18 +6,12 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 
+pub use crate::error::ErrorsMode;
+use crate::outcome::error_outcome;
+pub use crate::outcome::{Outcome, result_outcome, value_outcome};
 pub use crate::permissions::{Permission, PermissionEntry, register_permission};
 pub use crate::selector::{ResourceName, Selector};
-use crate::{Cause, Error, ErrorKind, HandlerKind};
-
-/// WIT `errors-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorsMode {
-    Temporary,
-    Permanent,
-    Ignored,
-}
+use crate::{Cause, Error, HandlerKind};
 
 /// WIT `matcher`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -102,15 +96,6 @@ impl Registration {
             memory_mib: None,
         }
     }
-}
-
-/// WIT `outcome`, with results as JSON text.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    Done(Option<String>),
-    Temporary(String, f64),
-    Permanent(String),
-    Failed(String),
 }
 
 /// WIT `index-outcome`, with keys and values as JSON text.
@@ -248,34 +233,6 @@ pub fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     match serde_json::to_string(value) {
         Ok(json) => json,
         Err(error) => panic!("a handler option cannot be serialised to JSON: {error}"),
-    }
-}
-
-/// The outcome of a handler that returned a value.
-pub fn value_outcome<T: Serialize + ?Sized>(value: &T) -> Outcome {
-    // Written out directly: through a `Value` first, a returned `Value` was copied whole.
-    match serde_json::to_string(value) {
-        Ok(json) if json == "null" => Outcome::Done(None),
-        Ok(json) => Outcome::Done(Some(json)),
-        Err(error) => Outcome::Failed(format!("the handler's result is not JSON: {error}")),
-    }
-}
-
-/// The outcome of a handler that returned a `Result`.
-pub fn result_outcome<T: Serialize, E: Into<Error>>(result: Result<T, E>) -> Outcome {
-    match result {
-        Ok(value) => value_outcome(&value),
-        Err(error) => error_outcome(error.into()),
-    }
-}
-
-/// The outcome the host receives for a handler's error.
-fn error_outcome(error: Error) -> Outcome {
-    let message = error.to_string();
-    match (error.kind(), error.delay()) {
-        (ErrorKind::Temporary, Some(delay)) => Outcome::Temporary(message, delay),
-        (ErrorKind::Permanent, _) => Outcome::Permanent(message),
-        _ => Outcome::Failed(message),
     }
 }
 
@@ -424,30 +381,14 @@ mod tests {
     }
 
     #[test]
-    fn outcomes() {
-        assert_eq!(value_outcome(&()), Outcome::Done(None));
-        assert_eq!(value_outcome(&None::<u8>), Outcome::Done(None));
-        assert_eq!(value_outcome(&f64::NAN), Outcome::Done(None));
-        assert_eq!(
-            value_outcome(&std::collections::BTreeMap::from([(1, "x")])),
-            Outcome::Done(Some(r#"{"1":"x"}"#.into()))
-        );
-        let tuple_keys = std::collections::BTreeMap::from([((1, 2), "x")]);
-        assert!(matches!(value_outcome(&tuple_keys), Outcome::Failed(_)));
-        assert_eq!(
-            value_outcome(&json!({"a": 1})),
-            Outcome::Done(Some(r#"{"a":1}"#.into()))
-        );
-        let temporary: Result<(), _> = Err(crate::TemporaryError::new("t").with_delay(2.0));
-        assert_eq!(
-            result_outcome(temporary),
-            Outcome::Temporary("t".into(), 2.0)
-        );
-        let arbitrary = "x".parse::<u8>();
-        assert!(matches!(result_outcome(arbitrary), Outcome::Failed(_)));
+    fn index_errors() {
         assert_eq!(
             index_error(crate::PermanentError::new("p")),
             IndexOutcome::Permanent("p".into())
         );
+        assert!(matches!(
+            index_error("x".parse::<u8>().unwrap_err()),
+            IndexOutcome::Failed(_)
+        ));
     }
 }
