@@ -106,10 +106,17 @@ enum Repr {
     Temporary(TemporaryError),
     Permanent(PermanentError),
     Other(String),
+    /// Kopf's `HandlerChildrenRetry`: `kapsel::execute` found sub-handlers unfinished;
+    /// retry after this many seconds. Public as a temporary error (its `kind()`), since
+    /// [`ErrorKind`] cannot gain a variant without breaking guests that match on it.
+    ChildrenRetry(f64),
 }
 
+// The sub-handlers are named without links here and in `Repr`: a link up to them would
+// tie the two modules in a cycle (tests/all/architecture.rs).
 /// How a handler's arbitrary errors (neither [`TemporaryError`] nor [`PermanentError`])
-/// are treated: Kopf's `kopf.ErrorsMode`, a handler's `errors` option.
+/// are treated: Kopf's `kopf.ErrorsMode`, the `errors` option of a handler or a
+/// sub-handler (`kapsel::Subhandler::errors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorsMode {
@@ -141,7 +148,7 @@ impl Error {
     /// Which of the three this is.
     pub fn kind(&self) -> ErrorKind {
         match &self.0 {
-            Repr::Temporary(_) => ErrorKind::Temporary,
+            Repr::Temporary(_) | Repr::ChildrenRetry(_) => ErrorKind::Temporary,
             Repr::Permanent(_) => ErrorKind::Permanent,
             Repr::Other(_) => ErrorKind::Arbitrary,
         }
@@ -151,8 +158,20 @@ impl Error {
     pub fn delay(&self) -> Option<f64> {
         match &self.0 {
             Repr::Temporary(t) => Some(t.delay),
+            Repr::ChildrenRetry(delay) => Some(*delay),
             _ => None,
         }
+    }
+
+    /// Unfinished sub-handlers, the next one due in `delay` seconds (Kopf's
+    /// `HandlerChildrenRetry`).
+    pub(crate) fn children_retry(delay: f64) -> Self {
+        Self(Repr::ChildrenRetry(delay))
+    }
+
+    /// Whether this is [`Error::children_retry`].
+    pub(crate) fn is_children_retry(&self) -> bool {
+        matches!(self.0, Repr::ChildrenRetry(_))
     }
 }
 
@@ -162,6 +181,7 @@ impl fmt::Display for Error {
             Repr::Temporary(t) => t.fmt(f),
             Repr::Permanent(p) => p.fmt(f),
             Repr::Other(message) => f.write_str(message),
+            Repr::ChildrenRetry(_) => f.write_str("the sub-handlers are not finished yet"),
         }
     }
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::bindings::kapsel::operator::types as wit;
 use crate::cause::{Cause, EventType, Reason, Resource};
-use crate::host::selector_to_wit;
+use crate::host::{errors_mode_to_wit, outcome_to_wit, selector_to_wit};
 use crate::lazy::{Body, Diff, Lazy};
-use crate::registry::{self, ErrorsMode, IndexOutcome, Matcher, Outcome, Registration};
+use crate::registry::{self, IndexOutcome, Matcher, Registration};
 
 struct Component;
 
@@ -42,11 +42,7 @@ fn registration_to_wit(r: Registration) -> wit::Registration {
         old_value: r.old_value.map(matcher_to_wit),
         new_value: r.new_value.map(matcher_to_wit),
         has_when: r.has_when,
-        errors: r.errors.map(|mode| match mode {
-            ErrorsMode::Temporary => wit::ErrorsMode::Temporary,
-            ErrorsMode::Permanent => wit::ErrorsMode::Permanent,
-            ErrorsMode::Ignored => wit::ErrorsMode::Ignored,
-        }),
+        errors: r.errors.map(errors_mode_to_wit),
         timeout_seconds: r.timeout_seconds,
         retries: r.retries,
         backoff_seconds: r.backoff_seconds,
@@ -149,12 +145,7 @@ impl crate::bindings::Guest for Component {
                 };
             }
         };
-        let outcome = match registry::invoke(&mut cause) {
-            Outcome::Done(result) => wit::Outcome::Done(result),
-            Outcome::Temporary(message, delay) => wit::Outcome::Temporary((message, delay)),
-            Outcome::Permanent(message) => wit::Outcome::Permanent(message),
-            Outcome::Failed(message) => wit::Outcome::Failed(message),
-        };
+        let outcome = outcome_to_wit(registry::invoke(&mut cause));
         wit::Reply {
             outcome,
             patch: cause.patch.to_json(),

@@ -112,6 +112,49 @@
 //! [`append_owner_reference`], [`remove_owner_reference`], [`harmonize_naming`],
 //! [`adjust_namespace`] and [`label`]. See [`hierarchies`].
 //!
+//! # Sub-handlers
+//!
+//! A changing handler (create, update, delete, resume, field) may declare sub-handlers
+//! during its call, each with its own id (`<parent id>/<id>`), retries, progress and
+//! result (in `status.<parent id>/<id>`), as in Kopf (KOPF.md §1.8):
+//!
+//! ```
+//! #[kapsel::on::create("kopfexamples")]
+//! fn create_fn(cause: &mut kapsel::Cause) -> kapsel::Result<()> {
+//!     for item in ["a", "b"] {
+//!         // Kopf: @kopf.subhandler(id=f'item-{item}', retries=3)
+//!         kapsel::subhandler(format!("item-{item}")).retries(3).register(
+//!             move |cause: &mut kapsel::Cause| -> kapsel::Result<kapsel::Value> {
+//!                 cause.patch.set_at(&["status", "items", item], "done");
+//!                 Ok(kapsel::json!({"item": item})) // in status["create_fn/item-a"]
+//!             },
+//!         );
+//!     }
+//!     Ok(()) // the declared sub-handlers run after the parent returns, as in Kopf
+//! }
+//! ```
+//!
+//! | Kopf | Kapsel |
+//! |---|---|
+//! | `@kopf.subhandler(id=..., errors=..., timeout=..., retries=..., backoff=...)` on a function | [`subhandler`]`(id)` [`.errors`](Subhandler::errors)`(..)` [`.timeout`](Subhandler::timeout)`(..)` [`.retries`](Subhandler::retries)`(..)` [`.backoff`](Subhandler::backoff)`(..)` [`.register`](Subhandler::register)`(closure)` |
+//! | `kopf.register(fn, id=...)` | [`register`]`(id, closure)` |
+//! | `await kopf.execute()` | [`execute`]`(cause)?` |
+//! | `kopf.ErrorsMode` | [`ErrorsMode`] |
+//! | `HandlerChildrenRetry` | the error of [`execute`]: a temporary one, to return with `?` |
+//!
+//! - A sub-handler is a closure, called with the parent's [`Cause`] (the same patch and
+//!   memo) as the sub-handler's: its handler id, retry, start and runtime. It returns as a
+//!   handler does.
+//! - The host decides which declared sub-handlers are due (one per cycle, the fewest
+//!   retries first, by Kopf's lifecycle) and keeps their progress. The parent is called
+//!   again, quietly, until all are finished, and declares them again each time: keep it
+//!   idempotent, and declare the same sub-handlers in each call.
+//! - Declared and not executed by [`execute`], they run after the parent returns
+//!   successfully (not after an error); the parent's result is stored once they are all
+//!   finished.
+//! - A sub-handler may declare sub-handlers of its own (`create_fn/item-a/step`).
+//! - Only changing handlers have sub-handlers: [`execute`] fails in any other.
+//!
 //! # Testing
 //!
 //! Native `cargo test` of a guest calls the handler functions directly, with a
@@ -161,6 +204,7 @@ mod proptests;
 mod registry;
 mod renamed;
 mod selector;
+mod subhandlers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod time;
@@ -190,6 +234,7 @@ pub use serde;
 /// other dependency.
 #[doc(no_inline)]
 pub use serde_json::{self, Value, json};
+pub use subhandlers::{Subhandler, execute, register, subhandler};
 
 /// The SDK version a guest was built with (reported in `describe`).
 pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,5 +1,6 @@
-//! What a handler call ended with, as the host receives it (the WIT's `outcome`), and
-//! how a handler's return value or error becomes one.
+//! What a handler or sub-handler call ended with, as the host receives it (the WIT's
+//! `outcome`), and how a handler's return value or error becomes one. Below the
+//! registry and the sub-handlers, which both turn calls into outcomes.
 
 use serde::Serialize;
 
@@ -8,7 +9,7 @@ use crate::{Error, ErrorKind};
 /// WIT `outcome`, with results as JSON text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Success, with the result for `status.<handler id>` (none for `null`).
+    /// Success, with the result for `status.<id>` (none for `null`).
     Done(Option<String>),
     /// Retry after the delay in seconds.
     Temporary(String, f64),
@@ -38,6 +39,14 @@ pub fn result_outcome<T: Serialize, E: Into<Error>>(result: Result<T, E>) -> Out
 
 /// The outcome the host receives for a handler's error.
 pub(crate) fn error_outcome(error: Error) -> Outcome {
+    // Unfinished sub-handlers (`kapsel::execute`'s error, Kopf's HandlerChildrenRetry)
+    // are no failure: the host keeps the children's records, sees them unfinished and
+    // calls the parent again when the next one is due, quietly, as Kopf does. A
+    // temporary outcome would be logged and counted as a failed attempt; and the
+    // parent's result is not stored until its children are done.
+    if error.is_children_retry() {
+        return Outcome::Done(None);
+    }
     let message = error.to_string();
     match (error.kind(), error.delay()) {
         (ErrorKind::Temporary, Some(delay)) => Outcome::Temporary(message, delay),
@@ -74,5 +83,15 @@ mod tests {
         );
         let arbitrary = "x".parse::<u8>();
         assert!(matches!(result_outcome(arbitrary), Outcome::Failed(_)));
+    }
+
+    #[test]
+    fn unfinished_children_are_a_quiet_done_though_a_temporary_error_to_the_parent() {
+        let error = Error::children_retry(2.5);
+        assert_eq!(
+            (error.kind(), error.delay()),
+            (ErrorKind::Temporary, Some(2.5))
+        );
+        assert_eq!(error_outcome(error), Outcome::Done(None));
     }
 }

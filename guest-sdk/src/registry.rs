@@ -202,7 +202,7 @@ fn find(cause: &Cause, index: bool) -> Option<Entry> {
 /// Calls the handler the cause names.
 pub(crate) fn invoke(cause: &mut Cause) -> Outcome {
     match find(cause, false).map(|entry| entry.handler) {
-        Some(Handler::Invoke(handler)) => handler(cause),
+        Some(Handler::Invoke(handler)) => crate::subhandlers::call_handler(cause, handler),
         _ => Outcome::Permanent(format!("unknown handler `{}`", cause.handler_id)),
     }
 }

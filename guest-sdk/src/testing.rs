@@ -68,6 +68,49 @@
 //! assert_eq!((denied.code, denied.reason.as_str()), (403, "Forbidden"));
 //! ```
 //!
+//! # Sub-handlers
+//!
+//! The fake host keeps each sub-handler's progress across calls (its attempts, how each
+//! ended, whether it is finished), as the real host keeps it in the object between
+//! cycles, so that a test calls the parent once per cycle, as the host would, and reads
+//! [`subhandlers()`]. Call the parent through [`invoke`] (by its handler id, with a
+//! changing kind): then its sub-handlers also run after it returns, as on the host.
+//! Unlike the host, which calls one due sub-handler per cycle, the fake calls every
+//! unfinished one at once, whatever its delay; and it has no clock: a sub-handler's
+//! runtime is the sum of its delays so far, for its `timeout`. A handler called
+//! directly runs its sub-handlers only at [`execute`](crate::execute), each call the
+//! ones declared since the last.
+//!
+//! ```
+//! use kapsel::testing::{self, Outcome, SubhandlerState};
+//! use kapsel::{Cause, Reason, json};
+//!
+//! #[kapsel::on::create("kopfexamples")]
+//! fn provision(cause: &mut Cause) -> &'static str {
+//!     kapsel::subhandler("flaky").retries(3).register(|cause: &mut Cause| -> kapsel::Result<()> {
+//!         if cause.retry() == 0 {
+//!             return Err(kapsel::TemporaryError::new("not yet").with_delay(5.0).into());
+//!         }
+//!         cause.patch.set_at(&["status", "flaky"], "done");
+//!         Ok(())
+//!     });
+//!     "created"
+//! }
+//!
+//! # testing::reset();
+//! let cycle = || testing::cause().handler_id("provision").changing(Reason::Create).build();
+//! // The sub-handler fails once: the parent is not done yet (Kopf's quiet retry).
+//! assert_eq!(testing::invoke(&mut cycle()).outcome, Outcome::Done(None));
+//! assert_eq!(testing::subhandlers()[0].state, SubhandlerState::Pending);
+//! // The next cycle, as the host calls the parent again: all done.
+//! let reply = testing::invoke(&mut cycle());
+//! assert_eq!(reply.outcome, Outcome::Done(Some(json!("created"))));
+//! assert_eq!(reply.patch, Some(json!({"status": {"flaky": "done"}})));
+//! let progress = &testing::subhandlers()[0];
+//! assert_eq!((progress.id.as_str(), progress.retries), ("provision/flaky", 2));
+//! assert_eq!(progress.state, SubhandlerState::Succeeded);
+//! ```
+//!
 //! Only available in native builds.
 
 use std::time::Duration;
@@ -80,6 +123,9 @@ use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutco
 use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
 
 pub mod api;
+mod subhandlers;
+
+pub use subhandlers::{SubhandlerProgress, SubhandlerState, subhandlers};
 
 pub use crate::host::Level;
 use crate::host::fake;
@@ -120,10 +166,11 @@ pub fn stop_daemons() {
     fake::stop_daemons();
 }
 
-/// Forgets this thread's logs, events, indexes and fake API (objects, calls,
-/// scripted failures, the current namespace).
+/// Forgets this thread's logs, events, indexes, fake API (objects, calls, scripted
+/// failures, the current namespace) and sub-handlers (declared and their progress).
 pub fn reset() {
     fake::reset();
+    crate::subhandlers::reset();
 }
 
 /// Every permission the crate declares with `permit!`, as the host receives them
@@ -190,16 +237,21 @@ fn parse(json: &str) -> Value {
     serde_json::from_str(json).unwrap_or(Value::Null)
 }
 
-/// Calls the handler `cause.handler_id()` names, as the host's `invoke` does.
-pub fn invoke(cause: &mut Cause) -> Reply {
-    let outcome = match registry::invoke(cause) {
+fn outcome_from_raw(outcome: RawOutcome) -> Outcome {
+    match outcome {
         RawOutcome::Done(result) => Outcome::Done(result.as_deref().map(parse)),
         RawOutcome::Temporary(message, delay) => Outcome::Temporary(message, delay),
         RawOutcome::Permanent(message) => Outcome::Permanent(message),
         RawOutcome::Failed(message) => Outcome::Failed(message),
-    };
+    }
+}
+
+/// Calls the handler `cause.handler_id()` names, as the host's `invoke` does: also
+/// its sub-handlers after it returns, if it declared some and did not
+/// [`execute`](crate::execute) them (see [the sub-handlers](crate::testing#sub-handlers)).
+pub fn invoke(cause: &mut Cause) -> Reply {
     Reply {
-        outcome,
+        outcome: outcome_from_raw(registry::invoke(cause)),
         patch: cause.patch.to_json().as_deref().map(parse),
         memo: cause.memo_json().as_deref().map(parse),
     }
@@ -223,8 +275,9 @@ pub fn when(cause: &Cause) -> bool {
     registry::when(cause)
 }
 
-/// The first attempt's start in a built [`Cause`], unless told otherwise.
-pub const STARTED: &str = "2026-01-01T00:00:00.000000+00:00";
+/// The first attempt's start in a built [`Cause`], unless told otherwise (and of
+/// every sub-handler).
+pub const STARTED: &str = fake::subhandlers::STARTED;
 
 /// Starts building a [`Cause`]: an `on::event` call for an initial listing,
 /// with an empty body, unless told otherwise.

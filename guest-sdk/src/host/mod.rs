@@ -1,14 +1,16 @@
 //! The host imports, as the rest of the SDK calls them (the bottom of the SDK): the
 //! real host in the wasm build (`wasm`), the thread-local fake host that
 //! `kapsel::testing` reads natively (`fake`); and the values they exchange: log
-//! [`Level`]s and [`ApiError`]s.
+//! [`Level`]s, [`ApiError`]s, and sub-handlers' [`Declaration`]s and [`Due`] calls.
 
 use std::fmt;
 
+use crate::error::ErrorsMode;
+use crate::outcome::Outcome;
 use crate::selector::Selector;
 
 #[cfg(target_arch = "wasm32")]
-pub(crate) use wasm::selector_to_wit;
+pub(crate) use wasm::{errors_mode_to_wit, outcome_to_wit, selector_to_wit};
 
 /// A log line's level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -92,6 +94,29 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// One sub-handler as its parent declares it (the WIT's `subhandlers.declaration`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Declaration {
+    /// Its own id; its full id is `<parent>/<id>`.
+    pub(crate) id: String,
+    pub(crate) errors: Option<ErrorsMode>,
+    pub(crate) timeout_seconds: Option<f64>,
+    pub(crate) retries: Option<u32>,
+    pub(crate) backoff_seconds: Option<f64>,
+}
+
+/// A sub-handler the host says to call now (the WIT's `subhandlers.due`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Due {
+    /// The full id (`create_fn/item-a`).
+    pub(crate) id: String,
+    /// 0 on the first attempt.
+    pub(crate) retry: u32,
+    /// RFC 3339 time of the first attempt.
+    pub(crate) started: String,
+    pub(crate) runtime_seconds: f64,
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) mod fake;
 #[cfg(target_arch = "wasm32")]
@@ -161,4 +186,24 @@ pub(crate) fn delete(
     name: &str,
 ) -> Result<(), ApiError> {
     imp::delete(target, namespace, name)
+}
+
+/// Declares the sub-handlers of `parent` (a full handler id) and returns those to call
+/// now; an error: the host refuses the declaration.
+pub(crate) fn execute_subhandlers(
+    parent: &str,
+    declared: &[Declaration],
+) -> Result<Vec<Due>, String> {
+    imp::execute_subhandlers(parent, declared)
+}
+
+/// How the call of a due sub-handler ended.
+pub(crate) fn subhandler_finished(id: &str, outcome: &Outcome) {
+    imp::subhandler_finished(id, outcome);
+}
+
+/// `None` when every sub-handler `parent` declared is finished, else the seconds until
+/// the next one is due.
+pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
+    imp::subhandlers_pending(parent)
 }

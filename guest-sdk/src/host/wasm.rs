@@ -1,9 +1,29 @@
-//! The host imports of the wasm build: the WIT `host` interface the component imports.
+//! The host imports of the wasm build: the WIT `host` and `subhandlers` interfaces the
+//! component imports, and the conversions of the values they exchange.
 
-use super::{ApiError, Level};
-use crate::bindings::kapsel::operator::host;
+use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
+use crate::bindings::kapsel::operator::{host, subhandlers};
+use crate::error::ErrorsMode;
+use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
+
+pub(crate) fn errors_mode_to_wit(mode: ErrorsMode) -> wit::ErrorsMode {
+    match mode {
+        ErrorsMode::Temporary => wit::ErrorsMode::Temporary,
+        ErrorsMode::Permanent => wit::ErrorsMode::Permanent,
+        ErrorsMode::Ignored => wit::ErrorsMode::Ignored,
+    }
+}
+
+pub(crate) fn outcome_to_wit(outcome: Outcome) -> wit::Outcome {
+    match outcome {
+        Outcome::Done(result) => wit::Outcome::Done(result),
+        Outcome::Temporary(message, delay) => wit::Outcome::Temporary((message, delay)),
+        Outcome::Permanent(message) => wit::Outcome::Permanent(message),
+        Outcome::Failed(message) => wit::Outcome::Failed(message),
+    }
+}
 
 pub(crate) fn selector_to_wit(selector: &Selector) -> wit::Selector {
     wit::Selector {
@@ -89,4 +109,38 @@ pub(super) fn post_event(object: Option<&str>, event_type: &str, reason: &str, m
 
 pub(super) fn sleep_unless_stopped(seconds: f64) -> bool {
     host::sleep_unless_stopped(seconds)
+}
+
+pub(super) fn execute_subhandlers(
+    parent: &str,
+    declared: &[Declaration],
+) -> Result<Vec<Due>, String> {
+    let declared: Vec<subhandlers::Declaration> = declared
+        .iter()
+        .map(|d| subhandlers::Declaration {
+            id: d.id.clone(),
+            errors: d.errors.map(errors_mode_to_wit),
+            timeout_seconds: d.timeout_seconds,
+            retries: d.retries,
+            backoff_seconds: d.backoff_seconds,
+        })
+        .collect();
+    let due = subhandlers::execute(parent, &declared)?;
+    Ok(due
+        .into_iter()
+        .map(|d| Due {
+            id: d.id,
+            retry: d.retry,
+            started: d.started,
+            runtime_seconds: d.runtime_seconds,
+        })
+        .collect())
+}
+
+pub(super) fn subhandler_finished(id: &str, outcome: &Outcome) {
+    subhandlers::finished(id, &outcome_to_wit(outcome.clone()));
+}
+
+pub(super) fn subhandlers_pending(parent: &str) -> Option<f64> {
+    subhandlers::pending(parent)
 }

@@ -1,11 +1,12 @@
 //! The fake host of native builds: what the SDK's host imports do when a handler runs in
 //! a plain `cargo test` — per thread, so that parallel tests do not see each other. It
 //! records log lines and Events, serves indexes and daemon sleeps as a test sets them, and
-//! answers Kubernetes calls from an in-memory fake API (`api`). `kapsel::testing` reads
-//! and sets it.
+//! answers Kubernetes calls from an in-memory fake API (`api`), and keeps sub-handlers'
+//! progress across calls (`subhandlers`). `kapsel::testing` reads and sets it.
 
 pub(crate) mod api;
 mod labels;
+pub(crate) mod subhandlers;
 mod types;
 
 use std::cell::RefCell;
@@ -13,7 +14,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{ApiError, Level};
+use super::{ApiError, Declaration, Due, Level};
+use crate::outcome::Outcome;
 use crate::selector::Selector;
 
 /// One line a handler logged.
@@ -147,6 +149,21 @@ pub(crate) fn post_event(object: Option<&str>, event_type: &str, reason: &str, m
     });
 }
 
+pub(crate) fn execute_subhandlers(
+    parent: &str,
+    declared: &[Declaration],
+) -> Result<Vec<Due>, String> {
+    subhandlers::execute(parent, declared)
+}
+
+pub(crate) fn subhandler_finished(id: &str, outcome: &Outcome) {
+    subhandlers::finished(id, outcome);
+}
+
+pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
+    subhandlers::pending(parent)
+}
+
 /// The lines logged on this thread so far.
 pub(crate) fn logs() -> Vec<LogLine> {
     FAKE.with_borrow(|fake| fake.logs.clone())
@@ -179,8 +196,9 @@ pub(crate) fn stop_daemons() {
     FAKE.with_borrow_mut(|fake| fake.stopped = true);
 }
 
-/// Forgets everything of this thread's fake host and fake API.
+/// Forgets everything of this thread's fake host, fake API and sub-handlers.
 pub(crate) fn reset() {
     FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
     api::reset();
+    subhandlers::reset();
 }
