@@ -29,4 +29,5 @@ mod retries;
 mod sandbox;
 mod schemas;
 mod streams;
+mod subhandlers;
 mod timers;
