@@ -20,6 +20,7 @@ mod indexes;
 mod loading;
 mod memo;
 mod migration;
+mod parity;
 mod peering;
 mod rbac;
 mod reloading;

@@ -1,0 +1,38 @@
+//! A guest for the host's integration tests of Kopf options that no other test guest
+//! uses end to end (issue 32): `param` (returned as the result of `with_param`, on
+//! kopfexamples labelled `kapsel.test/param`), and `on.resume(deleted=True)` (on
+//! kopfexamples labelled `kapsel.test/resume`: `resumed` and `resumed_deleted` log
+//! `resumed <name>` and `resumed-deleted <name>`, `farewell` logs `deleted <name>` and is
+//! why the objects carry the finalizer).
+//!
+//! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-parity`.
+
+use kapsel::{Cause, Value, json};
+
+/// Returns its `param` (KOPF.md §1.13: every call gets it).
+#[kapsel::on::create(
+    "kopfexamples",
+    labels("kapsel.test/param" = present),
+    param = json!({"answer": 42})
+)]
+fn with_param(cause: &Cause) -> Value {
+    cause.param().cloned().unwrap_or_default()
+}
+
+/// A resume handler: not called for an object being deleted.
+#[kapsel::on::resume("kopfexamples", labels("kapsel.test/resume" = present))]
+fn resumed(cause: &Cause) {
+    kapsel::info!("resumed {}", cause.name().unwrap_or_default());
+}
+
+/// A resume handler that is also called for an object being deleted (`deleted=True`).
+#[kapsel::on::resume("kopfexamples", labels("kapsel.test/resume" = present), deleted)]
+fn resumed_deleted(cause: &Cause) {
+    kapsel::info!("resumed-deleted {}", cause.name().unwrap_or_default());
+}
+
+/// The deletion handler (the objects carry the finalizer for it).
+#[kapsel::on::delete("kopfexamples", labels("kapsel.test/resume" = present))]
+fn farewell(cause: &Cause) {
+    kapsel::info!("deleted {}", cause.name().unwrap_or_default());
+}
