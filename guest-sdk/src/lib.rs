@@ -56,10 +56,10 @@
 //! | `errors` | `errors = "temporary"` / `"permanent"` / `"ignored"` | all but `on::event` |
 //! | `timeout`, `backoff` | `timeout = 1.5` (seconds, a literal) | all but `on::event` |
 //! | `retries` | `retries = 3` | all but `on::event` |
-//! | `labels`, `annotations` | `labels(app = "web", "example.com/tier" = present, legacy = absent)` | resource kinds |
-//! | `field`, `value` | `field = "spec.size", value = 3` (`present`/`absent` or any `Serialize` expression) | resource kinds |
-//! | `old`, `new` | `field = "spec.size", old = present, new = 5` | update, field |
-//! | `when` | `when = path::to::filter` (`fn(&Cause) -> bool`, evaluated in the guest) | resource kinds |
+//! | `labels`, `annotations` | `labels(app = "web", "example.com/tier" = present, legacy = absent, env = \|v, _\| v == Some("prod"))` (a callback: a closure or a `fn(Option<&str>, &Cause) -> bool`) | resource kinds |
+//! | `field`, `value` | `field = "spec.size", value = 3` (`present`/`absent`, any `Serialize` expression, or a closure `\|v, _\| ...` given `Option<&Value>` and the cause) | resource kinds |
+//! | `old`, `new` | `field = "spec.size", old = present, new = 5` (or closures, as `value`) | update, field |
+//! | `when` | `when = path::to::filter` (`fn(&Cause) -> bool`, evaluated in the guest; combine with [`filters`]) | resource kinds |
 //! | `optional` | `optional` (no finalizer) | delete |
 //! | `deleted` | `deleted` (resume objects being deleted too) | resume |
 //! | `interval`, `initial_delay`, `idle`, `sharp` | `interval = 60, sharp` | timer (daemon: `initial_delay`) |
@@ -179,6 +179,7 @@ mod declaration;
 mod diff;
 mod error;
 pub mod events;
+pub mod filters;
 #[cfg(target_arch = "wasm32")]
 #[allow(
     unsafe_code,
@@ -243,6 +244,7 @@ pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 #[doc(hidden)]
 pub mod __private {
     pub use crate::HandlerKind;
+    pub use crate::filters::{check_cause, check_text, check_value, field_value};
     pub use crate::log::{Level, log};
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,

@@ -1,5 +1,6 @@
 //! Filters of changing handlers (KOPF.md §3): labels and annotations (value, present,
-//! absent), field values, old/new transitions, `when` callbacks, and stealth mode for
+//! absent, callbacks), field values (and callbacks), old/new transitions, `when` callbacks
+//! and Kopf's combinators (`kapsel::filters`), and stealth mode for
 //! objects that match nothing.
 
 use std::collections::BTreeSet;
@@ -61,7 +62,7 @@ async fn each_kind_of_filter_selects_its_handlers() {
     let all = s
         .tracker
         .wait_for("all", "creation handled", |b| {
-            diff_base(b).is_some() && results(b).len() >= 11
+            diff_base(b).is_some() && results(b).len() >= 13
         })
         .await;
     // `value = absent` is satisfied by either side (§3); on creation the old side is
@@ -80,6 +81,8 @@ async fn each_kind_of_filter_selects_its_handlers() {
             "by_field_present/spec.size",
             "by_field_absent/spec.size",
             "by_when",
+            "by_label_callback",
+            "by_combinators",
             // The event handler on `metadata.managedFields` (red objects only).
             "managed_mark",
         ])
@@ -87,10 +90,13 @@ async fn each_kind_of_filter_selects_its_handlers() {
     let few = s
         .tracker
         .wait_for("few", "creation handled", |b| {
-            diff_base(b).is_some() && !results(b).is_empty()
+            diff_base(b).is_some() && results(b).len() >= 2
         })
         .await;
-    assert_eq!(results(&few), ids(&["by_field_present/spec.size"]));
+    assert_eq!(
+        results(&few),
+        ids(&["by_field_present/spec.size", "by_value_callback/spec.size"])
+    );
     let sizeless = s
         .tracker
         .wait_for("sizeless", "creation handled", |b| {

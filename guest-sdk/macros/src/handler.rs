@@ -145,16 +145,19 @@ fn opt<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
     }
 }
 
-fn matcher_tokens(matcher: &Matcher) -> TokenStream {
+/// A matcher the host evaluates; `None` for a callback, which the guest evaluates (in
+/// the handler's `when`).
+fn matcher_tokens(matcher: &Matcher) -> Option<TokenStream> {
     let p = quote!(::kapsel::__private);
-    match matcher {
+    Some(match matcher {
         Matcher::Present => quote!(#p::Matcher::Present),
         Matcher::Absent => quote!(#p::Matcher::Absent),
         Matcher::Text(text) => quote!(#p::Matcher::Equals(::std::string::String::from(#text))),
         Matcher::Json(expr) => {
             quote_spanned!(expr.span()=> #p::Matcher::Equals(#p::to_json(&(#expr))))
         }
-    }
+        Matcher::Callback(_) => return None,
+    })
 }
 
 pub(crate) fn selector_tokens(selector: &Selector) -> TokenStream {
@@ -268,8 +271,9 @@ fn filter_sets(options: &Options) -> Vec<TokenStream> {
     ] {
         let list = format_ident!("{list}");
         for (key, matcher) in filters {
-            let matcher = matcher_tokens(matcher);
-            sets.push(quote!(r.#list.push(#p::MetaFilter::new(#key, #matcher));));
+            if let Some(matcher) = matcher_tokens(matcher) {
+                sets.push(quote!(r.#list.push(#p::MetaFilter::new(#key, #matcher));));
+            }
         }
     }
     if let Some(field) = &options.field {
@@ -282,13 +286,12 @@ fn filter_sets(options: &Options) -> Vec<TokenStream> {
         ("old_value", &options.old),
         ("new_value", &options.new),
     ] {
-        if let Some((_, matcher)) = matcher {
+        if let Some(matcher) = matcher.as_ref().and_then(|(_, m)| matcher_tokens(m)) {
             let slot = format_ident!("{slot}");
-            let matcher = matcher_tokens(matcher);
             sets.push(quote!(r.#slot = ::core::option::Option::Some(#matcher);));
         }
     }
-    if options.when.is_some() {
+    if options.when.is_some() || !callbacks(options).is_empty() {
         sets.push(quote!(r.has_when = true;));
     }
     sets
@@ -371,16 +374,55 @@ fn invoke_dispatch(call: &TokenStream, output: &Output) -> TokenStream {
     quote!(fn __kapsel_dispatch(cause: &mut ::kapsel::Cause) -> #p::Outcome #body)
 }
 
-/// The entry's `when`: the `when = ...` filter as a function, if given.
+/// The callback filters, each as a call on `cause` (Kopf's callable `labels`,
+/// `annotations`, `value`, `old` and `new`: each gets the value it filters on, and the
+/// cause).
+fn callbacks(options: &Options) -> Vec<TokenStream> {
+    let p = quote!(::kapsel::__private);
+    let mut calls = Vec::new();
+    for (read, filters) in [
+        (quote!(label), &options.labels),
+        (quote!(annotation), &options.annotations),
+    ] {
+        for (key, matcher) in filters {
+            if let Some(callback) = matcher.callback() {
+                calls.push(quote_spanned!(callback.span()=> #p::check_text(#callback, cause.#read(#key), cause)));
+            }
+        }
+    }
+    let field = options.field.as_ref();
+    for (matcher, value) in [
+        (
+            &options.value,
+            field.map(|f| quote!(#p::field_value(cause, #f))),
+        ),
+        (&options.old, Some(quote!(cause.old()))),
+        (&options.new, Some(quote!(cause.new()))),
+    ] {
+        if let (Some(callback), Some(value)) =
+            (matcher.as_ref().and_then(|(_, m)| m.callback()), value)
+        {
+            calls.push(quote_spanned!(callback.span()=> #p::check_value(#callback, #value, cause)));
+        }
+    }
+    calls
+}
+
+/// The entry's `when`: the `when = ...` filter and the callback filters, all of which
+/// must pass, as one function; `None` without any.
 fn when_filter(options: &Options) -> TokenStream {
-    match &options.when {
-        Some(when) => quote_spanned! {when.span()=>
-            ::core::option::Option::Some({
-                fn __kapsel_when(cause: &::kapsel::Cause) -> bool { (#when)(cause) }
-                __kapsel_when
-            })
-        },
-        None => quote!(::core::option::Option::None),
+    let mut checks = callbacks(options);
+    if let Some(when) = &options.when {
+        checks.push(quote_spanned!(when.span()=> ::kapsel::__private::check_cause(#when, cause)));
+    }
+    if checks.is_empty() {
+        return quote!(::core::option::Option::None);
+    }
+    quote! {
+        ::core::option::Option::Some({
+            fn __kapsel_when(cause: &::kapsel::Cause) -> bool { #(#checks)&&* }
+            __kapsel_when
+        })
     }
 }
 

@@ -20,6 +20,19 @@ pub(crate) enum Matcher {
     Text(String),
     /// Field values: any `Serialize` expression, turned into JSON at `describe` time.
     Json(Expr),
+    /// A callback (Kopf's callable filter): a closure, or for labels and annotations
+    /// also a function's path; evaluated in the guest with the handler's `when`.
+    Callback(Expr),
+}
+
+impl Matcher {
+    /// The callback, if this matcher is one.
+    pub(crate) fn callback(&self) -> Option<&Expr> {
+        match self {
+            Matcher::Callback(expr) => Some(expr),
+            _ => None,
+        }
+    }
 }
 
 /// Everything one attribute says, validated.
@@ -143,12 +156,16 @@ fn meta_filters(key: &str, entries: Vec<ListEntry>) -> syn::Result<Vec<(String, 
                 Expr::Lit(syn::ExprLit {
                     lit: Lit::Str(lit), ..
                 }) => Matcher::Text(lit.value()),
+                callback @ (Expr::Closure(_) | Expr::Path(_)) => {
+                    Matcher::Callback(callback.clone())
+                }
                 other => {
                     return Err(syn::Error::new_spanned(
                         other,
                         format!(
-                            "a {key} filter is a string literal, `present` or `absent` \
-                             (use `when = ...` for anything else)"
+                            "a {key} filter is a string literal, `present`, `absent`, or a \
+                             callback (a closure or a function) taking the {key}'s value \
+                             (`Option<&str>`) and the cause"
                         ),
                     ));
                 }
@@ -159,8 +176,13 @@ fn meta_filters(key: &str, entries: Vec<ListEntry>) -> syn::Result<Vec<(String, 
     Ok(filters)
 }
 
+/// `present`, `absent`, a closure (a callback), or any other expression (a value).
 fn field_matcher(expr: Expr) -> Matcher {
-    presence(&expr).unwrap_or(Matcher::Json(expr))
+    match presence(&expr) {
+        Some(matcher) => matcher,
+        None if matches!(expr, Expr::Closure(_)) => Matcher::Callback(expr),
+        None => Matcher::Json(expr),
+    }
 }
 
 /// Stores one selector keyword (`group = ".."`, `plural = ".."`, ...; `key` is one of

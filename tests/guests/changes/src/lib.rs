@@ -314,6 +314,50 @@ fn by_when() -> bool {
     true
 }
 
+/// A label callback (Kopf's callable label filter): colours starting with `r`.
+#[kapsel::on::create(
+    "kopfexamples",
+    labels(
+        "kapsel.test/filters" = present,
+        "kapsel.test/colour" = |colour, _| colour.is_some_and(|c| c.starts_with('r'))
+    )
+)]
+fn by_label_callback() -> bool {
+    true
+}
+
+/// Id `by_value_callback/spec.size`: a value callback, sizes of 4 and more.
+#[kapsel::on::create(
+    "kopfexamples",
+    field = "spec.size",
+    value = |size, _| size.and_then(Value::as_u64).is_some_and(|s| s >= 4),
+    labels("kapsel.test/filters" = present)
+)]
+fn by_value_callback() -> bool {
+    true
+}
+
+fn is_blue(cause: &Cause) -> bool {
+    cause.label("kapsel.test/colour") == Some("blue")
+}
+
+fn is_skipped(cause: &Cause) -> bool {
+    cause.label("kapsel.test/skip").is_some()
+}
+
+/// Kopf's combinators: special or blue, and not skipped.
+#[kapsel::on::create(
+    "kopfexamples",
+    when = kapsel::filters::all(&[
+        &kapsel::filters::any(&[&wants_special, &is_blue]),
+        &kapsel::filters::not(is_skipped),
+    ]),
+    labels("kapsel.test/filters" = present)
+)]
+fn by_combinators() -> bool {
+    true
+}
+
 /// A field filter on what every object has, its managed fields (which the host parses
 /// only for such a filter): marks the object's `status.managed_mark`.
 #[kapsel::on::event(
