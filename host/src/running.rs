@@ -237,7 +237,8 @@ impl Operator {
     /// GET answers 200 with the probe handlers' results as a JSON object (cached 10 s),
     /// or 500 when a probe fails or one of the operator's loops died. The metrics are
     /// served beside it, at `/metrics`. Only `http://`; the host defaults to `localhost`,
-    /// the port to 80. Nothing is served unless asked for.
+    /// the port to 80. Nothing is served unless asked for, and nothing (the metrics
+    /// neither) before the startup handlers are done, as in Kopf.
     pub fn liveness(mut self, url: impl Into<String>) -> Operator {
         self.endpoints.liveness = Some(url.into());
         self
@@ -306,17 +307,19 @@ impl Operator {
         shared.recorder.observe(&shared.journal);
         let activities = activities_context(&client, &shared, &self.settings.scope);
         let served = ServedGuests::new(guests.clone());
-        // Stopped when dropped, on every way out of this function.
-        let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
-            .await
-            .map_err(|e| Error::Endpoint(Box::new(e)))?;
         tokio::pin!(shutdown);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
+        // The endpoints neither: as in Kopf, a liveness probe gets no answer while the
+        // operator starts (the probe's initialDelaySeconds covers a long startup).
         tokio::select! {
             started = run_startup(&guests, &activities) => started?,
             () = &mut shutdown => return Ok(()),
         }
+        // Stopped when dropped, on every way out of this function.
+        let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
+            .await
+            .map_err(|e| Error::Endpoint(Box::new(e)))?;
 
         // The reload loop runs beside the reactor, and stops before it (kept in a guard
         // so that every way out of this function stops it).

@@ -111,6 +111,47 @@ async fn liveness_reports_the_probes_and_fails_when_one_fails() {
     cluster.shutdown().await.unwrap();
 }
 
+/// As in Kopf, the endpoints are served once the startup handlers are done, not before:
+/// a startup handler waiting for its retry (on handler time, until the test advances the
+/// clock) keeps the liveness endpoint unanswered; its success opens it.
+#[tokio::test]
+async fn liveness_is_served_once_the_startup_handlers_are_done() {
+    let cluster = Cluster::start().await.unwrap();
+    let port = free_port();
+    let operator = cluster.start_operator_on_handler_time(
+        Operator::new([guest("activities")])
+            .standalone()
+            .liveness(format!("http://127.0.0.1:{port}/healthz")),
+    );
+    let warm_ups = |records: &[Record]| {
+        records
+            .iter()
+            .filter(
+                |r| matches!(r, Record::HandlerFinished { handler, .. } if handler == "warm_up"),
+            )
+            .count()
+    };
+    let journal = operator.journal().clone();
+    journal
+        .wait_for(PATIENCE, |records| warm_ups(records) == 1)
+        .await
+        .expect("the startup handler's first attempt failed");
+    operator.settle([]).await.expect("waiting on handler time");
+    assert_eq!(
+        http(port, "GET", "/healthz").await,
+        None,
+        "nothing is served while a startup handler is unfinished"
+    );
+    operator.advance(Duration::from_secs(1)).await.unwrap();
+    journal
+        .wait_for(PATIENCE, |records| warm_ups(records) == 2)
+        .await
+        .expect("the startup handler succeeded on its retry");
+    assert_eq!(served(port, "/healthz").await.0, 200);
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
 /// Metrics on their own address serve no liveness beside them.
 #[tokio::test]
 async fn metrics_alone_serve_no_liveness() {
