@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::BoolishValueParser;
+use clap::{Arg, ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use kapsel_host::Limits;
 
 /// Kubernetes operators whose handlers are sandboxed WebAssembly components.
@@ -14,6 +15,64 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
     #[command(flatten)]
     pub(crate) logging: Logging,
+}
+
+impl Cli {
+    /// The process's command line, with the `KAPSEL_*` variables ([`command`]); exits as
+    /// clap does on a usage error (2) or on `--help`/`--version` (0).
+    pub(crate) fn from_process() -> Cli {
+        Cli::try_from_args(std::env::args_os()).unwrap_or_else(|error| error.exit())
+    }
+
+    /// A command line (its first item the program's name), with the `KAPSEL_*` variables.
+    pub(crate) fn try_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut matches = command().try_get_matches_from(args)?;
+        Cli::from_arg_matches_mut(&mut matches).map_err(|error| error.format(&mut command()))
+    }
+}
+
+/// The command line, every option of which can also be given as an environment variable,
+/// as Kopf's options can (click's `KOPF_<COMMAND>_<OPTION>`): `KAPSEL_<COMMAND>_<OPTION>`,
+/// the command and the long option in capitals with `_` for `-` (`KAPSEL_RUN_PRIORITY`,
+/// `KAPSEL_DEV_CLUSTER_PORT`, `KAPSEL_FREEZE_PEERING`); the options of every command
+/// (logging) without a command (`KAPSEL_VERBOSE`, `KAPSEL_LOG_FORMAT`). A flag's
+/// variable is true for `1`, `true`, `yes`, `on` (and `y`, `t`), false for `0`, `false`,
+/// `no`, `off` (and `n`, `f`). A flag given on the command line wins over its variable.
+/// `--help` shows each option's variable.
+pub(crate) fn command() -> clap::Command {
+    Cli::command()
+        .mut_args(|arg| with_variable(arg, None))
+        .mut_subcommands(|command| {
+            let name = command.get_name().to_owned();
+            command.mut_args(|arg| with_variable(arg, Some(&name)))
+        })
+}
+
+/// The option with its environment variable (see [`command`]); positional arguments,
+/// `--help` and `--version` have none.
+fn with_variable(arg: Arg, command: Option<&str>) -> Arg {
+    let Some(long) = arg.get_long() else {
+        return arg;
+    };
+    if matches!(arg.get_action(), ArgAction::Help | ArgAction::Version) {
+        return arg;
+    }
+    let name = command
+        .into_iter()
+        .chain([long])
+        .map(|part| part.to_uppercase().replace('-', "_"))
+        .collect::<Vec<_>>()
+        .join("_");
+    let arg = arg.env(format!("KAPSEL_{name}"));
+    if matches!(arg.get_action(), ArgAction::SetTrue) {
+        arg.value_parser(BoolishValueParser::new())
+    } else {
+        arg
+    }
 }
 
 /// Logging options, shared by every command (as in `kopf run`).
@@ -31,10 +90,33 @@ pub(crate) struct Logging {
     /// How log lines look.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Full)]
     pub(crate) log_format: LogFormat,
+    /// Prefix a line about an object with `[namespace/name]` (the default, but in JSON).
+    #[arg(long, global = true, overrides_with = "no_log_prefix")]
+    pub(crate) log_prefix: bool,
+    /// Do not prefix lines with the object (the default in JSON, where the reference is a key).
+    #[arg(long, global = true, overrides_with = "log_prefix")]
+    pub(crate) no_log_prefix: bool,
+    /// The key of the object reference in JSON lines (default: `object`).
+    #[arg(long, global = true, value_name = "KEY")]
+    pub(crate) log_refkey: Option<String>,
     /// Only the command's own messages: set for commands whose output is a report
     /// (`kapsel test`) unless `-v`/`-d` asks for the operators' lines too.
     #[arg(skip)]
     pub(crate) report_only: bool,
+}
+
+impl Logging {
+    /// Whether lines about an object start with `[namespace/name]`: as asked, else in the
+    /// text formats only (Kopf's default).
+    pub(crate) fn prefixed(&self) -> bool {
+        if self.log_prefix {
+            true
+        } else if self.no_log_prefix {
+            false
+        } else {
+            self.log_format != LogFormat::Json
+        }
+    }
 }
 
 /// Log line formats, as Kopf names them.
@@ -166,7 +248,7 @@ pub(crate) struct RunPeeringArgs {
     #[arg(long, conflicts_with = "peering")]
     pub(crate) standalone: bool,
     /// Peer through this peering object; paused until it exists and no peer blocks this operator.
-    #[arg(short = 'P', long, value_name = "NAME", env = "KAPSEL_RUN_PEERING")]
+    #[arg(short = 'P', long, value_name = "NAME")]
     pub(crate) peering: Option<String>,
     /// Peering priority: operators pause while a live peer has a higher one (equal ones all pause).
     #[arg(short = 'p', long, default_value_t = 0, allow_negative_numbers = true)]
@@ -436,10 +518,64 @@ mod tests {
 
     fn limits_of(flags: &[&str]) -> Limits {
         let args = ["kapsel", "run", "op.wasm"].iter().chain(flags);
-        match Cli::try_parse_from(args).expect("parsed").command {
+        match Cli::try_from_args(args).expect("parsed").command {
             Command::Run(run) => run.limits.limits(),
             _ => unreachable!("a run command"),
         }
+    }
+
+    /// The variable of each option of a command (`None`: of the options of every command).
+    fn variables(command_name: Option<&str>) -> Vec<(String, Option<String>)> {
+        let cli = command();
+        let command = match command_name {
+            Some(name) => cli.find_subcommand(name).expect("a command").clone(),
+            None => cli,
+        };
+        command
+            .get_arguments()
+            .filter(|arg| arg.get_long().is_some())
+            .map(|arg| {
+                let variable = arg.get_env().map(|v| v.to_string_lossy().into_owned());
+                (arg.get_long().unwrap_or_default().to_owned(), variable)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_option_has_its_kapsel_variable_named_as_kopf_names_its() {
+        let cli = command();
+        let commands = cli.get_subcommands().map(|c| c.get_name().to_owned());
+        for name in [None].into_iter().chain(commands.map(Some)) {
+            for (long, variable) in variables(name.as_deref()) {
+                if ["help", "version"].contains(&long.as_str()) {
+                    assert_eq!(variable, None, "--{long}");
+                    continue;
+                }
+                let command = name.as_deref().map(|n| format!("{n}_")).unwrap_or_default();
+                let expected = format!("KAPSEL_{command}{long}")
+                    .to_uppercase()
+                    .replace('-', "_");
+                assert_eq!(variable.as_deref(), Some(expected.as_str()), "--{long}");
+            }
+        }
+        let run = variables(Some("run"));
+        for (long, variable) in [
+            ("peering", "KAPSEL_RUN_PEERING"),
+            ("all-namespaces", "KAPSEL_RUN_ALL_NAMESPACES"),
+            ("call-slots", "KAPSEL_RUN_CALL_SLOTS"),
+        ] {
+            assert!(
+                run.contains(&(long.to_owned(), Some(variable.to_owned()))),
+                "{long}"
+            );
+        }
+        let logging = variables(None);
+        assert!(logging.contains(&("verbose".to_owned(), Some("KAPSEL_VERBOSE".to_owned()))));
+        let dev = variables(Some("dev-cluster"));
+        assert!(dev.contains(&(
+            "port".to_owned(),
+            Some("KAPSEL_DEV_CLUSTER_PORT".to_owned())
+        )));
     }
 
     #[test]

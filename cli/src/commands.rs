@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
 use kapsel_host::{Freezer, Operator, error_chain};
 
 use crate::args::{
@@ -119,7 +118,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = Cli::try_parse_from(
+    let cli = Cli::try_from_args(
         std::iter::once("kapsel".into()).chain(args.into_iter().map(Into::into)),
     )
     .map_err(|e| e.to_string())?;

@@ -19,15 +19,13 @@ mod telemetry;
 use std::future::Future;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 pub use runner::{RunResult, Runner, RunnerError};
 
 /// Parses the process's arguments, sets up logging and runs the command until it is
 /// done or `shutdown` completes; returns the exit code (0, 1 for failures, 2 for usage
 /// and input errors).
 pub async fn main(shutdown: impl Future<Output = ()> + Send) -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = args::Cli::from_process();
     if matches!(cli.command, args::Command::CompileGuest) {
         // Its stdout is the compiled guest: nothing else may be written there (no
         // logging set up); what went wrong goes to stderr alone.

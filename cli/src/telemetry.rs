@@ -6,8 +6,9 @@
 //!   "object": {"namespace": "default", "name": "web-0"}, …}`
 //!
 //! A line about an object carries it as the field `object` (`namespace/name`): the text
-//! formats print Kopf's `[namespace/name] ` prefix, JSON puts the reference under
-//! `object`. A guest's line names its guest as the logger and its handler id before the
+//! formats print Kopf's `[namespace/name] ` prefix (unless `--no-log-prefix`), JSON puts
+//! the reference under `object` (`--log-refkey` names another key; `--log-prefix` adds the
+//! prefix to its message too). A guest's line names its guest as the logger and its handler id before the
 //! message (text) or as the field `handler` (JSON).
 
 use std::fmt;
@@ -54,12 +55,31 @@ pub(crate) fn init(logging: &Logging) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .event_format(Format(logging.log_format))
+        .event_format(Format::of(logging))
         .init();
 }
 
 /// Renders events in one of Kopf's formats.
-struct Format(LogFormat);
+struct Format {
+    format: LogFormat,
+    /// Lines about an object start with `[namespace/name] `.
+    prefixed: bool,
+    /// The JSON key of the object reference.
+    refkey: String,
+}
+
+impl Format {
+    fn of(logging: &Logging) -> Format {
+        Format {
+            format: logging.log_format,
+            prefixed: logging.prefixed(),
+            refkey: logging
+                .log_refkey
+                .clone()
+                .unwrap_or_else(|| "object".to_owned()),
+        }
+    }
+}
 
 impl<S, N> FormatEvent<S, N> for Format
 where
@@ -76,10 +96,10 @@ where
         event.record(&mut fields);
         let meta = event.metadata();
         let line = Line::new(*meta.level(), meta.target(), fields);
-        let text = match self.0 {
-            LogFormat::Plain => line.plain(),
-            LogFormat::Full => line.full(&chrono::Local::now()),
-            LogFormat::Json => line.json(&chrono::Utc::now()),
+        let text = match self.format {
+            LogFormat::Plain => line.plain(self.prefixed),
+            LogFormat::Full => line.full(self.prefixed, &chrono::Local::now()),
+            LogFormat::Json => line.json(self.prefixed, &self.refkey, &chrono::Utc::now()),
         };
         writeln!(writer, "{text}")
     }
@@ -169,10 +189,18 @@ impl Line {
         }
     }
 
+    /// `[namespace/name] message`, or the message alone.
+    fn message(&self, prefixed: bool) -> String {
+        match &self.fields.object {
+            Some(object) if prefixed => format!("[{object}] {}", self.fields.message),
+            _ => self.fields.message.clone(),
+        }
+    }
+
     /// `[namespace/name] handler: message key=value`.
-    fn plain(&self) -> String {
+    fn plain(&self, prefixed: bool) -> String {
         let mut text = String::new();
-        if let Some(object) = &self.fields.object {
+        if let (Some(object), true) = (&self.fields.object, prefixed) {
             text.push_str(&format!("[{object}] "));
         }
         if let Some(handler) = &self.handler {
@@ -190,7 +218,7 @@ impl Line {
 
     /// Kopf's `[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s`, except that
     /// long logger names are not cut.
-    fn full(&self, now: &chrono::DateTime<chrono::Local>) -> String {
+    fn full(&self, prefixed: bool, now: &chrono::DateTime<chrono::Local>) -> String {
         let level = match self.level {
             Level::ERROR => "ERROR",
             Level::WARN => "WARNING",
@@ -202,13 +230,13 @@ impl Line {
             "[{}] {:<20} [{level:<8}] {}",
             now.format("%Y-%m-%d %H:%M:%S,%3f"),
             self.logger,
-            self.plain()
+            self.plain(prefixed)
         )
     }
 
-    /// Kopf's JSON keys (`timestamp`, `severity`, `message`, `object`), then the logger,
-    /// the handler and any other field.
-    fn json(&self, now: &chrono::DateTime<chrono::Utc>) -> String {
+    /// Kopf's JSON keys (`timestamp`, `severity`, `message`, `object` or the refkey),
+    /// then the logger, the handler and any other field.
+    fn json(&self, prefixed: bool, refkey: &str, now: &chrono::DateTime<chrono::Utc>) -> String {
         let severity = match self.level {
             Level::ERROR => "error",
             Level::WARN => "warn",
@@ -223,9 +251,9 @@ impl Line {
         );
         map.insert("severity".into(), severity.into());
         map.insert("logger".into(), self.logger.clone().into());
-        map.insert("message".into(), self.fields.message.clone().into());
+        map.insert("message".into(), self.message(prefixed).into());
         if let Some(object) = &self.fields.object {
-            map.insert("object".into(), object_reference(object));
+            map.insert(refkey.to_owned(), object_reference(object));
         }
         if let Some(handler) = &self.handler {
             map.insert("handler".into(), handler.clone().into());
@@ -274,13 +302,15 @@ mod tests {
         }
     }
 
-    /// What `log` writes in `format`, as text lines.
-    fn render(format: LogFormat, log: impl FnOnce()) -> Vec<String> {
+    /// What `log` writes with these logging flags, as text lines.
+    fn render(flags: &[&str], log: impl FnOnce()) -> Vec<String> {
+        let args = ["kapsel"].iter().chain(flags).chain(&["inspect", "x.wasm"]);
+        let cli = crate::args::Cli::try_from_args(args).expect("parsed");
         let captured = Captured::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(captured.clone())
             .with_max_level(Level::DEBUG)
-            .event_format(Format(format))
+            .event_format(Format::of(&cli.logging))
             .finish();
         tracing::subscriber::with_default(subscriber, log);
         let bytes = captured.0.lock().unwrap().clone();
@@ -303,7 +333,7 @@ mod tests {
     #[test]
     fn plain_lines_prefix_the_object_and_name_the_handler() {
         assert_eq!(
-            render(LogFormat::Plain, host_and_guest_lines),
+            render(&["--log-format=plain"], host_and_guest_lines),
             [
                 "[default/web-0] Handler 'x' succeeded.",
                 "[default/web-0] log_event: event ADDED for web-0",
@@ -315,7 +345,7 @@ mod tests {
 
     #[test]
     fn full_lines_have_kopfs_columns() {
-        let lines = render(LogFormat::Full, host_and_guest_lines);
+        let lines = render(&[], host_and_guest_lines);
         // `[YYYY-MM-DD HH:MM:SS,mmm] ` is 26 characters.
         let (time, rest) = lines[0].split_at(26);
         assert!(
@@ -334,7 +364,7 @@ mod tests {
 
     #[test]
     fn json_lines_carry_the_object_reference_and_the_handler() {
-        let lines: Vec<Value> = render(LogFormat::Json, host_and_guest_lines)
+        let lines: Vec<Value> = render(&["--log-format=json"], host_and_guest_lines)
             .iter()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
@@ -353,6 +383,34 @@ mod tests {
         assert_eq!(lines[3]["severity"], "debug");
         assert_eq!(lines[3]["attempt"], 2);
         assert_eq!(lines[3]["error"], "boom");
+    }
+
+    /// Kopf's `--log-prefix/--no-log-prefix` and `--log-refkey`.
+    #[test]
+    fn the_object_prefix_and_the_json_key_can_be_changed() {
+        let plain = render(
+            &["--log-format=plain", "--no-log-prefix"],
+            host_and_guest_lines,
+        );
+        assert_eq!(plain[0], "Handler 'x' succeeded.");
+        assert_eq!(plain[1], "log_event: event ADDED for web-0");
+        let json = |flags: &[&str]| -> Vec<Value> {
+            render(flags, host_and_guest_lines)
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let lines = json(&["--log-format=json", "--log-prefix", "--log-refkey=k8s"]);
+        assert_eq!(
+            lines[0]["message"],
+            "[default/web-0] Handler 'x' succeeded."
+        );
+        assert_eq!(lines[0]["k8s"]["name"], "web-0");
+        assert!(lines[0].get("object").is_none(), "{}", lines[0]);
+        assert_eq!(lines[2]["message"], "about nothing", "no object, no prefix");
+        // The last of the two flags wins, as click's paired flags do.
+        let lines = json(&["--log-format=json", "--log-prefix", "--no-log-prefix"]);
+        assert_eq!(lines[0]["message"], "Handler 'x' succeeded.");
     }
 
     #[test]

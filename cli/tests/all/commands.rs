@@ -168,3 +168,80 @@ fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
     drop(cluster);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every option can be given as a `KAPSEL_<COMMAND>_<OPTION>` variable (Kopf's
+/// `KOPF_<COMMAND>_<OPTION>`): a flag as `yes`/`no`, a value as on the command line; the command
+/// line wins over a variable; a variable's bad value is a usage error naming it.
+#[test]
+fn options_are_read_from_kapsel_variables() {
+    let crd = repository().join("examples/manifests/kopfexamples-crd.yaml");
+    let rbac = |variables: &[(&str, &str)], flags: &[&str]| {
+        let mut command = kapsel();
+        command.args(["rbac", "--crd"]).arg(&crd).args(flags);
+        command.arg(guest("kube_calls"));
+        for (name, value) in variables {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let output = rbac(
+        &[
+            ("KAPSEL_RBAC_SERVICE_ACCOUNT", "from-env"),
+            ("KAPSEL_RBAC_OPERATOR_NAMESPACE", "ops"),
+            ("KAPSEL_RBAC_NAMESPACE", "team-a"),
+            ("KAPSEL_RBAC_STANDALONE", "yes"),
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents: Vec<Value> = serde_yaml::Deserializer::from_str(&stdout)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let named = |kind: &str| -> Vec<String> {
+        documents
+            .iter()
+            .filter(|d| d["kind"] == kind)
+            .map(|d| {
+                format!(
+                    "{}/{}",
+                    d["metadata"]["namespace"].as_str().unwrap_or(""),
+                    d["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(named("ServiceAccount"), ["ops/from-env"]);
+    assert_eq!(named("Role"), ["team-a/from-env"]);
+    // Standalone: no peering resources are granted.
+    assert!(!stdout.contains("kopfpeerings"), "{stdout}");
+
+    // The command line wins; a flag's variable set false leaves it unset.
+    let output = rbac(
+        &[
+            ("KAPSEL_RBAC_SERVICE_ACCOUNT", "from-env"),
+            ("KAPSEL_RBAC_STANDALONE", "false"),
+        ],
+        &["--service-account", "from-flag"],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("name: from-flag") && !stdout.contains("from-env"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("kopfpeerings"), "peering granted: {stdout}");
+
+    let output = rbac(&[("KAPSEL_RBAC_STANDALONE", "maybe")], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("maybe") && stderr.contains("standalone"),
+        "{stderr}"
+    );
+}
