@@ -1,5 +1,6 @@
 //! [`Runner`], Kopf's `KopfRunner`: a `kapsel run` command line run in-process, in the
-//! background, on a fresh embedded cluster, with its log output captured.
+//! background, on a fresh embedded cluster or on a cluster of the caller's, with its log
+//! output captured.
 
 use std::time::Duration;
 
@@ -24,7 +25,9 @@ pub enum RunnerError {
 }
 
 /// Kopf's `KopfRunner`: a `kapsel run` command line, run in the background on a fresh
-/// embedded cluster, with its log output captured.
+/// embedded cluster ([`Runner::start`]) or on an existing one, as `KopfRunner` runs on
+/// the cluster of the current kubeconfig ([`Runner::start_on`]), with its log output
+/// captured.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), kapsel_cli::RunnerError> {
@@ -36,13 +39,23 @@ pub enum RunnerError {
 /// assert_eq!(result.exit_code, 0, "{}", result.output);
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct Runner {
-    cluster: Cluster,
+    /// The cluster the runner started, if it started one (stopped with the runner).
+    cluster: Option<Cluster>,
+    client: kube::Client,
     journal: Journal,
     stop: CancellationToken,
     output: crate::capture::Output,
     thread: std::thread::JoinHandle<Result<(), Error>>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("cluster", &self.cluster)
+            .field("finished", &self.thread.is_finished())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The longest [`Runner::start`] waits for its operator to be running.
@@ -76,7 +89,33 @@ impl Runner {
     {
         let operator = crate::commands::operator_from_args(args).map_err(RunnerError::Usage)?;
         let cluster = Cluster::start().await?;
-        let operator = operator.client(cluster.client());
+        Runner::run(operator, cluster.client(), Some(cluster)).await
+    }
+
+    /// As [`Runner::start`], on an existing cluster that `client` reaches: a
+    /// `kapsel dev-cluster`, or a real one (`kapsel_host::default_kube_client()` finds
+    /// it as `kapsel run` does: in-cluster, `KUBECONFIG`, `~/.kube/config`). The cluster
+    /// is left as it is when the runner stops; what the operator wrote stays in it.
+    ///
+    /// # Errors
+    /// A usage error in the arguments (what `kapsel` would print, exit code 2).
+    pub async fn start_on<I, T>(client: kube::Client, args: I) -> Result<Runner, RunnerError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let operator = crate::commands::operator_from_args(args).map_err(RunnerError::Usage)?;
+        Runner::run(operator, client, None).await
+    }
+
+    /// Runs `operator` on `client`'s cluster in a thread of its own, and waits until it
+    /// runs (or has ended).
+    async fn run(
+        operator: kapsel_host::Operator,
+        client: kube::Client,
+        cluster: Option<Cluster>,
+    ) -> Result<Runner, RunnerError> {
+        let operator = operator.client(client.clone());
         let journal = operator.journal();
         let mut ready = operator.readiness();
         let stop = CancellationToken::new();
@@ -99,6 +138,7 @@ impl Runner {
         let _ = tokio::time::timeout(RUNNER_READY_LIMIT, ready.wait()).await;
         Ok(Runner {
             cluster,
+            client,
             journal,
             stop,
             output,
@@ -108,12 +148,13 @@ impl Runner {
 
     /// A client of the runner's cluster.
     pub fn client(&self) -> kube::Client {
-        self.cluster.client()
+        self.client.clone()
     }
 
-    /// The runner's cluster (its URL, kubeconfig, fault injection).
-    pub fn cluster(&self) -> &Cluster {
-        &self.cluster
+    /// The cluster the runner started (its URL, kubeconfig, fault injection); `None`
+    /// when it runs on a cluster of the caller's ([`Runner::start_on`]).
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_ref()
     }
 
     /// What the operator did so far (wait on it with [`Journal::wait_for`]).
@@ -131,7 +172,8 @@ impl Runner {
         self.thread.is_finished()
     }
 
-    /// Stops the operator gracefully, then the cluster; returns how the operator ended.
+    /// Stops the operator gracefully, then the cluster if the runner started it; returns
+    /// how the operator ended.
     pub async fn stop(self) -> RunResult {
         self.stop.cancel();
         let thread = self.thread;
@@ -140,7 +182,9 @@ impl Runner {
             Ok(Ok(result)) => result,
             Ok(Err(_)) | Err(_) => Err(Error::Operator("the operator's thread panicked".into())),
         };
-        let _ = self.cluster.shutdown().await;
+        if let Some(cluster) = self.cluster {
+            let _ = cluster.shutdown().await;
+        }
         let output = self.output.text();
         match result {
             Ok(()) => RunResult {

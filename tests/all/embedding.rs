@@ -118,6 +118,52 @@ async fn the_runner_runs_a_command_line_and_captures_its_output() {
     );
 }
 
+/// Kopf's `KopfRunner` runs on an existing cluster: so does `Runner::start_on`, which
+/// leaves the cluster running, with what the operator wrote in it, when it stops.
+#[tokio::test]
+async fn the_runner_runs_on_an_existing_cluster_and_leaves_it_running() {
+    let cluster = kapsel_host::testing::Cluster::start()
+        .await
+        .expect("cluster");
+    let seed = guest("seed");
+    let runner = Runner::start_on(
+        cluster.client(),
+        ["run", "-A", "--standalone", &seed.to_string_lossy()],
+    )
+    .await
+    .expect("started");
+    assert!(runner.cluster().is_none(), "not the runner's cluster");
+    create(
+        &cluster.client(),
+        &core("Pod", "pods"),
+        Some("default"),
+        pod("web-2"),
+    )
+    .await;
+    runner
+        .journal()
+        .wait_for(PATIENCE, |records| {
+            records.iter().any(|r| {
+                matches!(r, Record::GuestLog { message, .. } if message.ends_with("for Pod default/web-2"))
+            })
+        })
+        .await
+        .expect("the handler ran on the existing cluster");
+    let result = runner.stop().await;
+    assert_eq!(result.exit_code, 0, "{}", result.output);
+    // The cluster still serves.
+    let pods: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        cluster.client(),
+        "default",
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    assert!(
+        pods.get("web-2").await.is_ok(),
+        "the cluster outlives the runner"
+    );
+    cluster.shutdown().await.expect("cluster stops");
+}
+
 #[tokio::test]
 async fn the_runner_reports_usage_errors_and_failures() {
     let usage = Runner::start(["run", "--priority", "high", "x.wasm"])
