@@ -348,6 +348,34 @@ pub(crate) struct RunArgs {
     /// added, replaced or removed are swapped in without a restart (0: never).
     #[arg(long, default_value_t = 5000, value_name = "MS")]
     pub(crate) reload_interval_ms: u64,
+    /// One of Kopf's settings (repeatable), e.g. `watching.server_timeout=60`,
+    /// `watching.label_selectors=app=web`, `posting.enabled=false`; the value is read as
+    /// YAML. The settings, their defaults and meaning: `kapsel_host::Settings`, README.
+    #[arg(long = "setting", value_name = "KEY=VALUE", value_parser = setting)]
+    pub(crate) settings: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE`, checked against the settings: an unknown key or a wrong value is a
+/// usage error.
+fn setting(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    kapsel_host::Settings::default()
+        .set(key, value)
+        .map_err(|e| e.to_string())?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+impl RunArgs {
+    /// The settings of the `--setting` flags, in order.
+    pub(crate) fn settings(&self) -> Result<kapsel_host::Settings, kapsel_host::SettingsError> {
+        let mut settings = kapsel_host::Settings::default();
+        for (key, value) in &self.settings {
+            settings.set(key, value)?;
+        }
+        Ok(settings)
+    }
 }
 
 /// The bounds on the guests (`kapsel_host::Limits`; SECURITY.md explains each).

@@ -123,14 +123,17 @@ where
     )
     .map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Run(args) => Ok(operator_for(args)),
+        Command::Run(args) => operator_for(args),
         _ => Err("the runner runs `run` commands only".to_owned()),
     }
 }
 
-/// The operator of `kapsel run`, everything but the connection.
-fn operator_for(args: RunArgs) -> Operator {
+/// The operator of `kapsel run`, everything but the connection; a usage error when the
+/// settings do not fit together.
+fn operator_for(args: RunArgs) -> Result<Operator, String> {
+    let settings = args.settings().map_err(|e| e.to_string())?;
     let mut operator = Operator::new(args.guests)
+        .settings(settings)
         .limits(args.limits.limits())
         .reload_interval(Duration::from_millis(args.reload_interval_ms));
     operator = peering(operator, &args.peering);
@@ -146,11 +149,11 @@ fn operator_for(args: RunArgs) -> Operator {
     if let Some(dir) = args.cache_dir {
         operator = operator.cache_dir(dir);
     }
-    if args.namespaces.is_empty() {
+    Ok(if args.namespaces.is_empty() {
         operator.all_namespaces()
     } else {
         operator.namespaces(args.namespaces)
-    }
+    })
 }
 
 async fn run(
@@ -163,7 +166,7 @@ async fn run(
         );
     }
     let (embedded, port, kubeconfig) = (args.embedded, args.port, args.kubeconfig.clone());
-    let mut operator = operator_for(args);
+    let mut operator = operator_for(args).map_err(|message| CliError::new(message, 2))?;
     // Guests are compiled by this binary in a helper process, so that the compiler's
     // code and memory never stay in the operator's (in-process runners compile here).
     match std::env::current_exe() {

@@ -37,6 +37,7 @@ mod recording;
 mod reloading;
 mod running;
 mod runtime;
+pub mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tools;
@@ -49,6 +50,7 @@ pub use journal::{Journal, Record};
 pub use limits::{Limits, LimitsError};
 pub use peering::Freezer;
 pub use running::Operator;
+pub use settings::{Settings, SettingsError};
 pub use tools::{RbacRequest, inspect, rbac};
 
 // Plumbing of the `kapsel` binary and the bench, not part of the embedding API: public

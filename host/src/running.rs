@@ -15,6 +15,7 @@ use crate::journal::{Journal, Record};
 use crate::limits::Limits;
 use crate::reloading::{Reloader, Reporting};
 use crate::runtime::{self, HandlerKind, Library, ServedGuests};
+use crate::settings::Settings;
 use crate::{Error, activities, health, peering, reactor, recording, reloading};
 
 /// How long cleanup handlers may take, retries included, when the operator stops.
@@ -34,6 +35,9 @@ pub struct Operator {
     client: Option<kube::Client>,
     /// How the reactor runs: configuration.
     pub(crate) settings: reactor::Settings,
+    /// Kopf's settings, as the user gave them: taken into `settings` once the startup
+    /// handlers are done.
+    user_settings: Settings,
     /// What its parts share while it runs, and what observers watch (the journal, the
     /// metrics the endpoints serve, the ready signal).
     pub(crate) shared: reactor::Shared,
@@ -81,6 +85,7 @@ impl Operator {
             namespaces: Vec::new(),
             client: None,
             settings: reactor::Settings::default(),
+            user_settings: Settings::default(),
             shared,
             limits: Limits::default(),
             preloaded: None,
@@ -120,9 +125,25 @@ impl Operator {
         self
     }
 
-    /// Reconnect a watch stream that was silent (not even a bookmark) this long. Default 70 s.
+    /// Reconnect a watch stream that was silent (not even a bookmark) this long. Default
+    /// 70 s. (The setting `watching.inactivity_timeout`.)
     pub fn inactivity_timeout(mut self, timeout: Duration) -> Operator {
-        self.settings.streams.inactivity_timeout = timeout;
+        self.user_settings.watching.inactivity_timeout = timeout.as_secs_f64();
+        self
+    }
+
+    /// Kopf's settings ([`Settings`]: watching, queueing, persistence, posting,
+    /// peering), replacing those given before.
+    ///
+    /// ```
+    /// let mut settings = kapsel_host::Settings::default();
+    /// settings.watching.label_selectors = Some("app=web".into());
+    /// settings.set("queueing.exit_timeout", "5")?;
+    /// let operator = kapsel_host::Operator::new(["handlers/"]).settings(settings);
+    /// # Ok::<(), kapsel_host::SettingsError>(())
+    /// ```
+    pub fn settings(mut self, settings: Settings) -> Operator {
+        self.user_settings = settings;
         self
     }
 
@@ -341,6 +362,7 @@ impl Operator {
         let trigger = stop.clone();
         let mut settings = self.settings;
         settings.limits = limits;
+        settings.adopt(&self.user_settings);
         let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {

@@ -36,6 +36,7 @@ const HOST_LAYERS: [&[&str]; 7] = [
         "proptesting",
         "pyformat",
         "rate",
+        "settings",
     ],
     &["runtime"],
     &["cluster", "recording"],

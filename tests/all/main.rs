@@ -29,6 +29,7 @@ mod resumes;
 mod retries;
 mod sandbox;
 mod schemas;
+mod settings;
 mod streams;
 mod subhandlers;
 mod timers;

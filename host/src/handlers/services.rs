@@ -89,6 +89,10 @@ impl HostServices for GuestServices {
             let (Some(poster), Some(kube)) = (&self.poster, &self.kube) else {
                 return Err(runtime::not_available("posting Events"));
             };
+            // Not posted, as Kopf does not post it: quietly, and without using the pace.
+            if !poster.admits(&event.event_type) {
+                return Ok(());
+            }
             // No object named: the Event is about the object of the call.
             let own = event.object.is_none();
             let event = from_guest(&self.object, event)

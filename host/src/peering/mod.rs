@@ -54,6 +54,8 @@ pub(crate) struct Settings {
     pub(crate) lifetime: i64,
     /// Our identity among the peers; detected when not given.
     pub(crate) identity: Option<String>,
+    /// No debug line for a keep-alive that went well (Kopf's `peering.stealth`).
+    pub(crate) stealth: bool,
 }
 
 impl Default for Settings {
@@ -64,6 +66,7 @@ impl Default for Settings {
             priority: 0,
             lifetime: 60,
             identity: None,
+            stealth: false,
         }
     }
 }
@@ -405,6 +408,8 @@ impl Follower {
         );
         let where_ = describe(&self.target);
         match patch(&self.api, self.name(), &body).await {
+            // Kopf's stealth mode keeps quiet about keep-alives, unless the object is gone.
+            Ok(true) if self.shared.settings.stealth => {}
             Ok(found) => {
                 let result = if found { "ok" } else { "not found" };
                 tracing::debug!("Keep-alive in '{}' {where_}: {result}.", self.name());

@@ -60,11 +60,46 @@ pub(crate) struct Settings {
     pub(crate) peering: peering::Settings,
     /// The bounds on the guests (the runtime's: set when the operator runs).
     pub(crate) limits: Arc<Limits>,
+    /// The pauses of an object whose processing keeps failing (`queueing.error_delays`).
+    pub(crate) error_delays: Arc<[Duration]>,
+    /// Which of the guests' Events are posted (`posting`).
+    pub(crate) posting: crate::settings::Posting,
+}
+
+impl Settings {
+    /// Takes the user's settings (the one model, `crate::settings`) into the parts' own.
+    pub(crate) fn adopt(&mut self, user: &crate::settings::Settings) {
+        use crate::settings::seconds;
+        let watching = &user.watching;
+        self.streams.inactivity_timeout = seconds(watching.inactivity_timeout);
+        self.streams.server_timeout = watching.server_timeout.map(seconds);
+        self.streams.page_size = watching.chunk_size;
+        self.streams
+            .label_selector
+            .clone_from(&watching.label_selectors);
+        self.streams
+            .field_selector
+            .clone_from(&watching.field_selectors);
+        self.streams.initial_streaming = watching.initial_streaming;
+        self.exit_grace = seconds(user.queueing.exit_timeout);
+        self.error_delays = user
+            .queueing
+            .error_delays
+            .iter()
+            .copied()
+            .map(seconds)
+            .collect();
+        self.streams.objects_in_flight =
+            usize::try_from(user.queueing.objects_in_flight).unwrap_or(usize::MAX);
+        self.changes.consistency_timeout = seconds(user.persistence.consistency_timeout);
+        self.posting = user.posting.clone();
+        self.peering.stealth = user.peering.stealth;
+    }
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings {
+        let mut settings = Settings {
             scope: Scope::Cluster,
             streams: StreamSettings::default(),
             // Kopf's `queueing.exit_timeout`.
@@ -72,7 +107,12 @@ impl Default for Settings {
             changes: ChangeSettings::default(),
             peering: peering::Settings::default(),
             limits: Arc::default(),
-        }
+            error_delays: Arc::from([]),
+            posting: crate::settings::Posting::default(),
+        };
+        // The defaults are the user settings' defaults: one place says them.
+        settings.adopt(&crate::settings::Settings::default());
+        settings
     }
 }
 
@@ -258,6 +298,7 @@ pub(crate) async fn run(
     // Events go out until the streams have stopped, then get a short grace.
     let posting = CancellationToken::new();
     let (poster, poster_task) = Poster::start(client.clone(), posting.clone());
+    let poster = poster.with_posting(settings.posting.clone());
     // An early return (a failed discovery) stops the poster too.
     let _stop_posting = posting.clone().drop_guard();
     let mut reactor = Reactor::start(client, guests, &settings, shared, poster).await?;

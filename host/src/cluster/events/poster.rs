@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{PostedEvent, event_body, event_namespace};
 use crate::cluster::requests::retried;
 use crate::cluster::wire::Body;
+use crate::settings::{Posting, PostingLevel};
 
 /// How long a worker waits for more events about its object before it retires
 /// (Kopf's `posting.idle_timeout`).
@@ -72,6 +73,8 @@ impl Shared {
 #[derive(Clone)]
 pub(crate) struct Poster {
     shared: Arc<Shared>,
+    /// Which of the guests' Events are posted.
+    posting: Posting,
 }
 
 impl std::fmt::Debug for Poster {
@@ -99,10 +102,33 @@ impl Poster {
             shutdown,
         });
         let task = tokio::spawn(drain_on_shutdown(shared.clone()));
-        (Poster { shared }, task)
+        (
+            Poster {
+                shared,
+                posting: Posting::default(),
+            },
+            task,
+        )
     }
 
-    /// Queues an Event; returns at once. Events about Events are skipped.
+    /// This poster, posting the guests' Events as `posting` says.
+    pub(crate) fn with_posting(mut self, posting: Posting) -> Poster {
+        self.posting = posting;
+        self
+    }
+
+    /// Whether a guest's Event of this type is posted (Kopf's `posting.enabled` and
+    /// `posting.level`: Normal Events are `info`, Warning ones `warning`, others `error`).
+    pub(crate) fn admits(&self, event_type: &str) -> bool {
+        let level = match event_type {
+            "Normal" => PostingLevel::Info,
+            "Warning" => PostingLevel::Warning,
+            _ => PostingLevel::Error,
+        };
+        self.posting.enabled && level >= self.posting.level
+    }
+
+    /// Queues an Event to go out; returns at once. Events about Events are skipped.
     pub(crate) fn post(&self, event: PostedEvent) {
         self.post_after(event, Duration::ZERO);
     }

@@ -26,8 +26,7 @@ use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{
-    self, ERROR_DELAYS, EventType, Memories, ObjectEvent, ObjectMemory, QueuedEvent, Streak,
-    object_ref,
+    self, EventType, Memories, ObjectEvent, ObjectMemory, QueuedEvent, Streak, object_ref,
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
@@ -94,6 +93,7 @@ impl StreamContext {
         resource: Arc<Resource>,
         handlers: ResourceHandlers,
         stopping: CancellationToken,
+        objects_in_flight: usize,
     ) -> Self {
         StreamContext {
             id,
@@ -101,7 +101,7 @@ impl StreamContext {
             handlers: watch::Sender::new(Arc::new(StreamHandlers::new(handlers))),
             stopping,
             tasks: TaskTracker::new(),
-            turns: objects::turns(),
+            turns: objects::turns(objects_in_flight),
         }
     }
 
@@ -165,6 +165,8 @@ pub(crate) struct Handling {
     metrics: Metrics,
     /// Calls, for the Events the operator posts about looping objects.
     calls: Calls,
+    /// The pauses of an object whose processing keeps failing.
+    error_delays: Arc<[Duration]>,
 }
 
 impl Handling {
@@ -220,6 +222,7 @@ impl Handling {
             limits: settings.limits.clone(),
             metrics: shared.metrics.clone(),
             calls,
+            error_delays: settings.error_delays.clone(),
         }
     }
 
@@ -421,7 +424,7 @@ impl Handling {
                 }
                 Err(error) => error,
             };
-            let delay = memory.throttle(&ERROR_DELAYS);
+            let delay = memory.throttle(&self.error_delays);
             let Some(delay) = delay else {
                 object_log!(error, object, "Processing failed: {error}");
                 return;

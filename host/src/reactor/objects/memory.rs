@@ -44,13 +44,15 @@ pub(crate) struct Memories {
     gauge: Gauge,
 }
 
-/// How many objects of a stream are handled at once: several times the default call
-/// slots (16), so that the guests stay busy while other objects' patches are on their way.
+/// How many objects of a stream are handled at once by default
+/// (`queueing.objects_in_flight`): several times the default call slots (16), so that the
+/// guests stay busy while other objects' patches are on their way.
+#[cfg(test)]
 pub(crate) const OBJECTS_IN_FLIGHT: usize = 64;
 
-/// A stream's turns (see the module's documentation).
-pub(crate) fn turns() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(OBJECTS_IN_FLIGHT))
+/// A stream's turns (see the module's documentation): `objects` at once.
+pub(crate) fn turns(objects: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(objects.clamp(1, Semaphore::MAX_PERMITS)))
 }
 
 /// How many deleted objects [`Memories::has_seen`] remembers as seen.
@@ -421,7 +423,7 @@ impl ObjectMemory {
     }
 
     /// Handling the object failed unexpectedly: how long to throttle it (KOPF.md §5.4).
-    pub(crate) fn throttle(&self, delays: &[u64]) -> Option<Duration> {
+    pub(crate) fn throttle(&self, delays: &[Duration]) -> Option<Duration> {
         self.state().throttler.on_error(delays)
     }
 
@@ -512,10 +514,6 @@ impl ObjectMemory {
     }
 }
 
-/// Kopf's `queueing.error_delays`: 1, 1, 2, 3, 5, … 610 seconds.
-pub(crate) const ERROR_DELAYS: [u64; 15] =
-    [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610];
-
 /// Per-object throttling of unexpected errors (KOPF.md §5.4): each error takes the next
 /// delay (the last one repeats); the first success resets it. An empty list disables
 /// throttling.
@@ -526,10 +524,10 @@ pub(crate) struct Throttler {
 
 impl Throttler {
     /// An unexpected error happened: how long to skip this object's events.
-    pub(crate) fn on_error(&mut self, delays: &[u64]) -> Option<Duration> {
+    pub(crate) fn on_error(&mut self, delays: &[Duration]) -> Option<Duration> {
         let delay = delays.get(self.errors).or(delays.last()).copied()?;
         self.errors += 1;
-        Some(Duration::from_secs(delay))
+        Some(delay)
     }
 
     /// Processing succeeded: start over.
@@ -604,7 +602,7 @@ mod tests {
     #[tokio::test]
     async fn objects_take_turns_and_give_them_back_while_sleeping() {
         let memories = Memories::default();
-        let stream = turns();
+        let stream = turns(OBJECTS_IN_FLIGHT);
         let keys: Vec<ObjectKey> = (0..=OBJECTS_IN_FLIGHT)
             .map(|n| format!("uid-{n}"))
             .collect();
@@ -643,15 +641,21 @@ mod tests {
 
     #[test]
     fn throttling_follows_kopfs_delays() {
+        let delays: Vec<Duration> = crate::settings::Settings::default()
+            .queueing
+            .error_delays
+            .into_iter()
+            .map(crate::settings::seconds)
+            .collect();
         let mut th = Throttler::default();
         let got: Vec<u64> = (0..17)
-            .filter_map(|_| th.on_error(&ERROR_DELAYS))
+            .filter_map(|_| th.on_error(&delays))
             .map(|d| d.as_secs())
             .collect();
         assert_eq!(&got[..5], &[1, 1, 2, 3, 5]);
         assert_eq!(&got[14..], &[610, 610, 610], "the last delay repeats");
         th.on_success();
-        assert_eq!(th.on_error(&ERROR_DELAYS), Some(Duration::from_secs(1)));
+        assert_eq!(th.on_error(&delays), Some(Duration::from_secs(1)));
         assert_eq!(th.on_error(&[]), None, "an empty list disables throttling");
     }
 

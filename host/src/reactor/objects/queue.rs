@@ -368,7 +368,7 @@ mod tests {
         let log = seen.clone();
         // "a" waits until "b" is done: only objects processed in parallel get there.
         let b_done = Arc::new(tokio::sync::Semaphore::new(0));
-        let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), move |e: QueuedEvent, _turn| {
             let (log, b_done) = (log.clone(), b_done.clone());
             async move {
                 let n = e.clone().parsed(true).body["n"]
@@ -410,7 +410,7 @@ mod tests {
     async fn idle_workers_leave_and_come_back() {
         let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
         let log = seen.clone();
-        let mut router = Router::new(turns(), move |e: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), move |e: QueuedEvent, _turn| {
             let log = log.clone();
             async move {
                 let n = e.clone().parsed(true).body["n"]
@@ -456,7 +456,7 @@ mod tests {
         let metrics = crate::metrics::Metrics::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let held = gate.clone();
-        let mut router = Router::new(turns(), move |_: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), move |_: QueuedEvent, _turn| {
             let held = held.clone();
             async move {
                 let _ = held.acquire().await.map(|p| p.forget());

@@ -172,6 +172,7 @@ impl Streams {
             resource,
             handlers.clone(),
             cancel.clone(),
+            self.parts.settings.objects_in_flight,
         ));
         if !handlers.index.is_empty() {
             self.parts.handling.readiness().expect_stream(&context.id);

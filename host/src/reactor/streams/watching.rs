@@ -42,6 +42,16 @@ pub(crate) struct StreamSettings {
     pub(crate) inactivity_timeout: Duration,
     /// `limit` for list pages.
     pub(crate) page_size: Option<u32>,
+    /// `timeoutSeconds` of the watch requests; `None`: the inactivity timeout less
+    /// kube-runtime's margin.
+    pub(crate) server_timeout: Option<Duration>,
+    /// Server-side selectors every list and watch sends.
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    /// List by watching (`sendInitialEvents`).
+    pub(crate) initial_streaming: bool,
+    /// How many of the stream's objects are handled at once.
+    pub(crate) objects_in_flight: usize,
 }
 
 impl Default for StreamSettings {
@@ -50,6 +60,11 @@ impl Default for StreamSettings {
             // Kopf's `watching.inactivity_timeout`.
             inactivity_timeout: Duration::from_secs(70),
             page_size: Some(500),
+            server_timeout: None,
+            label_selector: None,
+            field_selector: None,
+            initial_streaming: false,
+            objects_in_flight: 64,
         }
     }
 }
@@ -95,13 +110,22 @@ pub(crate) async fn run(
         _ => Api::all_with(client, &api_resource),
     };
     let server_timeout = settings
-        .inactivity_timeout
-        .saturating_sub(KUBE_IDLE_MARGIN)
+        .server_timeout
+        .unwrap_or_else(|| settings.inactivity_timeout.saturating_sub(KUBE_IDLE_MARGIN))
         .as_secs()
         .max(1);
     let mut config =
         watcher::Config::default().timeout(u32::try_from(server_timeout).unwrap_or(u32::MAX));
     config.page_size = settings.page_size;
+    if let Some(selector) = &settings.label_selector {
+        config = config.labels(selector);
+    }
+    if let Some(selector) = &settings.field_selector {
+        config = config.fields(selector);
+    }
+    if settings.initial_streaming {
+        config = config.streaming_lists();
+    }
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
 
     let mut listing = Listing::default();

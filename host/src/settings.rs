@@ -1,0 +1,348 @@
+//! [`Settings`]: what Kopf's `settings` (`kopf.OperatorSettings`) lets an operator's
+//! author change, as one model that the command line (`--setting KEY=VALUE`), the
+//! embedding API ([`crate::Operator::settings`]) and startup handlers read and write.
+//!
+//! The names are Kopf's (`watching.server_timeout`); durations are seconds, as in Kopf.
+//! Bounds on the guests are not settings but [`crate::Limits`].
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The operator's settings, with Kopf 1.45's defaults unless a field says otherwise.
+/// Build one with [`Settings::default`] and change fields, or by key with
+/// [`Settings::set`] (`"watching.server_timeout"`, `"60"`), or merge a JSON object
+/// with [`Settings::merge`] (`{"queueing": {"exit_timeout": 5}}`): each checks names and
+/// types and says what is wrong.
+///
+/// | key | default | what it does |
+/// |---|---|---|
+/// | `watching.server_timeout` | none | `timeoutSeconds` of watch requests (none: `inactivity_timeout` less 5 s) |
+/// | `watching.inactivity_timeout` | 70 | a watch stream silent this long (bookmarks included) is reopened |
+/// | `watching.chunk_size` | 500 (Kopf: none) | `limit` of the list pages (none: one page) |
+/// | `watching.label_selectors` | none | a label selector (`app=web,tier!=db`) every watch sends: objects without it are not seen at all |
+/// | `watching.field_selectors` | none | a field selector (`metadata.name!=skip`) every watch sends |
+/// | `watching.initial_streaming` | false | list by watching (`sendInitialEvents`, Kubernetes 1.27+) instead of paged lists |
+/// | `queueing.exit_timeout` | 2 | how long in-flight handlers may take to finish when stopping |
+/// | `queueing.error_delays` | 1, 1, 2, 3, 5, … 610 | the pauses of an object whose processing keeps failing (Kopf's throttling) |
+/// | `queueing.objects_in_flight` | 64 (Kapsel's) | how many objects of one watch stream are handled at once (Kopf: unbounded) |
+/// | `persistence.consistency_timeout` | 5 | how long to wait for the operator's own patch to come back before going on |
+/// | `posting.enabled` | true | post the Events handlers ask for (`kapsel::events`) |
+/// | `posting.level` | `info` | the lowest level posted: `debug`, `info` (Normal Events), `warning`, `error` |
+/// | `peering.stealth` | false | no debug line for each keep-alive |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Watch streams (Kopf's `settings.watching`).
+    pub watching: Watching,
+    /// Objects' processing (Kopf's `settings.queueing`).
+    pub queueing: Queueing,
+    /// The state kept on objects (Kopf's `settings.persistence`).
+    pub persistence: Persistence,
+    /// Events (Kopf's `settings.posting`).
+    pub posting: Posting,
+    /// Peering (Kopf's `settings.peering`; its name, priority and lifetime are set as
+    /// the operator's peering, [`crate::Operator::peering`]).
+    pub peering: Peering,
+}
+
+/// Watch streams (Kopf's `settings.watching`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Watching {
+    /// `timeoutSeconds` of the watch requests; `None`: `inactivity_timeout` less 5 s.
+    pub server_timeout: Option<f64>,
+    /// Seconds of silence (bookmarks included) after which a stream is reopened.
+    pub inactivity_timeout: f64,
+    /// The `limit` of list pages; `None`: one page.
+    pub chunk_size: Option<u32>,
+    /// A label selector sent with every list and watch.
+    pub label_selectors: Option<String>,
+    /// A field selector sent with every list and watch.
+    pub field_selectors: Option<String>,
+    /// List by watching (`sendInitialEvents=true`), not by paged lists.
+    pub initial_streaming: bool,
+}
+
+impl Default for Watching {
+    fn default() -> Self {
+        Watching {
+            server_timeout: None,
+            inactivity_timeout: 70.0,
+            chunk_size: Some(500),
+            label_selectors: None,
+            field_selectors: None,
+            initial_streaming: false,
+        }
+    }
+}
+
+/// Objects' processing (Kopf's `settings.queueing`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Queueing {
+    /// Seconds in-flight handlers may take to finish when the operator stops.
+    pub exit_timeout: f64,
+    /// Seconds between attempts at an object whose processing keeps failing (an API
+    /// error, say); the last one repeats; none: no pause.
+    pub error_delays: Vec<f64>,
+    /// How many objects of one watch stream are handled at once (Kapsel's bound on
+    /// memory; Kopf's is unbounded). At least 1.
+    pub objects_in_flight: u32,
+}
+
+impl Default for Queueing {
+    fn default() -> Self {
+        Queueing {
+            exit_timeout: 2.0,
+            error_delays: [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610]
+                .map(f64::from)
+                .to_vec(),
+            objects_in_flight: 64,
+        }
+    }
+}
+
+/// The state kept on objects (Kopf's `settings.persistence`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Persistence {
+    /// Seconds to wait for the operator's own patch to come back before handling an
+    /// object again.
+    pub consistency_timeout: f64,
+}
+
+impl Default for Persistence {
+    fn default() -> Self {
+        Persistence {
+            consistency_timeout: 5.0,
+        }
+    }
+}
+
+/// Events (Kopf's `settings.posting`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Posting {
+    /// Post the Events handlers ask for.
+    pub enabled: bool,
+    /// The lowest level posted: Normal Events are `info`, Warning ones `warning`, Kopf's
+    /// `exception` ones `error`.
+    pub level: PostingLevel,
+}
+
+impl Default for Posting {
+    fn default() -> Self {
+        Posting {
+            enabled: true,
+            level: PostingLevel::Info,
+        }
+    }
+}
+
+/// A level of Events (Kopf's `posting.level`, a logging level there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum PostingLevel {
+    /// Everything.
+    Debug,
+    /// Normal Events and above.
+    Info,
+    /// Warning Events and above.
+    Warning,
+    /// Only errors (Kopf's `exception`).
+    Error,
+}
+
+/// Peering (Kopf's `settings.peering`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Peering {
+    /// No debug line for each keep-alive.
+    pub stealth: bool,
+}
+
+/// A setting that cannot be set: an unknown key, a value of the wrong type, or out of
+/// range. Its text says which and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(String);
+
+impl Settings {
+    /// Sets one setting by its dotted key (`watching.server_timeout`); the value is read
+    /// as YAML (`60`, `1.5`, `true`, `app=web`, `[1, 2, 3]`, `null`).
+    ///
+    /// # Errors
+    /// An unknown key (the error lists the known ones) or a value that does not fit.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), SettingsError> {
+        let value: Value = serde_yaml::from_str(value)
+            .map_err(|e| SettingsError(format!("{key}: {value:?} is not a value: {e}")))?;
+        let mut change = value;
+        for part in key.rsplit('.') {
+            change = Value::Object([(part.to_owned(), change)].into_iter().collect());
+        }
+        self.merge(&change)
+    }
+
+    /// Merges a JSON object of changes into the settings, key by key
+    /// (`{"watching": {"server_timeout": 60}}`): the keys not in it keep their values.
+    ///
+    /// # Errors
+    /// An unknown key (the error lists the known ones) or a value that does not fit;
+    /// the settings are then left as they were.
+    pub fn merge(&mut self, changes: &Value) -> Result<(), SettingsError> {
+        let mut whole = serde_json::to_value(&*self)
+            .map_err(|e| SettingsError(format!("the settings cannot be written: {e}")))?;
+        merge_into(&mut whole, changes, "")?;
+        let merged: Settings = serde_json::from_value(whole)
+            .map_err(|e| SettingsError(format!("{e} (in {changes})")))?;
+        merged.check()?;
+        *self = merged;
+        Ok(())
+    }
+
+    /// The settings as JSON, as a startup handler and `--help` show them.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The ranges serde does not check.
+    fn check(&self) -> Result<(), SettingsError> {
+        let seconds = [
+            (
+                "watching.inactivity_timeout",
+                Some(self.watching.inactivity_timeout),
+            ),
+            ("watching.server_timeout", self.watching.server_timeout),
+            ("queueing.exit_timeout", Some(self.queueing.exit_timeout)),
+            (
+                "persistence.consistency_timeout",
+                Some(self.persistence.consistency_timeout),
+            ),
+        ];
+        let delays = self
+            .queueing
+            .error_delays
+            .iter()
+            .map(|d| ("queueing.error_delays", Some(*d)));
+        for (key, value) in seconds.into_iter().chain(delays) {
+            if let Some(value) = value
+                && Duration::try_from_secs_f64(value).is_err()
+            {
+                return Err(SettingsError(format!(
+                    "{key}: {value} is not a number of seconds (0 or more)"
+                )));
+            }
+        }
+        if self.queueing.objects_in_flight == 0 {
+            return Err(SettingsError(
+                "queueing.objects_in_flight: at least 1 object must be handled at once".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Merges `changes` into `whole`, refusing keys `whole` does not have.
+fn merge_into(whole: &mut Value, changes: &Value, at: &str) -> Result<(), SettingsError> {
+    let (Value::Object(known), Value::Object(changes)) = (&mut *whole, changes) else {
+        *whole = changes.clone();
+        return Ok(());
+    };
+    for (key, change) in changes {
+        let path = if at.is_empty() {
+            key.clone()
+        } else {
+            format!("{at}.{key}")
+        };
+        let Some(slot) = known.get_mut(key) else {
+            let names: Vec<String> = known
+                .keys()
+                .map(|k| {
+                    if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    }
+                })
+                .collect();
+            return Err(SettingsError(format!(
+                "unknown setting {path} (known: {})",
+                names.join(", ")
+            )));
+        };
+        if slot.is_object() && !change.is_object() {
+            return Err(SettingsError(format!(
+                "{path} is a group of settings, not a value"
+            )));
+        }
+        merge_into(slot, change, &path)?;
+    }
+    Ok(())
+}
+
+/// Seconds as a [`Duration`]; [`Settings::check`] refused what does not fit.
+pub(crate) fn seconds(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value).unwrap_or(Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn settings_are_set_by_key_and_merged_by_object() {
+        let mut settings = Settings::default();
+        settings.set("watching.server_timeout", "60").unwrap();
+        settings.set("watching.label_selectors", "app=web").unwrap();
+        settings.set("queueing.error_delays", "[1, 2.5]").unwrap();
+        settings.set("posting.level", "warning").unwrap();
+        settings
+            .merge(&json!({"queueing": {"exit_timeout": 5}, "peering": {"stealth": true}}))
+            .unwrap();
+        assert_eq!(settings.watching.server_timeout, Some(60.0));
+        assert_eq!(
+            settings.watching.label_selectors.as_deref(),
+            Some("app=web")
+        );
+        assert_eq!(settings.watching.inactivity_timeout, 70.0, "untouched");
+        assert_eq!(settings.queueing.error_delays, [1.0, 2.5]);
+        assert_eq!(settings.queueing.exit_timeout, 5.0);
+        assert_eq!(settings.posting.level, PostingLevel::Warning);
+        assert!(settings.peering.stealth);
+        settings.set("watching.chunk_size", "null").unwrap();
+        assert_eq!(settings.watching.chunk_size, None);
+    }
+
+    #[test]
+    fn wrong_settings_say_what_is_wrong_and_change_nothing() {
+        let mut settings = Settings::default();
+        let error = |result: Result<(), SettingsError>| result.unwrap_err().to_string();
+        let unknown = error(settings.set("watching.server_timeut", "1"));
+        assert!(
+            unknown.contains("unknown setting watching.server_timeut")
+                && unknown.contains("watching.server_timeout"),
+            "{unknown}"
+        );
+        assert!(error(settings.set("nothing", "1")).contains("known: watching, queueing"));
+        let typed = error(settings.set("watching.inactivity_timeout", "soon"));
+        assert!(typed.contains("invalid type"), "{typed}");
+        let negative = error(settings.set("queueing.exit_timeout", "-1"));
+        assert!(negative.contains("queueing.exit_timeout: -1"), "{negative}");
+        assert!(error(settings.set("queueing.objects_in_flight", "0")).contains("at least 1"));
+        assert!(error(settings.set("posting.level", "loud")).contains("unknown variant"));
+        assert!(error(settings.set("watching", "1")).contains("a group of settings"));
+        assert_eq!(settings, Settings::default());
+    }
+}

@@ -1,0 +1,148 @@
+//! Kopf's settings (`kapsel_host::Settings`), from the command line and the embedding
+//! API, changing what the operator does: server-side selectors on its watches, and which
+//! of the guests' Events are posted.
+
+use kapsel_cli::Runner;
+use kapsel_host::{Operator, Record, Settings};
+use kapsel_tests::*;
+use serde_json::{Value, json};
+
+/// The reasons of the Events about a kopfexample of the scene.
+async fn reasons(s: &Scene, name: &str) -> Vec<String> {
+    s.events_about(name)
+        .await
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `--setting posting.level=warning` (Kopf's `settings.posting.level`): a guest's Normal
+/// Event is not posted, its Warning and Error ones are. The Events about one object go
+/// out in order, so once the last one is there, the first would be too.
+#[tokio::test]
+async fn posting_level_from_the_command_line_drops_the_events_below_it() {
+    let s = Scene::start("settings-posting").await;
+    let changes = guest("changes");
+    let runner = Runner::start_on(
+        s.client.clone(),
+        [
+            "run",
+            "-A",
+            "--standalone",
+            "--setting",
+            "posting.level=warning",
+            &changes.to_string_lossy(),
+        ],
+    )
+    .await
+    .expect("started");
+    s.create(kopfexample(
+        "noisy",
+        &["posting"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut posted = reasons(&s, "noisy").await;
+    while !posted.contains(&"Broken".to_owned()) {
+        assert!(tokio::time::Instant::now() < deadline, "posted: {posted:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        posted = reasons(&s, "noisy").await;
+    }
+    // (Listed by name, not in the order posted.)
+    posted.sort();
+    assert_eq!(posted, ["Broken", "Suspicious"], "no Normal Event");
+    let result = runner.stop().await;
+    assert_eq!(result.exit_code, 0, "{}", result.output);
+    s.shutdown().await;
+}
+
+/// `watching.label_selectors` (Kopf's `settings.watching.label_selectors`): the watches
+/// ask the API server for the matching objects only, listed or created later; the others
+/// are never seen, not even by an event handler.
+#[tokio::test]
+async fn a_label_selector_setting_hides_the_other_objects_from_every_stream() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let served = |name: &str| {
+        let mut pod = pod(name);
+        pod["metadata"]["labels"] = json!({"kapsel.test/served": "yes"});
+        pod
+    };
+    create(
+        &client,
+        &core("Pod", "pods"),
+        Some("default"),
+        pod("listed-plain"),
+    )
+    .await;
+    create(
+        &client,
+        &core("Pod", "pods"),
+        Some("default"),
+        served("listed-served"),
+    )
+    .await;
+    let mut settings = Settings::default();
+    settings
+        .set("watching.label_selectors", "kapsel.test/served=yes")
+        .unwrap();
+    let operator = cluster.start_operator_on_handler_time(
+        Operator::new([guest("seed")])
+            .standalone()
+            .settings(settings),
+    );
+    create(&client, &core("Pod", "pods"), Some("default"), pod("plain")).await;
+    create(
+        &client,
+        &core("Pod", "pods"),
+        Some("default"),
+        served("served"),
+    )
+    .await;
+    let journal = operator.journal().clone();
+    let pods = |records: &[Record]| -> Vec<String> {
+        let mut seen: Vec<String> = calls(records, "log_event")
+            .into_iter()
+            .map(|(object, _)| object)
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    journal
+        .wait_for(PATIENCE, |records| pods(records).len() >= 2)
+        .await
+        .expect("the served pods were handled");
+    operator.settle([]).await.expect("settled");
+    assert_eq!(
+        pods(&journal.records()),
+        ["default/listed-served", "default/served"]
+    );
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// The settings are checked when given: an unknown key or a wrong value is refused with
+/// what is wrong, before anything runs.
+#[tokio::test]
+async fn wrong_settings_are_usage_errors() {
+    let error = Runner::start(["run", "--setting", "watching.sever_timeout=1", "x.wasm"])
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("unknown setting watching.sever_timeout")
+            && error.contains("watching.server_timeout"),
+        "{error}"
+    );
+    let mut settings = Settings::default();
+    let refused = settings.merge(&json!({"queueing": {"objects_in_flight": 0}}));
+    assert!(refused.is_err());
+    assert_eq!(
+        settings.to_json()["queueing"]["objects_in_flight"],
+        Value::from(64)
+    );
+}
