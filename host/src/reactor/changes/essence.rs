@@ -19,7 +19,9 @@ use serde_json::{Map, Value};
 use super::keys::{KeyScheme, marked_prefixes};
 use super::oversized::{self, Shrunk, digest};
 use super::patch::{Patch, body_annotation, store_marker};
-use crate::pyformat::{self, falsy};
+use super::progress::ProgressStorage;
+use super::stanzas::{remove_annotations, remove_empty_stanzas};
+use crate::pyformat;
 
 /// kubectl's own copy of the applied manifest: never essential.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -27,17 +29,28 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The top-level members an essence leaves out (labels and annotations are put back).
 const NOT_ESSENTIAL: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
 
-/// Where the diff-base lives: the key scheme plus the record name.
+/// Where the diff-base lives: Kopf's default `AnnotationsDiffBaseStorage`, an annotation
+/// under a prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DiffBaseStorage {
-    pub(crate) keys: KeyScheme,
+    /// The annotation prefix (`kopf.zalando.org`).
+    pub(crate) prefix: String,
+    /// Also write the V1 keys (`v1=True`).
+    pub(crate) v1: bool,
     /// `last-handled-configuration`.
     pub(crate) key: String,
 }
 
 impl DiffBaseStorage {
-    /// Kopf's `AnnotationsDiffBaseStorage.build()` followed by the progress storage's
-    /// `clear()` (which strips this prefix's annotations, as Kopf's processing does).
+    fn keys(&self) -> KeyScheme<'_> {
+        KeyScheme {
+            prefix: &self.prefix,
+            v1: self.v1,
+        }
+    }
+
+    /// Kopf's `AnnotationsDiffBaseStorage.build()`: the essence without this storage's
+    /// own keys.
     pub(crate) fn build(&self, body: &Value, extra_fields: &[Vec<String>]) -> Value {
         // The body's members but these, in their order: copied one by one, so that
         // `metadata` (managed fields and all) and `status` are never copied to be dropped.
@@ -71,21 +84,8 @@ impl DiffBaseStorage {
         }
         remove_empty_stanzas(&mut essence);
         // The storage's own keys (relevant for non-`kopf.` prefixes without a marker yet).
-        let own = self.keys.keys(&self.key);
+        let own = self.keys().keys(&self.key);
         remove_annotations(&mut essence, |k| own.iter().any(|o| o == k));
-        remove_empty_stanzas(&mut essence);
-        self.clear(Value::Object(essence))
-    }
-
-    /// Kopf's progress-storage `clear()`: drop this prefix's annotations and Kopf's
-    /// legacy `status.kopf.progress`. Applied to both the stored and the fresh essence.
-    pub(crate) fn clear(&self, essence: Value) -> Value {
-        let Value::Object(mut essence) = essence else {
-            return essence;
-        };
-        let prefix = format!("{}/", self.keys.prefix);
-        remove_annotations(&mut essence, |k| k.starts_with(&prefix));
-        remove_path(&mut essence, &["status", "kopf", "progress"]);
         remove_empty_stanzas(&mut essence);
         Value::Object(essence)
     }
@@ -101,12 +101,12 @@ impl DiffBaseStorage {
     /// warning (Kopf would crash the processing of the object); no value means "create".
     pub(crate) fn fetch(&self, body: &Value) -> (Option<Value>, Vec<String>) {
         let mut warnings = Vec::new();
-        for key in self.keys.keys(&self.key) {
+        for key in self.keys().keys(&self.key) {
             match body_annotation(body, &key) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
                     Ok(Value::Null) => {}
-                    Ok(value @ Value::Object(_)) => return (Some(self.clear(value)), warnings),
+                    Ok(value @ Value::Object(_)) => return (Some(value), warnings),
                     Ok(_) | Err(_) => {
                         warnings.push(format!("Ignoring the unparseable diff-base in {key}."))
                     }
@@ -117,17 +117,19 @@ impl DiffBaseStorage {
         (None, warnings)
     }
 
-    /// The stored essence (`None` for "create") and the fresh one, with the stored one's
+    /// The stored essence (`None` for "create") and the fresh one, both cleared of the
+    /// progress storage's records (Kopf's processing does so), with the stored one's
     /// digests of values that did not change put back (see `oversized`), and warnings
     /// about unreadable records.
     pub(crate) fn essences(
         &self,
         body: &Value,
         extra_fields: &[Vec<String>],
+        progress: &ProgressStorage,
     ) -> (Option<Value>, Value, Vec<String>) {
         let (old, warnings) = self.fetch(body);
-        let new = self.build(body, extra_fields);
-        let old = old.map(|old| oversized::restore(old, &new));
+        let new = progress.clear(self.build(body, extra_fields));
+        let old = old.map(|old| oversized::restore(progress.clear(old), &new));
         (old, new, warnings)
     }
 
@@ -136,7 +138,7 @@ impl DiffBaseStorage {
     /// stored with digests; the first time that happens to the object (its stored
     /// diff-base has none yet), what was done is returned to be reported.
     pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
-        let keys = self.keys.keys(&self.key);
+        let keys = self.keys().keys(&self.key);
         let budget = oversized::budget(body_annotations(body), patch_annotations(patch), &keys);
         let mut encoded = Self::encode(essence);
         let mut shrunk = None;
@@ -153,7 +155,7 @@ impl DiffBaseStorage {
         for key in keys {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
-        store_marker(&self.keys, body, patch);
+        store_marker(&self.keys(), body, patch);
         shrunk.filter(|_| !reported_before)
     }
 }
@@ -221,59 +223,16 @@ fn cherrypick(src: &Value, dst: &mut Map<String, Value>, path: &[String]) {
     target.insert(last.clone(), found.clone());
 }
 
-/// Remove a nested key and the parents it leaves empty (Kopf's `dicts.remove`).
-fn remove_path(map: &mut Map<String, Value>, path: &[&str]) {
-    match path {
-        [] => {}
-        [key] => {
-            map.shift_remove(*key);
-        }
-        [key, rest @ ..] => {
-            if let Some(Value::Object(child)) = map.get_mut(*key) {
-                remove_path(child, rest);
-                if child.is_empty() {
-                    map.shift_remove(*key);
-                }
-            }
-        }
-    }
-}
-
-fn remove_annotations(essence: &mut Map<String, Value>, unwanted: impl Fn(&str) -> bool) {
-    if let Some(Value::Object(annotations)) = essence
-        .get_mut("metadata")
-        .and_then(|m| m.get_mut("annotations"))
-    {
-        annotations.retain(|k, _| !unwanted(k));
-    }
-}
-
-fn remove_empty_stanzas(essence: &mut Map<String, Value>) {
-    if let Some(Value::Object(meta)) = essence.get_mut("metadata") {
-        for key in ["annotations", "labels"] {
-            if meta.get(key).is_some_and(falsy) {
-                meta.shift_remove(key);
-            }
-        }
-    }
-    for key in ["metadata", "status"] {
-        if essence.get(key).is_some_and(falsy) {
-            essence.shift_remove(key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reactor::changes::ChangeSettings;
     use serde_json::json;
 
     fn storage() -> DiffBaseStorage {
         DiffBaseStorage {
-            keys: KeyScheme {
-                prefix: "kopf.zalando.org".into(),
-                v1: true,
-            },
+            prefix: "kopf.zalando.org".into(),
+            v1: true,
             key: "last-handled-configuration".into(),
         }
     }
@@ -316,14 +275,28 @@ mod tests {
     #[test]
     fn custom_prefix_strips_its_own_keys_even_without_marker() {
         let s = DiffBaseStorage {
-            keys: KeyScheme {
-                prefix: "example.com".into(),
-                v1: true,
-            },
+            prefix: "example.com".into(),
+            v1: true,
             key: "last-handled-configuration".into(),
         };
         let body = json!({"metadata": {"annotations": {"example.com/last-handled-configuration": "{}", "example.com/fn": "{}"}}, "spec": {}});
-        assert_eq!(s.build(&body, &[]), json!({"spec": {}}));
+        assert_eq!(
+            s.build(&body, &[]),
+            json!({"spec": {}, "metadata": {"annotations": {"example.com/fn": "{}"}}}),
+            "the diff-base storage strips only its own key"
+        );
+        let progress = ProgressStorage {
+            prefix: "example.com".into(),
+            v1: true,
+            touch_key: "touch-dummy".into(),
+        };
+        let (old, new, _) = s.essences(&body, &[], &progress);
+        assert_eq!(old, Some(json!({})));
+        assert_eq!(
+            new,
+            json!({"spec": {}}),
+            "the progress storage clears its prefix"
+        );
     }
 
     #[test]
@@ -377,10 +350,8 @@ mod tests {
     #[test]
     fn storing_writes_every_key_and_the_marker() {
         let s = DiffBaseStorage {
-            keys: KeyScheme {
-                prefix: "example.com".into(),
-                v1: true,
-            },
+            prefix: "example.com".into(),
+            v1: true,
             key: "last-handled-configuration".into(),
         };
         let mut patch = Patch::default();
@@ -434,7 +405,7 @@ mod tests {
         let key = "kopf.zalando.org/last-handled-configuration";
         let mut body = json!({"metadata": {"annotations": {"user": "u".repeat(100_000)}},
                               "spec": {"blob": "b".repeat(300_000), "f": 1}});
-        let (old, new, _) = s.essences(&body, &[]);
+        let (old, new, _) = s.essences(&body, &[], &ChangeSettings::default().progress);
         assert_eq!(old, None);
         let mut patch = Patch::default();
         let shrunk = s.store(&body, &mut patch, &new).expect("reported");
@@ -452,13 +423,13 @@ mod tests {
         // The next cycle: the stored digest stands for the unchanged blob, so nothing
         // changed; storing again is not reported again.
         body["metadata"]["annotations"][key] = json!(stored);
-        let (old, new, warnings) = s.essences(&body, &[]);
+        let (old, new, warnings) = s.essences(&body, &[], &ChangeSettings::default().progress);
         assert!(warnings.is_empty());
         assert_eq!(old.as_ref(), Some(&new));
         assert_eq!(s.store(&body, &mut Patch::default(), &new), None);
         // A changed blob: the old essence keeps the digest, the change shows.
         body["spec"]["blob"] = json!("c".repeat(300_000));
-        let (old, new, _) = s.essences(&body, &[]);
+        let (old, new, _) = s.essences(&body, &[], &ChangeSettings::default().progress);
         let old = old.expect("stored");
         assert!(
             old["spec"]["blob"]

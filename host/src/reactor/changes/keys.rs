@@ -10,11 +10,12 @@
 
 use std::collections::BTreeSet;
 
-/// Forms the annotation keys of one storage prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct KeyScheme {
+/// Forms the annotation keys of one storage prefix (borrowed from its storage: the keys
+/// are formed for every handler of every object, the prefix is never copied for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyScheme<'a> {
     /// The annotation prefix, without the slash (`kopf.zalando.org`).
-    pub(crate) prefix: String,
+    pub(crate) prefix: &'a str,
     /// Whether the legacy V1 keys are also written (Kopf's default `v1=True`).
     pub(crate) v1: bool,
 }
@@ -22,7 +23,7 @@ pub(crate) struct KeyScheme {
 /// The longest name part Kubernetes allows.
 const MAX_NAME: usize = 63;
 
-impl KeyScheme {
+impl KeyScheme<'_> {
     /// The keys to write for a record key: V2 first, then V1 when it differs.
     /// Reads try them in the same order.
     pub(crate) fn keys(&self, key: &str) -> Vec<String> {
@@ -259,9 +260,9 @@ fn compress(h: &mut [u64; 8], block: &[u8; 128], counter: u128, last: bool) {
 mod tests {
     use super::*;
 
-    fn kopf() -> KeyScheme {
+    fn kopf() -> KeyScheme<'static> {
         KeyScheme {
-            prefix: "kopf.zalando.org".into(),
+            prefix: "kopf.zalando.org",
             v1: true,
         }
     }
@@ -338,7 +339,7 @@ mod tests {
             prefix in "kopf.zalando.org|[a-z.]{1,60}",
             v1: bool,
         ) {
-            let scheme = KeyScheme { prefix, v1 };
+            let scheme = KeyScheme { prefix: &prefix, v1 };
             proptest::prop_assert_eq!(scheme.keys(&key), scheme.formed_keys(&key));
         }
     }
@@ -371,7 +372,7 @@ mod tests {
     fn markers_and_marked_prefixes() {
         assert_eq!(kopf().marker_key(), None);
         let custom = KeyScheme {
-            prefix: "example.com".into(),
+            prefix: "example.com",
             v1: true,
         };
         assert_eq!(

@@ -27,6 +27,7 @@ mod lifecycle;
 mod oversized;
 mod patch;
 mod progress;
+mod stanzas;
 mod subhandlers;
 #[cfg(test)]
 mod tests;
@@ -42,7 +43,6 @@ pub(crate) use essence::DiffBaseStorage;
 pub(crate) use finalizers::{
     FinalizerDecision, changing_requires_finalizer, finalizer_decision, release_on_deletion,
 };
-pub(crate) use keys::KeyScheme;
 pub(crate) use lifecycle::{
     CycleContext, Lifecycle, Wakeup, after_patch, begin, finish, touch_value,
 };
@@ -53,14 +53,10 @@ pub(crate) use subhandlers::Children;
 /// Kopf's persistence settings that matter here, with Kopf's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ChangeSettings {
-    /// Annotation prefix (`kopf.zalando.org`).
-    pub(crate) prefix: String,
-    /// Also write the V1 keys (`v1=True`).
-    pub(crate) v1_keys: bool,
-    /// The diff-base record name.
-    pub(crate) diffbase_key: String,
-    /// The wake-up marker's record name.
-    pub(crate) touch_key: String,
+    /// Where handlers' progress is kept (`SmartProgressStorage`).
+    pub(crate) progress: ProgressStorage,
+    /// Where the last handled essence is kept (`AnnotationsDiffBaseStorage`).
+    pub(crate) diffbase: DiffBaseStorage,
     /// `kopf.zalando.org/KopfFinalizerMarker`.
     pub(crate) finalizer: String,
     /// How long to wait for our own patch to come back before going on.
@@ -70,35 +66,18 @@ pub(crate) struct ChangeSettings {
 impl Default for ChangeSettings {
     fn default() -> Self {
         ChangeSettings {
-            prefix: "kopf.zalando.org".into(),
-            v1_keys: true,
-            diffbase_key: "last-handled-configuration".into(),
-            touch_key: "touch-dummy".into(),
+            progress: ProgressStorage {
+                prefix: "kopf.zalando.org".into(),
+                v1: true,
+                touch_key: "touch-dummy".into(),
+            },
+            diffbase: DiffBaseStorage {
+                prefix: "kopf.zalando.org".into(),
+                v1: true,
+                key: "last-handled-configuration".into(),
+            },
             finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
             consistency_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-impl ChangeSettings {
-    pub(crate) fn keys(&self) -> KeyScheme {
-        KeyScheme {
-            prefix: self.prefix.clone(),
-            v1: self.v1_keys,
-        }
-    }
-
-    pub(crate) fn progress(&self) -> ProgressStorage {
-        ProgressStorage {
-            keys: self.keys(),
-            touch_key: self.touch_key.clone(),
-        }
-    }
-
-    pub(crate) fn diffbase(&self) -> DiffBaseStorage {
-        DiffBaseStorage {
-            keys: self.keys(),
-            key: self.diffbase_key.clone(),
         }
     }
 }

@@ -108,35 +108,6 @@ impl Patch {
         }
     }
 
-    /// Set the touch marker to `value` (or remove it with `None`) if the body differs:
-    /// Kopf's `touch()`, used for the wake-up patch and to drop the marker whenever
-    /// anything else is patched.
-    pub(crate) fn touch(
-        &mut self,
-        body: &Value,
-        keys: &KeyScheme,
-        touch_key: &str,
-        value: Option<&str>,
-    ) {
-        let wanted = value.map_or(Value::Null, |v| Value::String(v.to_owned()));
-        for key in keys.keys(touch_key) {
-            let current = body_annotation(body, &key).cloned().unwrap_or(Value::Null);
-            if current != wanted {
-                self.set_annotation(&key, wanted.clone());
-                if value.is_some() {
-                    store_marker(keys, body, self);
-                }
-            }
-        }
-    }
-
-    /// The end-of-cycle rule: if anything is patched, remove `touch-dummy` too.
-    pub(crate) fn finalize(&mut self, body: &Value, keys: &KeyScheme, touch_key: &str) {
-        if !self.is_empty() {
-            self.touch(body, keys, touch_key, None);
-        }
-    }
-
     /// The merge-patch bodies to send: `(object, status)`. With a status subresource the
     /// `status` part goes separately to `/status`; otherwise it stays in the object patch.
     pub(crate) fn merge_patches(&self, status_subresource: bool) -> (Option<Value>, Option<Value>) {
@@ -239,13 +210,6 @@ pub(crate) fn store_marker(keys: &KeyScheme, body: &Value, patch: &mut Patch) {
 mod tests {
     use super::*;
 
-    fn keys() -> KeyScheme {
-        KeyScheme {
-            prefix: "kopf.zalando.org".into(),
-            v1: true,
-        }
-    }
-
     #[test]
     fn results_land_in_status() {
         let mut p = Patch::default();
@@ -268,29 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn touch_dummy_rules() {
-        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/touch-dummy": "t0"}}});
-        let mut p = Patch::default();
-        p.finalize(&body, &keys(), "touch-dummy");
-        assert!(p.is_empty(), "nothing patched, nothing to untouch");
-        p.set_annotation("kopf.zalando.org/x", json!("1"));
-        p.finalize(&body, &keys(), "touch-dummy");
-        assert_eq!(
-            p.annotation("kopf.zalando.org/touch-dummy"),
-            Some(&Value::Null)
-        );
-        let mut p = Patch::default();
-        p.finalize(&json!({}), &keys(), "touch-dummy");
-        p.touch(
-            &json!({}),
-            &keys(),
-            "touch-dummy",
-            Some("2026-11-30T03:32:52.000000+00:00"),
-        );
-        assert_eq!(
-            Value::Object(p.merge),
-            json!({"metadata": {"annotations": {"kopf.zalando.org/touch-dummy": "2026-11-30T03:32:52.000000+00:00"}}})
-        );
+    fn forgetting_an_annotation_drops_emptied_parents() {
         let mut p = Patch::default();
         p.set_annotation("a", json!("1"));
         p.forget_annotation("a");

@@ -11,8 +11,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use super::keys::KeyScheme;
-use super::patch::store_marker;
-use super::patch::{Patch, body_annotation};
+use super::patch::{Patch, body_annotation, store_marker};
+use super::stanzas::{remove_annotations, remove_empty_stanzas, remove_path};
 use crate::pyformat;
 
 pub(crate) use crate::pyformat::seconds;
@@ -166,15 +166,27 @@ impl HandlerState {
     }
 }
 
-/// Where progress records are kept: the annotation keys plus the touch key.
+/// Where progress records are kept: Kopf's default `SmartProgressStorage`, annotations
+/// under a prefix (written and read) and the legacy `status.kopf.progress` (read and
+/// purged only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProgressStorage {
-    pub(crate) keys: KeyScheme,
+    /// The annotation prefix (`kopf.zalando.org`).
+    pub(crate) prefix: String,
+    /// Also write the V1 keys (`v1=True`).
+    pub(crate) v1: bool,
     /// `touch-dummy`.
     pub(crate) touch_key: String,
 }
 
 impl ProgressStorage {
+    pub(crate) fn keys(&self) -> KeyScheme<'_> {
+        KeyScheme {
+            prefix: &self.prefix,
+            v1: self.v1,
+        }
+    }
+
     /// Read a handler's record: annotations (V2, then V1), then `status.kopf.progress`.
     /// Unparseable annotation values are skipped with a warning.
     pub(crate) fn fetch(
@@ -183,7 +195,7 @@ impl ProgressStorage {
         id: &str,
         warnings: &mut Vec<String>,
     ) -> Option<Value> {
-        for key in self.keys.keys(id) {
+        for key in self.keys().keys(id) {
             match body_annotation(body, &key) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
@@ -203,17 +215,17 @@ impl ProgressStorage {
     /// Write a record under every key (and brand a custom prefix).
     pub(crate) fn store(&self, body: &Value, patch: &mut Patch, id: &str, record: &Value) {
         let encoded = pyformat::dumps(record);
-        for key in self.keys.keys(id) {
+        for key in self.keys().keys(id) {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
-        store_marker(&self.keys, body, patch);
+        store_marker(&self.keys(), body, patch);
     }
 
     /// Remove a record: null the keys the body has; drop those only in the patch.
     /// A legacy record in `status.kopf.progress.<id>` is nulled too: Kopf's read-only
     /// status storage still purges, so pre-1.44 records do not outlive their cause.
     pub(crate) fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
-        for key in self.keys.keys(id) {
+        for key in self.keys().keys(id) {
             if body_annotation(body, &key).is_some() {
                 patch.set_annotation(&key, Value::Null);
             } else if patch.annotation(&key).is_some() {
@@ -231,6 +243,43 @@ impl ProgressStorage {
             patch.set_status_path(&["kopf", "progress", id], Value::Null);
         }
     }
+
+    /// Set the touch marker to `value` (or remove it with `None`) if the body differs:
+    /// Kopf's `touch()`, used for the wake-up patch and to drop the marker whenever
+    /// anything else is patched.
+    pub(crate) fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        let wanted = value.map_or(Value::Null, |v| Value::String(v.to_owned()));
+        let keys = self.keys();
+        for key in keys.keys(&self.touch_key) {
+            let current = body_annotation(body, &key).cloned().unwrap_or(Value::Null);
+            if current != wanted {
+                patch.set_annotation(&key, wanted.clone());
+                if value.is_some() {
+                    store_marker(&keys, body, patch);
+                }
+            }
+        }
+    }
+
+    /// The end-of-cycle rule: if anything is patched, remove `touch-dummy` too.
+    pub(crate) fn finalize(&self, body: &Value, patch: &mut Patch) {
+        if !patch.is_empty() {
+            self.touch(body, patch, None);
+        }
+    }
+
+    /// Kopf's `clear()`: drop this prefix's annotations and the legacy
+    /// `status.kopf.progress` from an essence (the stored one and the fresh one alike).
+    pub(crate) fn clear(&self, essence: Value) -> Value {
+        let Value::Object(mut essence) = essence else {
+            return essence;
+        };
+        let prefix = format!("{}/", self.prefix);
+        remove_annotations(&mut essence, |k| k.starts_with(&prefix));
+        remove_path(&mut essence, &["status", "kopf", "progress"]);
+        remove_empty_stanzas(&mut essence);
+        Value::Object(essence)
+    }
 }
 
 #[cfg(test)]
@@ -239,10 +288,8 @@ mod tests {
 
     fn storage() -> ProgressStorage {
         ProgressStorage {
-            keys: KeyScheme {
-                prefix: "kopf.zalando.org".into(),
-                v1: true,
-            },
+            prefix: "kopf.zalando.org".into(),
+            v1: true,
             touch_key: "touch-dummy".into(),
         }
     }
@@ -324,6 +371,28 @@ mod tests {
         );
         assert!(odd.is_some_and(|s| s.retries == 0 && !s.success));
         assert!(HandlerState::from_record(&json!([1]), Utc::now()).is_none());
+    }
+
+    #[test]
+    fn touch_dummy_rules() {
+        let st = storage();
+        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/touch-dummy": "t0"}}});
+        let mut p = Patch::default();
+        st.finalize(&body, &mut p);
+        assert!(p.is_empty(), "nothing patched, nothing to untouch");
+        p.set_annotation("kopf.zalando.org/x", json!("1"));
+        st.finalize(&body, &mut p);
+        assert_eq!(
+            p.annotation("kopf.zalando.org/touch-dummy"),
+            Some(&Value::Null)
+        );
+        let mut p = Patch::default();
+        st.finalize(&json!({}), &mut p);
+        st.touch(&json!({}), &mut p, Some("2026-11-30T03:32:52.000000+00:00"));
+        assert_eq!(
+            Value::Object(p.merge),
+            json!({"metadata": {"annotations": {"kopf.zalando.org/touch-dummy": "2026-11-30T03:32:52.000000+00:00"}}})
+        );
     }
 
     #[test]

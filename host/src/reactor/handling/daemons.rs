@@ -69,7 +69,7 @@ impl Daemons {
         if ctx.handlers.resource.spawning.is_empty() && tasks.is_empty() {
             return;
         }
-        let changed = tasks.observe(ctx.event, &self.settings.prefix, self.clock.now());
+        let changed = tasks.observe(ctx.event, &self.settings.progress.prefix, self.clock.now());
         let body = &ctx.event.body;
         if changes::is_deletion_ongoing(body) {
             tasks.stop_all().await;

@@ -126,12 +126,12 @@ pub(super) fn step_with(
     invoke: &mut dyn FnMut(&str, &ChangingCause, &ChangingHandler) -> Attempt,
 ) -> Step {
     let settings = ChangeSettings::default();
-    let (progress, diffbase, keys) = (settings.progress(), settings.diffbase(), settings.keys());
+    let (progress, diffbase) = (&settings.progress, &settings.diffbase);
     let owned: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
     let extra: Vec<Vec<String>> = handlers.iter().filter_map(|h| h.field.clone()).collect();
     let mut never = |_: &ChangingHandler, _: CallbackSlot<'_>, _: Option<&Value>| false;
 
-    let (old, new, warnings) = diffbase.essences(body, &extra);
+    let (old, new, warnings) = diffbase.essences(body, &extra, progress);
     let cause = detect_cause(false, body, &settings.finalizer, old, new, initial);
     let selected: Vec<String> = select_handlers(handlers, &cause, body, &mut never)
         .into_iter()
@@ -150,8 +150,8 @@ pub(super) fn step_with(
         FinalizerDecision::Keep if cause.reason.runs_handlers() => {
             let ctx = CycleContext {
                 body,
-                progress: &progress,
-                diffbase: &diffbase,
+                progress,
+                diffbase,
                 owned: &owned,
                 selected: &selected,
                 now,
@@ -190,7 +190,7 @@ pub(super) fn step_with(
         }
         FinalizerDecision::Keep => {}
     }
-    patch.finalize(body, &keys, &settings.touch_key);
+    progress.finalize(body, &mut patch);
     let (main, status) = patch.merge_patches(true);
     let json_patch = patch.finalizer_json_patch(body);
     for part in [main, status].into_iter().flatten() {
@@ -312,12 +312,9 @@ fn the_captured_sequence() {
     );
     let mut touch = Patch::default();
     let touched_at = ms(1012);
-    touch.touch(
-        &body,
-        &ChangeSettings::default().keys(),
-        "touch-dummy",
-        Some(&touch_value(touched_at)),
-    );
+    ChangeSettings::default()
+        .progress
+        .touch(&body, &mut touch, Some(&touch_value(touched_at)));
     assert_eq!(
         annotations(&touch),
         json!({"kopf.zalando.org/touch-dummy": "2026-11-30T03:32:52.623056+00:00"})

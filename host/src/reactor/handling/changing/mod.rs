@@ -100,7 +100,7 @@ impl Changing {
             // A newer event is queued: it carries the fresher state.
             return self.send(ctx, memory, patch).await.map(drop);
         };
-        patch.finalize(body, &settings.keys(), &settings.touch_key);
+        settings.progress.finalize(body, &mut patch);
         let patched = !patch.is_empty();
         if patched {
             self.send(ctx, memory, patch).await?;
@@ -120,7 +120,10 @@ impl Changing {
         let settings = &*self.settings;
         let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
         let changing = &ctx.handlers.changing;
-        let (old, new, warnings) = settings.diffbase().essences(body, &changing.extra_fields);
+        let (old, new, warnings) =
+            settings
+                .diffbase
+                .essences(body, &changing.extra_fields, &settings.progress);
         for warning in warnings {
             object_log!(warn, object, "{warning}");
         }
@@ -217,7 +220,7 @@ impl Changing {
                 if !memory.idle_unless_newer(seq, &*self.clock, wake_at).await {
                     let mut touch = Patch::default();
                     let now = changes::touch_value(self.clock.now());
-                    touch.touch(body, &settings.keys(), &settings.touch_key, Some(&now));
+                    settings.progress.touch(body, &mut touch, Some(&now));
                     if !touch.is_empty() {
                         self.send(ctx, memory, touch).await?;
                     }
@@ -299,7 +302,7 @@ impl Changing {
     ) -> (Vec<f64>, chrono::DateTime<chrono::Utc>) {
         let settings = &*self.settings;
         let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
-        let (diffbase, progress) = (settings.diffbase(), settings.progress());
+        let (diffbase, progress) = (&settings.diffbase, &settings.progress);
 
         let now = self.clock.now();
         let mut eval = no_callbacks;
@@ -312,8 +315,8 @@ impl Changing {
 
         let cycle_ctx = CycleContext {
             body,
-            progress: &progress,
-            diffbase: &diffbase,
+            progress,
+            diffbase,
             owned: &changing.owned,
             selected: &selected,
             now,
@@ -388,7 +391,7 @@ impl Changing {
             purpose: &details.reason,
             min_delay: handler.spec.min_retry_delay,
         };
-        let progress = self.settings.progress();
+        let progress = self.settings.progress.clone();
         let object = (&ctx.event.body, ctx.object);
         let subhandlers = Arc::new(Subhandlers::new(
             &parent,
