@@ -9,6 +9,9 @@ pub enum Error {
     /// No Kubernetes connection could be configured (no in-cluster account, no kubeconfig).
     #[error("cannot find a Kubernetes cluster to connect to")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The persistence settings are out of range ([`crate::Persistence::check`]).
+    #[error("bad persistence settings")]
+    Persistence(#[source] crate::PersistenceError),
     /// The WebAssembly engine could not start.
     #[error("the WebAssembly runtime could not start")]
     Runtime(#[source] Box<dyn std::error::Error + Send + Sync>),

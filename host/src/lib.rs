@@ -49,6 +49,10 @@ pub use error::Error;
 pub use journal::{Journal, Record};
 pub use limits::{Limits, LimitsError};
 pub use peering::Freezer;
+pub use reactor::{
+    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Persistence, PersistenceError,
+    ProgressStorage, StatusDiffBase, StatusProgress,
+};
 pub use running::Operator;
 pub use settings::{Settings, SettingsError};
 pub use tools::{RbacRequest, inspect, rbac};

@@ -16,7 +16,7 @@ use crate::limits::Limits;
 use crate::reloading::{Reloader, Reporting};
 use crate::runtime::{self, HandlerKind, Library, ServedGuests};
 use crate::settings::Settings;
-use crate::{Error, activities, health, peering, reactor, recording, reloading};
+use crate::{Error, Persistence, activities, health, peering, reactor, recording, reloading};
 
 /// How long cleanup handlers may take, retries included, when the operator stops.
 const CLEANUP_BUDGET: Duration = Duration::from_secs(10);
@@ -191,6 +191,14 @@ impl Operator {
         self
     }
 
+    /// Where the operator keeps its state on objects: the finalizer, the progress and
+    /// diff-base storages (see [`Persistence`]; default: Kopf's). Checked when the
+    /// operator runs.
+    pub fn persistence(mut self, persistence: Persistence) -> Operator {
+        self.settings.changes.persistence = persistence;
+        self
+    }
+
     /// The wall-clock budget of one handler call, unless the handler declares its own. Default 5 s.
     pub fn call_deadline(mut self, deadline: Duration) -> Operator {
         self.limits.call_deadline = deadline;
@@ -304,9 +312,17 @@ impl Operator {
     /// in-flight handlers finish (bounded).
     ///
     /// # Errors
-    /// When no cluster connection can be made, the WebAssembly runtime cannot
-    /// start, no guest can be loaded, or the initial discovery fails.
+    /// When the persistence settings are out of range, no cluster connection can be
+    /// made, the WebAssembly runtime cannot start, no guest can be loaded, or the
+    /// initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let persistence = &self.settings.changes.persistence;
+        persistence.check().map_err(Error::Persistence)?;
+        for prefix in persistence.long_prefixes() {
+            tracing::warn!(
+                "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."
+            );
+        }
         let client = match self.client.clone() {
             Some(client) => client,
             None => crate::cluster::default_kube_client()

@@ -43,6 +43,10 @@ use observing::Trigger;
 use streams::{StreamParts, Streams};
 
 pub(crate) use changes::ChangeSettings;
+pub use changes::{
+    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Persistence, PersistenceError,
+    ProgressStorage, StatusDiffBase, StatusProgress,
+};
 #[cfg(feature = "testing")]
 pub(crate) use objects::Memories;
 pub(crate) use streams::{StreamSettings, Watched};

@@ -20,7 +20,9 @@ use super::keys::{KeyScheme, marked_prefixes};
 use super::oversized::{self, Shrunk, digest};
 use super::patch::{Patch, body_annotation, store_marker};
 use super::progress::ProgressStorage;
-use super::stanzas::{remove_annotations, remove_empty_stanzas};
+use super::stanzas::{
+    DEFAULT_PREFIX, field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve,
+};
 use crate::pyformat;
 
 /// kubectl's own copy of the applied manifest: never essential.
@@ -29,92 +31,128 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The top-level members an essence leaves out (labels and annotations are put back).
 const NOT_ESSENTIAL: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
 
-/// Where the diff-base lives: Kopf's default `AnnotationsDiffBaseStorage`, an annotation
-/// under a prefix.
+/// Kopf's `AnnotationsDiffBaseStorage`: the essence in the annotation
+/// `<prefix>/last-handled-configuration`, compact JSON plus a newline (kubectl's
+/// convention). A prefix other than `kopf.*` is branded with `<prefix>/kopf-managed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DiffBaseStorage {
-    /// The annotation prefix (`kopf.zalando.org`).
-    pub(crate) prefix: String,
-    /// Also write the V1 keys (`v1=True`).
-    pub(crate) v1: bool,
-    /// `last-handled-configuration`.
-    pub(crate) key: String,
+pub struct AnnotationsDiffBase {
+    /// The annotation's prefix, without the slash: a DNS subdomain. Default
+    /// `kopf.zalando.org`.
+    pub prefix: String,
+    /// The annotation's name under the prefix. Default `last-handled-configuration`.
+    pub key: String,
+    /// Also write the V1 key when it differs (Kopf's `v1=True`, the default).
+    pub v1: bool,
+    /// Dotted fields left out of the essence: their changes cause nothing.
+    pub ignored_fields: Vec<String>,
+}
+
+impl Default for AnnotationsDiffBase {
+    fn default() -> Self {
+        AnnotationsDiffBase {
+            prefix: DEFAULT_PREFIX.into(),
+            key: "last-handled-configuration".into(),
+            v1: true,
+            ignored_fields: Vec::new(),
+        }
+    }
+}
+
+/// Kopf's `StatusDiffBaseStorage`: the essence as a string of compact JSON (no newline)
+/// at `status.kopf.last-handled-configuration`. As for the status progress storage, the
+/// status schema must keep unknown fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusDiffBase {
+    /// Where the essence is, as a dotted path. Default
+    /// `status.kopf.last-handled-configuration` (Kopf's
+    /// `field='status.{name}.last-handled-configuration'` with `name='kopf'`).
+    pub field: String,
+    /// Dotted fields left out of the essence: their changes cause nothing.
+    pub ignored_fields: Vec<String>,
+}
+
+impl Default for StatusDiffBase {
+    fn default() -> Self {
+        StatusDiffBase {
+            field: "status.kopf.last-handled-configuration".into(),
+            ignored_fields: Vec::new(),
+        }
+    }
+}
+
+/// Where the last handled essence of an object is kept, to tell what changed since
+/// (Kopf's `settings.persistence.diffbase_storage`). The default is Kopf's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DiffBaseStorage {
+    /// Kopf's `AnnotationsDiffBaseStorage`, its default.
+    Annotations(AnnotationsDiffBase),
+    /// Kopf's `StatusDiffBaseStorage`.
+    Status(StatusDiffBase),
+    /// Kopf's `MultiDiffBaseStorage`: the essence written to every storage, read from the
+    /// first that has one; each storage's own fields and ignored fields left out.
+    Multi(Vec<DiffBaseStorage>),
+}
+
+impl Default for DiffBaseStorage {
+    fn default() -> Self {
+        DiffBaseStorage::Annotations(AnnotationsDiffBase::default())
+    }
 }
 
 impl DiffBaseStorage {
-    fn keys(&self) -> KeyScheme<'_> {
-        KeyScheme {
-            prefix: &self.prefix,
-            v1: self.v1,
-        }
-    }
-
-    /// Kopf's `AnnotationsDiffBaseStorage.build()`: the essence without this storage's
-    /// own keys.
+    /// Kopf's `build()`: the essence of the body, without the storage's own record and
+    /// its ignored fields.
     pub(crate) fn build(&self, body: &Value, extra_fields: &[Vec<String>]) -> Value {
-        // The body's members but these, in their order: copied one by one, so that
-        // `metadata` (managed fields and all) and `status` are never copied to be dropped.
-        let mut essence: Map<String, Value> = match body {
-            Value::Object(map) => map
-                .iter()
-                .filter(|(key, _)| !NOT_ESSENTIAL.contains(&key.as_str()))
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect(),
-            _ => Map::new(),
-        };
-        // Re-added at the end, labels before annotations, as `dicts.cherrypick` does.
-        for field in [["metadata", "labels"], ["metadata", "annotations"]] {
-            cherrypick(body, &mut essence, &field.map(str::to_owned));
+        match self {
+            DiffBaseStorage::Annotations(annotations) => {
+                let mut essence = base_essence(body, extra_fields, &annotations.ignored_fields);
+                annotations.strip_own(&mut essence);
+                Value::Object(essence)
+            }
+            DiffBaseStorage::Status(status) => {
+                let mut essence = base_essence(body, extra_fields, &status.ignored_fields);
+                status.strip_own(&mut essence);
+                Value::Object(essence)
+            }
+            // Each storage builds on what the previous left, as on a body.
+            DiffBaseStorage::Multi(storages) => storages.iter().fold(
+                Value::Object(base_essence(body, extra_fields, &[])),
+                |essence, storage| storage.build(&essence, extra_fields),
+            ),
         }
-        if let Some(Value::Object(annotations)) = essence
-            .get_mut("metadata")
-            .and_then(|m| m.get_mut("annotations"))
-        {
-            let ignored = marked_prefixes(annotations.keys().map(String::as_str));
-            annotations.retain(|key, _| {
-                let marked = ignored.iter().any(|p| key.starts_with(&format!("{p}/")));
-                !marked && key != LAST_APPLIED
-            });
-        }
-        for field in extra_fields {
-            cherrypick(body, &mut essence, field);
-        }
-        if is_secret(body) {
-            digest_secret_values(&mut essence, body);
-        }
-        remove_empty_stanzas(&mut essence);
-        // The storage's own keys (relevant for non-`kopf.` prefixes without a marker yet).
-        let own = self.keys().keys(&self.key);
-        remove_annotations(&mut essence, |k| own.iter().any(|o| o == k));
-        remove_empty_stanzas(&mut essence);
-        Value::Object(essence)
     }
 
-    /// The stored form: compact JSON plus a newline (kubectl's convention).
-    pub(crate) fn encode(essence: &Value) -> String {
-        let mut text = pyformat::dumps(essence);
-        text.push('\n');
-        text
-    }
-
-    /// Read the stored diff-base, V2 key first. A garbage value is skipped with a
-    /// warning (Kopf would crash the processing of the object); no value means "create".
-    pub(crate) fn fetch(&self, body: &Value) -> (Option<Value>, Vec<String>) {
-        let mut warnings = Vec::new();
-        for key in self.keys().keys(&self.key) {
-            match body_annotation(body, &key) {
-                None | Some(Value::Null) => {}
-                Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-                    Ok(Value::Null) => {}
-                    Ok(value @ Value::Object(_)) => return (Some(value), warnings),
-                    Ok(_) | Err(_) => {
-                        warnings.push(format!("Ignoring the unparseable diff-base in {key}."))
-                    }
-                },
-                Some(_) => warnings.push(format!("Ignoring the non-string diff-base in {key}.")),
+    /// Drop the storage's own records from an essence-shaped value.
+    pub(crate) fn strip_own(&self, essence: &mut Map<String, Value>) {
+        match self {
+            DiffBaseStorage::Annotations(annotations) => annotations.strip_own(essence),
+            DiffBaseStorage::Status(status) => status.strip_own(essence),
+            DiffBaseStorage::Multi(storages) => {
+                for storage in storages {
+                    storage.strip_own(essence);
+                }
             }
         }
-        (None, warnings)
+    }
+
+    /// Read the stored diff-base from the first storage that has one. A garbage value is
+    /// skipped with a warning (Kopf would crash the processing of the object); no value
+    /// means "create".
+    pub(crate) fn fetch(&self, body: &Value) -> (Option<Value>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let found = self.fetch_into(body, &mut warnings);
+        (found, warnings)
+    }
+
+    fn fetch_into(&self, body: &Value, warnings: &mut Vec<String>) -> Option<Value> {
+        match self {
+            DiffBaseStorage::Annotations(annotations) => annotations.fetch(body, warnings),
+            DiffBaseStorage::Status(status) => status.fetch(body, warnings),
+            DiffBaseStorage::Multi(storages) => storages
+                .iter()
+                .find_map(|storage| storage.fetch_into(body, warnings)),
+        }
     }
 
     /// The stored essence (`None` for "create") and the fresh one, both cleared of the
@@ -133,11 +171,124 @@ impl DiffBaseStorage {
         (old, new, warnings)
     }
 
-    /// Put the diff-base into the patch under every key, plus the prefix marker. An
-    /// essence too large for what the object's annotations leave (after the patch) is
-    /// stored with digests; the first time that happens to the object (its stored
-    /// diff-base has none yet), what was done is returned to be reported.
+    /// Put the diff-base into the patch, in every storage. What an annotation storage
+    /// had to store with digests (see [`AnnotationsDiffBase`]'s `store`) is returned to
+    /// be reported.
     pub(crate) fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
+        match self {
+            DiffBaseStorage::Annotations(annotations) => annotations.store(body, patch, essence),
+            DiffBaseStorage::Status(status) => {
+                status.store(patch, essence);
+                None
+            }
+            DiffBaseStorage::Multi(storages) => storages
+                .iter()
+                .filter_map(|storage| storage.store(body, patch, essence))
+                .reduce(|first, _| first),
+        }
+    }
+
+    /// The annotation prefixes it writes under (each checked as a setting).
+    pub(crate) fn prefixes(&self) -> Vec<&str> {
+        match self {
+            DiffBaseStorage::Annotations(annotations) => vec![annotations.prefix.as_str()],
+            DiffBaseStorage::Status(_) => Vec::new(),
+            DiffBaseStorage::Multi(storages) => storages
+                .iter()
+                .flat_map(DiffBaseStorage::prefixes)
+                .collect(),
+        }
+    }
+}
+
+/// Kopf's base `DiffBaseStorage.build()`.
+fn base_essence(
+    body: &Value,
+    extra_fields: &[Vec<String>],
+    ignored_fields: &[String],
+) -> Map<String, Value> {
+    // The body's members but these, in their order: copied one by one, so that
+    // `metadata` (managed fields and all) and `status` are never copied to be dropped.
+    let mut essence: Map<String, Value> = match body {
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| !NOT_ESSENTIAL.contains(&key.as_str()))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        _ => Map::new(),
+    };
+    // Re-added at the end, labels before annotations, as `dicts.cherrypick` does.
+    for field in [["metadata", "labels"], ["metadata", "annotations"]] {
+        cherrypick(body, &mut essence, &field.map(str::to_owned));
+    }
+    if let Some(Value::Object(annotations)) = essence
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+    {
+        let ignored = marked_prefixes(annotations.keys().map(String::as_str));
+        annotations.retain(|key, _| {
+            let marked = ignored.iter().any(|p| key.starts_with(&format!("{p}/")));
+            !marked && key != LAST_APPLIED
+        });
+    }
+    for field in extra_fields {
+        cherrypick(body, &mut essence, field);
+    }
+    if is_secret(body) {
+        digest_secret_values(&mut essence, body);
+    }
+    remove_empty_stanzas(&mut essence);
+    for field in ignored_fields {
+        remove_path(&mut essence, &field_path(field));
+    }
+    essence
+}
+
+impl AnnotationsDiffBase {
+    fn keys(&self) -> KeyScheme<'_> {
+        KeyScheme {
+            prefix: &self.prefix,
+            v1: self.v1,
+        }
+    }
+
+    /// Its own keys (relevant for non-`kopf.` prefixes without a marker yet).
+    fn strip_own(&self, essence: &mut Map<String, Value>) {
+        let own = self.keys().keys(&self.key);
+        remove_annotations(essence, |k| own.iter().any(|o| o == k));
+        remove_empty_stanzas(essence);
+    }
+
+    /// The stored form: compact JSON plus a newline (kubectl's convention).
+    pub(crate) fn encode(essence: &Value) -> String {
+        let mut text = pyformat::dumps(essence);
+        text.push('\n');
+        text
+    }
+
+    /// The V2 key first.
+    fn fetch(&self, body: &Value, warnings: &mut Vec<String>) -> Option<Value> {
+        for key in self.keys().keys(&self.key) {
+            match body_annotation(body, &key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Null) => {}
+                    Ok(value @ Value::Object(_)) => return Some(value),
+                    Ok(_) | Err(_) => {
+                        warnings.push(format!("Ignoring the unparseable diff-base in {key}."))
+                    }
+                },
+                Some(_) => warnings.push(format!("Ignoring the non-string diff-base in {key}.")),
+            }
+        }
+        None
+    }
+
+    /// Under every key, plus the prefix marker. An essence too large for what the
+    /// object's annotations leave (after the patch) is stored with digests; the first
+    /// time that happens to the object (its stored diff-base has none yet), what was done
+    /// is returned to be reported.
+    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
         let keys = self.keys().keys(&self.key);
         let budget = oversized::budget(body_annotations(body), patch_annotations(patch), &keys);
         let mut encoded = Self::encode(essence);
@@ -149,14 +300,52 @@ impl DiffBaseStorage {
         }
         let reported_before = shrunk.is_some()
             && self
-                .fetch(body)
-                .0
+                .fetch(body, &mut Vec::new())
                 .is_some_and(|stored| oversized::has_digests(&stored));
         for key in keys {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
         store_marker(&self.keys(), body, patch);
         shrunk.filter(|_| !reported_before)
+    }
+}
+
+impl StatusDiffBase {
+    fn strip_own(&self, essence: &mut Map<String, Value>) {
+        remove_path(essence, &field_path(&self.field));
+    }
+
+    /// A string of JSON; anything else is skipped with a warning.
+    fn fetch(&self, body: &Value, warnings: &mut Vec<String>) -> Option<Value> {
+        match resolve(body, &field_path(&self.field))? {
+            Value::Null => None,
+            Value::String(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Null) => None,
+                Ok(value @ Value::Object(_)) => Some(value),
+                Ok(_) | Err(_) => {
+                    warnings.push(format!(
+                        "Ignoring the unparseable diff-base in {}.",
+                        self.field
+                    ));
+                    None
+                }
+            },
+            _ => {
+                warnings.push(format!(
+                    "Ignoring the non-string diff-base in {}.",
+                    self.field
+                ));
+                None
+            }
+        }
+    }
+
+    /// Compact JSON without a newline, as one string: no merging with what was there.
+    fn store(&self, patch: &mut Patch, essence: &Value) {
+        patch.set_at(
+            &field_path(&self.field),
+            Value::String(pyformat::dumps(essence)),
+        );
     }
 }
 
@@ -226,15 +415,19 @@ fn cherrypick(src: &Value, dst: &mut Map<String, Value>, path: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reactor::changes::ChangeSettings;
+    use crate::reactor::changes::progress::AnnotationsProgress;
+
     use serde_json::json;
 
     fn storage() -> DiffBaseStorage {
-        DiffBaseStorage {
-            prefix: "kopf.zalando.org".into(),
-            v1: true,
-            key: "last-handled-configuration".into(),
-        }
+        DiffBaseStorage::default()
+    }
+
+    fn example_com() -> DiffBaseStorage {
+        DiffBaseStorage::Annotations(AnnotationsDiffBase {
+            prefix: "example.com".into(),
+            ..AnnotationsDiffBase::default()
+        })
     }
 
     #[test]
@@ -251,7 +444,7 @@ mod tests {
         });
         let essence = storage().build(&body, &[]);
         assert_eq!(
-            DiffBaseStorage::encode(&essence),
+            AnnotationsDiffBase::encode(&essence),
             "{\"spec\":{\"field\":\"value\",\"items\":[\"a\"]},\"metadata\":{\"labels\":{\"somelabel\":\"somevalue\"}}}\n"
         );
     }
@@ -274,22 +467,17 @@ mod tests {
 
     #[test]
     fn custom_prefix_strips_its_own_keys_even_without_marker() {
-        let s = DiffBaseStorage {
-            prefix: "example.com".into(),
-            v1: true,
-            key: "last-handled-configuration".into(),
-        };
+        let s = example_com();
         let body = json!({"metadata": {"annotations": {"example.com/last-handled-configuration": "{}", "example.com/fn": "{}"}}, "spec": {}});
         assert_eq!(
             s.build(&body, &[]),
             json!({"spec": {}, "metadata": {"annotations": {"example.com/fn": "{}"}}}),
             "the diff-base storage strips only its own key"
         );
-        let progress = ProgressStorage {
+        let progress = ProgressStorage::Annotations(AnnotationsProgress {
             prefix: "example.com".into(),
-            v1: true,
-            touch_key: "touch-dummy".into(),
-        };
+            ..AnnotationsProgress::default()
+        });
         let (old, new, _) = s.essences(&body, &[], &progress);
         assert_eq!(old, Some(json!({})));
         assert_eq!(
@@ -349,11 +537,7 @@ mod tests {
 
     #[test]
     fn storing_writes_every_key_and_the_marker() {
-        let s = DiffBaseStorage {
-            prefix: "example.com".into(),
-            v1: true,
-            key: "last-handled-configuration".into(),
-        };
+        let s = example_com();
         let mut patch = Patch::default();
         s.store(&json!({}), &mut patch, &json!({"spec": 1}));
         assert_eq!(
@@ -377,7 +561,7 @@ mod tests {
             &secret("aHVudGVyMg=="),
             &[vec!["data".into(), "user".into()]],
         );
-        let stored = DiffBaseStorage::encode(&essence);
+        let stored = AnnotationsDiffBase::encode(&essence);
         for value in ["aHVudGVyMg==", "YWRtaW4=", "plain-text"] {
             assert!(!stored.contains(value), "{value} copied into {stored}");
         }
@@ -405,7 +589,7 @@ mod tests {
         let key = "kopf.zalando.org/last-handled-configuration";
         let mut body = json!({"metadata": {"annotations": {"user": "u".repeat(100_000)}},
                               "spec": {"blob": "b".repeat(300_000), "f": 1}});
-        let (old, new, _) = s.essences(&body, &[], &ChangeSettings::default().progress);
+        let (old, new, _) = s.essences(&body, &[], &ProgressStorage::default());
         assert_eq!(old, None);
         let mut patch = Patch::default();
         let shrunk = s.store(&body, &mut patch, &new).expect("reported");
@@ -423,13 +607,13 @@ mod tests {
         // The next cycle: the stored digest stands for the unchanged blob, so nothing
         // changed; storing again is not reported again.
         body["metadata"]["annotations"][key] = json!(stored);
-        let (old, new, warnings) = s.essences(&body, &[], &ChangeSettings::default().progress);
+        let (old, new, warnings) = s.essences(&body, &[], &ProgressStorage::default());
         assert!(warnings.is_empty());
         assert_eq!(old.as_ref(), Some(&new));
         assert_eq!(s.store(&body, &mut Patch::default(), &new), None);
         // A changed blob: the old essence keeps the digest, the change shows.
         body["spec"]["blob"] = json!("c".repeat(300_000));
-        let (old, new, _) = s.essences(&body, &[], &ChangeSettings::default().progress);
+        let (old, new, _) = s.essences(&body, &[], &ProgressStorage::default());
         let old = old.expect("stored");
         assert!(
             old["spec"]["blob"]
@@ -438,5 +622,75 @@ mod tests {
         );
         assert_eq!(old["spec"]["f"], 1);
         assert_ne!(Some(old), Some(new));
+    }
+
+    fn both() -> DiffBaseStorage {
+        DiffBaseStorage::Multi(vec![
+            DiffBaseStorage::Annotations(AnnotationsDiffBase {
+                prefix: "example.com".into(),
+                ignored_fields: vec!["spec.noise".into()],
+                ..AnnotationsDiffBase::default()
+            }),
+            DiffBaseStorage::Status(StatusDiffBase::default()),
+        ])
+    }
+
+    #[test]
+    fn the_status_storage_keeps_a_string_without_newline() {
+        let st = DiffBaseStorage::Status(StatusDiffBase::default());
+        let mut patch = Patch::default();
+        assert_eq!(
+            st.store(&json!({}), &mut patch, &json!({"spec": {"a": 1}})),
+            None
+        );
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({"status": {"kopf": {"last-handled-configuration": "{\"spec\":{\"a\":1}}"}}})
+        );
+        let body = Value::Object(patch.merge);
+        assert_eq!(st.fetch(&body), (Some(json!({"spec": {"a": 1}})), vec![]));
+        let odd = json!({"status": {"kopf": {"last-handled-configuration": {"spec": 1}}}});
+        assert_eq!(st.fetch(&odd).0, None);
+        assert_eq!(st.fetch(&odd).1.len(), 1);
+        // Its own field is never essential, even when a handler watches the status.
+        let body = json!({"spec": {}, "status": {"kopf": {"last-handled-configuration": "{}"}}});
+        assert_eq!(
+            st.build(&body, &[vec!["status".into()]]),
+            json!({"spec": {}})
+        );
+    }
+
+    #[test]
+    fn multi_writes_every_storage_reads_the_first_and_ignores_fields() {
+        let st = both();
+        let body = json!({"metadata": {"labels": {"l": "1"}}, "spec": {"a": 1, "noise": 2}});
+        let essence = st.build(&body, &[]);
+        assert_eq!(
+            essence,
+            json!({"spec": {"a": 1}, "metadata": {"labels": {"l": "1"}}})
+        );
+        let mut patch = Patch::default();
+        st.store(&body, &mut patch, &essence);
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({
+                "metadata": {"annotations": {
+                    "example.com/last-handled-configuration": "{\"spec\":{\"a\":1},\"metadata\":{\"labels\":{\"l\":\"1\"}}}\n",
+                    "example.com/kopf-managed": "yes"}},
+                "status": {"kopf": {"last-handled-configuration": "{\"spec\":{\"a\":1},\"metadata\":{\"labels\":{\"l\":\"1\"}}}"}}
+            })
+        );
+        let mut stored = Value::Object(patch.merge);
+        stored["status"]["kopf"]["last-handled-configuration"] = json!("{\"spec\":2}");
+        assert_eq!(
+            st.fetch(&stored).0,
+            Some(json!({"spec": {"a": 1}, "metadata": {"labels": {"l": "1"}}}))
+        );
+        stored["metadata"]["annotations"] = json!({});
+        assert_eq!(st.fetch(&stored).0, Some(json!({"spec": 2})));
+        // A change of an ignored field causes nothing.
+        let mut noisy = body.clone();
+        noisy["spec"]["noise"] = json!(3);
+        assert_eq!(st.build(&noisy, &[]), essence);
     }
 }

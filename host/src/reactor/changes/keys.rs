@@ -92,10 +92,6 @@ impl KeyScheme<'_> {
     }
 
     /// Kopf warns about prefixes that could make keys exceed 253 characters.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "checked once the prefix becomes a setting")
-    )]
     pub(crate) fn prefix_too_long(&self) -> bool {
         self.prefix.chars().count() > 253 - MAX_NAME - 1
     }

@@ -146,7 +146,7 @@ impl State {
     ) {
         for (id, s) in &self.handlers {
             if s.changed() {
-                storage.store(body, patch, id, &s.to_record());
+                storage.store(body, patch, id, &s.for_storage());
             }
         }
     }

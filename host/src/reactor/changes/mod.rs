@@ -26,6 +26,7 @@ mod keys;
 mod lifecycle;
 mod oversized;
 mod patch;
+mod persistence;
 mod progress;
 mod stanzas;
 mod subhandlers;
@@ -39,7 +40,7 @@ pub(crate) use causes::{
     handler_view, is_stealth, prematch, select_handlers, title,
 };
 pub(crate) use deletion::{is_deletion_blocked, is_deletion_ongoing};
-pub(crate) use essence::DiffBaseStorage;
+pub use essence::{AnnotationsDiffBase, DiffBaseStorage, StatusDiffBase};
 pub(crate) use finalizers::{
     FinalizerDecision, changing_requires_finalizer, finalizer_decision, release_on_deletion,
 };
@@ -47,18 +48,16 @@ pub(crate) use lifecycle::{
     CycleContext, Lifecycle, Wakeup, after_patch, begin, finish, touch_value,
 };
 pub(crate) use patch::{FinalizerChange, Patch, inconsistencies};
-pub(crate) use progress::{ProgressStorage, format_time, seconds};
+pub use persistence::{Persistence, PersistenceError};
+pub use progress::{AnnotationsProgress, ProgressStorage, StatusProgress};
+pub(crate) use progress::{format_time, seconds};
 pub(crate) use subhandlers::Children;
 
-/// Kopf's persistence settings that matter here, with Kopf's defaults.
+/// Kopf's persistence settings, with Kopf's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ChangeSettings {
-    /// Where handlers' progress is kept (`SmartProgressStorage`).
-    pub(crate) progress: ProgressStorage,
-    /// Where the last handled essence is kept (`AnnotationsDiffBaseStorage`).
-    pub(crate) diffbase: DiffBaseStorage,
-    /// `kopf.zalando.org/KopfFinalizerMarker`.
-    pub(crate) finalizer: String,
+    /// The storages and the finalizer (the public settings).
+    pub(crate) persistence: Persistence,
     /// How long to wait for our own patch to come back before going on.
     pub(crate) consistency_timeout: Duration,
 }
@@ -66,18 +65,32 @@ pub(crate) struct ChangeSettings {
 impl Default for ChangeSettings {
     fn default() -> Self {
         ChangeSettings {
-            progress: ProgressStorage {
-                prefix: "kopf.zalando.org".into(),
-                v1: true,
-                touch_key: "touch-dummy".into(),
-            },
-            diffbase: DiffBaseStorage {
-                prefix: "kopf.zalando.org".into(),
-                v1: true,
-                key: "last-handled-configuration".into(),
-            },
-            finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
+            persistence: Persistence::default(),
             consistency_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+impl ChangeSettings {
+    pub(crate) fn progress(&self) -> &ProgressStorage {
+        &self.persistence.progress_storage
+    }
+
+    pub(crate) fn diffbase(&self) -> &DiffBaseStorage {
+        &self.persistence.diffbase_storage
+    }
+
+    pub(crate) fn finalizer(&self) -> &str {
+        &self.persistence.finalizer
+    }
+
+    /// Drop what the storages keep (their records, markers and diff-bases) from an
+    /// essence-shaped value.
+    pub(crate) fn strip_bookkeeping(
+        &self,
+        essence: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.progress().clear_map(essence);
+        self.diffbase().strip_own(essence);
     }
 }

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::diff::{Diff, DiffScope, diff_scoped};
 use super::keys::KeyScheme;
+use super::stanzas::{remove_path, resolve};
 use crate::pyformat::falsy;
 
 /// A finalizer to add or remove with a JSON patch.
@@ -77,16 +78,29 @@ impl Patch {
         }
     }
 
-    /// Set a value at a path under `status` (parents created).
-    pub(crate) fn set_status_path(&mut self, path: &[&str], value: Value) {
+    /// The value at a path of the merge-patch, if any.
+    pub(crate) fn at(&self, path: &[&str]) -> Option<&Value> {
+        let (first, rest) = path.split_first()?;
+        resolve(self.merge.get(*first)?, rest)
+    }
+
+    /// Set a value at a path of the merge-patch (parents created, non-mappings in the
+    /// way replaced): Kopf's `dicts.ensure`.
+    pub(crate) fn set_at(&mut self, path: &[&str], value: Value) {
         let Some((last, parents)) = path.split_last() else {
             return;
         };
-        let mut target = object_entry(&mut self.merge, "status");
+        let mut target = &mut self.merge;
         for key in parents {
             target = object_entry(target, key);
         }
         target.insert((*last).to_owned(), value);
+    }
+
+    /// Forget a change at a path, dropping the parents it leaves empty (Kopf's
+    /// `dicts.remove`).
+    pub(crate) fn forget_at(&mut self, path: &[&str]) {
+        remove_path(&mut self.merge, path);
     }
 
     /// Store a handler's result per §1.14: a mapping is shallow-merged into

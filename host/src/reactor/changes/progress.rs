@@ -12,7 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::keys::KeyScheme;
 use super::patch::{Patch, body_annotation, store_marker};
-use super::stanzas::{remove_annotations, remove_empty_stanzas, remove_path};
+use super::stanzas::{
+    DEFAULT_PREFIX, field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve,
+};
 use crate::pyformat;
 
 pub(crate) use crate::pyformat::seconds;
@@ -31,6 +33,12 @@ pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
         .ok()
         .map(|t| t.and_utc())
 }
+
+/// The fields of a record, in Kopf's order.
+const RECORD_FIELDS: [&str; 9] = [
+    "started", "stopped", "delayed", "purpose", "retries", "success", "failure", "message",
+    "subrefs",
+];
 
 /// One handler's persisted state (Kopf's `progression.HandlerState`).
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +144,21 @@ impl HandlerState {
         Value::Object(m)
     }
 
+    /// Kopf's `for_storage()`: every field in its order, the empty ones null, as the
+    /// storages are handed it (the annotations drop the nulls, the status keeps them to
+    /// remove what an older record had).
+    pub(crate) fn for_storage(&self) -> Value {
+        let mut record = Map::new();
+        for field in RECORD_FIELDS {
+            record.insert(field.into(), Value::Null);
+        }
+        let Value::Object(set) = self.to_record() else {
+            return Value::Object(record);
+        };
+        record.extend(set);
+        Value::Object(record)
+    }
+
     /// Succeeded or failed for good.
     pub(crate) fn finished(&self) -> bool {
         self.success || self.failure
@@ -166,35 +189,230 @@ impl HandlerState {
     }
 }
 
-/// Where progress records are kept: Kopf's default `SmartProgressStorage`, annotations
-/// under a prefix (written and read) and the legacy `status.kopf.progress` (read and
-/// purged only).
+/// Kopf's `AnnotationsProgressStorage`: one annotation per handler,
+/// `<prefix>/<handler id>` (KOPF.md §4.3), its record as compact JSON, and the wake-up
+/// marker `<prefix>/touch-dummy`. A prefix other than `kopf.*` is branded with
+/// `<prefix>/kopf-managed: yes`, so that other Kopf-based operators leave it out of
+/// their essences.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ProgressStorage {
-    /// The annotation prefix (`kopf.zalando.org`).
-    pub(crate) prefix: String,
-    /// Also write the V1 keys (`v1=True`).
-    pub(crate) v1: bool,
-    /// `touch-dummy`.
-    pub(crate) touch_key: String,
+pub struct AnnotationsProgress {
+    /// The annotations' prefix, without the slash: a DNS subdomain. Default
+    /// `kopf.zalando.org`.
+    pub prefix: String,
+    /// The wake-up marker's name under the prefix. Default `touch-dummy`.
+    pub touch_key: String,
+    /// Also write the V1 key of an id too long for the V2 one (Kopf's `v1=True`, the
+    /// default), so that Kopf versions before 1.31 find the record too.
+    pub v1: bool,
+    /// Write a record's empty fields as nulls too (Kopf's `verbose`; default off).
+    pub verbose: bool,
+}
+
+impl Default for AnnotationsProgress {
+    fn default() -> Self {
+        AnnotationsProgress {
+            prefix: DEFAULT_PREFIX.into(),
+            touch_key: "touch-dummy".into(),
+            v1: true,
+            verbose: false,
+        }
+    }
+}
+
+/// Kopf's `StatusProgressStorage`: the records as a mapping of handler ids in the
+/// object's status, `status.kopf.progress.<handler id>`, and the wake-up marker at
+/// `status.kopf.dummy`. The resource's status schema must keep unknown fields
+/// (`x-kubernetes-preserve-unknown-fields`), or the API server drops the records: not
+/// for built-in resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusProgress {
+    /// Where the records' mapping is, as a dotted path. Default `status.kopf.progress`
+    /// (Kopf's `field='status.{name}.progress'` with `name='kopf'`).
+    pub field: String,
+    /// Where the wake-up marker is, as a dotted path. Default `status.kopf.dummy`.
+    pub touch_field: String,
+}
+
+impl Default for StatusProgress {
+    fn default() -> Self {
+        StatusProgress {
+            field: "status.kopf.progress".into(),
+            touch_field: "status.kopf.dummy".into(),
+        }
+    }
+}
+
+/// Where the handlers' progress between processing cycles is kept (Kopf's
+/// `settings.persistence.progress_storage`). The default is Kopf's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressStorage {
+    /// Kopf's `AnnotationsProgressStorage`.
+    Annotations(AnnotationsProgress),
+    /// Kopf's `StatusProgressStorage`.
+    Status(StatusProgress),
+    /// Kopf's `SmartProgressStorage`, its default: records are written to the
+    /// annotations and read from them, then from the status (where Kopf before 1.44
+    /// wrote them); the status ones are purged but never written.
+    Smart {
+        /// Where records are written and read first.
+        annotations: AnnotationsProgress,
+        /// Where older records are read and purged.
+        status: StatusProgress,
+    },
+    /// Kopf's `MultiProgressStorage`: records written to every storage, read from the
+    /// first that has one.
+    Multi(Vec<ProgressStorage>),
+}
+
+impl Default for ProgressStorage {
+    fn default() -> Self {
+        ProgressStorage::Smart {
+            annotations: AnnotationsProgress::default(),
+            status: StatusProgress::default(),
+        }
+    }
 }
 
 impl ProgressStorage {
-    pub(crate) fn keys(&self) -> KeyScheme<'_> {
-        KeyScheme {
-            prefix: &self.prefix,
-            v1: self.v1,
-        }
-    }
-
-    /// Read a handler's record: annotations (V2, then V1), then `status.kopf.progress`.
-    /// Unparseable annotation values are skipped with a warning.
+    /// Read a handler's record from the first storage that has one. Unparseable
+    /// annotation values are skipped with a warning.
     pub(crate) fn fetch(
         &self,
         body: &Value,
         id: &str,
         warnings: &mut Vec<String>,
     ) -> Option<Value> {
+        match self {
+            ProgressStorage::Annotations(annotations) => annotations.fetch(body, id, warnings),
+            ProgressStorage::Status(status) => status.fetch(body, id),
+            ProgressStorage::Smart {
+                annotations,
+                status,
+            } => annotations
+                .fetch(body, id, warnings)
+                .or_else(|| status.fetch(body, id)),
+            ProgressStorage::Multi(storages) => storages
+                .iter()
+                .find_map(|storage| storage.fetch(body, id, warnings)),
+        }
+    }
+
+    /// Write a record (Kopf's full record: every field, the empty ones null).
+    pub(crate) fn store(&self, body: &Value, patch: &mut Patch, id: &str, record: &Value) {
+        match self {
+            ProgressStorage::Annotations(annotations)
+            | ProgressStorage::Smart { annotations, .. } => {
+                annotations.store(body, patch, id, record);
+            }
+            ProgressStorage::Status(status) => status.store(patch, id, record),
+            ProgressStorage::Multi(storages) => {
+                for storage in storages {
+                    storage.store(body, patch, id, record);
+                }
+            }
+        }
+    }
+
+    /// Remove a record: null what the body has; drop what only the patch has. Smart's
+    /// status records (from Kopf before 1.44) are purged too, so that they do not
+    /// outlive their cause.
+    pub(crate) fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
+        match self {
+            ProgressStorage::Annotations(annotations) => annotations.purge(body, patch, id),
+            ProgressStorage::Status(status) => status.purge(body, patch, id),
+            ProgressStorage::Smart {
+                annotations,
+                status,
+            } => {
+                annotations.purge(body, patch, id);
+                status.purge(body, patch, id);
+            }
+            ProgressStorage::Multi(storages) => {
+                for storage in storages {
+                    storage.purge(body, patch, id);
+                }
+            }
+        }
+    }
+
+    /// Set the touch marker to `value` (or remove it with `None`) where the body differs:
+    /// Kopf's `touch()`, used for the wake-up patch and to drop the marker whenever
+    /// anything else is patched.
+    pub(crate) fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        match self {
+            ProgressStorage::Annotations(annotations)
+            | ProgressStorage::Smart { annotations, .. } => annotations.touch(body, patch, value),
+            ProgressStorage::Status(status) => status.touch(body, patch, value),
+            ProgressStorage::Multi(storages) => {
+                for storage in storages {
+                    storage.touch(body, patch, value);
+                }
+            }
+        }
+    }
+
+    /// The end-of-cycle rule: if anything is patched, remove `touch-dummy` too.
+    pub(crate) fn finalize(&self, body: &Value, patch: &mut Patch) {
+        if !patch.is_empty() {
+            self.touch(body, patch, None);
+        }
+    }
+
+    /// Kopf's `clear()`: drop the storage's records (and the touch marker) from an
+    /// essence, the stored one and the fresh one alike.
+    pub(crate) fn clear(&self, essence: Value) -> Value {
+        let Value::Object(mut essence) = essence else {
+            return essence;
+        };
+        self.clear_map(&mut essence);
+        Value::Object(essence)
+    }
+
+    /// [`ProgressStorage::clear`] in place.
+    pub(crate) fn clear_map(&self, essence: &mut Map<String, Value>) {
+        match self {
+            ProgressStorage::Annotations(annotations) => annotations.clear(essence),
+            ProgressStorage::Status(status) => status.clear(essence),
+            ProgressStorage::Smart {
+                annotations,
+                status,
+            } => {
+                annotations.clear(essence);
+                status.clear(essence);
+            }
+            ProgressStorage::Multi(storages) => {
+                for storage in storages {
+                    storage.clear_map(essence);
+                }
+            }
+        }
+    }
+
+    /// The annotation prefixes it writes under (each checked as a setting).
+    pub(crate) fn prefixes(&self) -> Vec<&str> {
+        match self {
+            ProgressStorage::Annotations(annotations)
+            | ProgressStorage::Smart { annotations, .. } => vec![annotations.prefix.as_str()],
+            ProgressStorage::Status(_) => Vec::new(),
+            ProgressStorage::Multi(storages) => storages
+                .iter()
+                .flat_map(ProgressStorage::prefixes)
+                .collect(),
+        }
+    }
+}
+
+impl AnnotationsProgress {
+    fn keys(&self) -> KeyScheme<'_> {
+        KeyScheme {
+            prefix: &self.prefix,
+            v1: self.v1,
+        }
+    }
+
+    /// The record under the V2 key, else the V1 key.
+    fn fetch(&self, body: &Value, id: &str, warnings: &mut Vec<String>) -> Option<Value> {
         for key in self.keys().keys(id) {
             match body_annotation(body, &key) {
                 None | Some(Value::Null) => {}
@@ -208,23 +426,24 @@ impl ProgressStorage {
                 Some(_) => warnings.push(format!("Ignoring the non-string progress in {key}.")),
             }
         }
-        let legacy = body.get("status")?.get("kopf")?.get("progress")?.get(id)?;
-        legacy.is_object().then(|| legacy.clone())
+        None
     }
 
-    /// Write a record under every key (and brand a custom prefix).
-    pub(crate) fn store(&self, body: &Value, patch: &mut Patch, id: &str, record: &Value) {
-        let encoded = pyformat::dumps(record);
+    /// Under every key, as compact JSON without its nulls unless verbose; and the
+    /// prefix's brand.
+    fn store(&self, body: &Value, patch: &mut Patch, id: &str, record: &Value) {
+        let encoded = if self.verbose {
+            pyformat::dumps(record)
+        } else {
+            pyformat::dumps(&without_nulls(record))
+        };
         for key in self.keys().keys(id) {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
         store_marker(&self.keys(), body, patch);
     }
 
-    /// Remove a record: null the keys the body has; drop those only in the patch.
-    /// A legacy record in `status.kopf.progress.<id>` is nulled too: Kopf's read-only
-    /// status storage still purges, so pre-1.44 records do not outlive their cause.
-    pub(crate) fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
+    fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
         for key in self.keys().keys(id) {
             if body_annotation(body, &key).is_some() {
                 patch.set_annotation(&key, Value::Null);
@@ -232,53 +451,77 @@ impl ProgressStorage {
                 patch.forget_annotation(&key);
             }
         }
-        let legacy = body
-            .get("status")
-            .and_then(|s| s.get("kopf"))
-            .and_then(|k| k.get("progress"));
-        if legacy
-            .and_then(|p| p.as_object())
-            .is_some_and(|p| p.contains_key(id))
-        {
-            patch.set_status_path(&["kopf", "progress", id], Value::Null);
-        }
     }
 
-    /// Set the touch marker to `value` (or remove it with `None`) if the body differs:
-    /// Kopf's `touch()`, used for the wake-up patch and to drop the marker whenever
-    /// anything else is patched.
-    pub(crate) fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+    /// Any change of the marker brands the prefix, as in Kopf.
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
         let wanted = value.map_or(Value::Null, |v| Value::String(v.to_owned()));
         let keys = self.keys();
         for key in keys.keys(&self.touch_key) {
-            let current = body_annotation(body, &key).cloned().unwrap_or(Value::Null);
-            if current != wanted {
+            let current = body_annotation(body, &key).unwrap_or(&Value::Null);
+            if *current != wanted {
                 patch.set_annotation(&key, wanted.clone());
-                if value.is_some() {
-                    store_marker(&keys, body, patch);
-                }
+                store_marker(&keys, body, patch);
             }
         }
     }
 
-    /// The end-of-cycle rule: if anything is patched, remove `touch-dummy` too.
-    pub(crate) fn finalize(&self, body: &Value, patch: &mut Patch) {
-        if !patch.is_empty() {
-            self.touch(body, patch, None);
+    fn clear(&self, essence: &mut Map<String, Value>) {
+        let prefix = format!("{}/", self.prefix);
+        remove_annotations(essence, |k| k.starts_with(&prefix));
+        remove_empty_stanzas(essence);
+    }
+}
+
+impl StatusProgress {
+    fn fetch(&self, body: &Value, id: &str) -> Option<Value> {
+        let record = resolve(body, &field_path(&self.field))?.get(id)?;
+        record.is_object().then(|| record.clone())
+    }
+
+    /// The full record, nulls included: they remove what an older record had.
+    fn store(&self, patch: &mut Patch, id: &str, record: &Value) {
+        let mut path = field_path(&self.field);
+        path.push(id);
+        patch.set_at(&path, record.clone());
+    }
+
+    fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
+        let mut path = field_path(&self.field);
+        path.push(id);
+        if resolve(body, &path).is_some() {
+            patch.set_at(&path, Value::Null);
+        } else if patch.at(&path).is_some() {
+            patch.forget_at(&path);
         }
     }
 
-    /// Kopf's `clear()`: drop this prefix's annotations and the legacy
-    /// `status.kopf.progress` from an essence (the stored one and the fresh one alike).
-    pub(crate) fn clear(&self, essence: Value) -> Value {
-        let Value::Object(mut essence) = essence else {
-            return essence;
-        };
-        let prefix = format!("{}/", self.prefix);
-        remove_annotations(&mut essence, |k| k.starts_with(&prefix));
-        remove_path(&mut essence, &["status", "kopf", "progress"]);
-        remove_empty_stanzas(&mut essence);
-        Value::Object(essence)
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        let path = field_path(&self.touch_field);
+        let current = resolve(body, &path).unwrap_or(&Value::Null);
+        let wanted = value.map_or(Value::Null, |v| Value::String(v.to_owned()));
+        if *current != wanted {
+            patch.set_at(&path, wanted);
+        }
+    }
+
+    fn clear(&self, essence: &mut Map<String, Value>) {
+        remove_path(essence, &field_path(&self.field));
+        remove_empty_stanzas(essence);
+    }
+}
+
+/// A record without its null fields (what the annotations keep unless verbose).
+fn without_nulls(record: &Value) -> Value {
+    match record {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -287,11 +530,7 @@ mod tests {
     use super::*;
 
     fn storage() -> ProgressStorage {
-        ProgressStorage {
-            prefix: "kopf.zalando.org".into(),
-            v1: true,
-            touch_key: "touch-dummy".into(),
-        }
+        ProgressStorage::default()
     }
 
     const CAPTURED: &str = r#"{"started":"2026-11-30T03:32:51.611056+00:00","delayed":"2026-11-30T03:32:51.623181+00:00","purpose":"create","retries":1,"success":false,"failure":false,"message":"not yet"}"#;
@@ -407,6 +646,163 @@ mod tests {
         assert_eq!(
             Value::Object(patch.merge),
             json!({"metadata": {"annotations": {"kopf.zalando.org/a": null}}})
+        );
+    }
+
+    fn status_and_annotations() -> ProgressStorage {
+        ProgressStorage::Multi(vec![
+            ProgressStorage::Annotations(AnnotationsProgress {
+                prefix: "example.com".into(),
+                ..AnnotationsProgress::default()
+            }),
+            ProgressStorage::Status(StatusProgress::default()),
+        ])
+    }
+
+    #[test]
+    fn the_full_record_has_every_field_in_kopfs_order() {
+        let now = parse_time("2026-11-30T03:32:51.611056+00:00").expect("parses");
+        let state = HandlerState::from_scratch(now, Some("create"));
+        assert_eq!(
+            pyformat::dumps(&state.for_storage()),
+            r#"{"started":"2026-11-30T03:32:51.611056+00:00","stopped":null,"delayed":null,"purpose":"create","retries":0,"success":false,"failure":false,"message":null,"subrefs":null}"#
+        );
+        let verbose = ProgressStorage::Annotations(AnnotationsProgress {
+            verbose: true,
+            ..AnnotationsProgress::default()
+        });
+        let mut patch = Patch::default();
+        verbose.store(&json!({}), &mut patch, "fn", &state.for_storage());
+        assert!(
+            patch
+                .annotation("kopf.zalando.org/fn")
+                .is_some_and(|v| v.as_str().is_some_and(|t| t.contains(r#""stopped":null"#)))
+        );
+    }
+
+    #[test]
+    fn status_records_are_mappings_with_their_nulls() {
+        let st = ProgressStorage::Status(StatusProgress::default());
+        let record = json!({"started": "t", "stopped": null, "retries": 1});
+        let mut patch = Patch::default();
+        st.store(&json!({}), &mut patch, "parent/child", &record);
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({"status": {"kopf": {"progress": {"parent/child": record}}}}),
+            "the raw id, no annotation key forming; nulls remove older fields"
+        );
+        let body =
+            json!({"status": {"kopf": {"progress": {"parent/child": {"retries": 1}, "odd": 5}}}});
+        let mut warnings = vec![];
+        assert_eq!(
+            st.fetch(&body, "parent/child", &mut warnings),
+            Some(json!({"retries": 1}))
+        );
+        assert_eq!(st.fetch(&body, "odd", &mut warnings), None);
+        assert_eq!(st.fetch(&json!({"status": 1}), "x", &mut warnings), None);
+        let mut patch = Patch::default();
+        st.store(&body, &mut patch, "new", &json!({}));
+        st.purge(&body, &mut patch, "parent/child");
+        st.purge(&body, &mut patch, "new");
+        st.purge(&body, &mut patch, "absent");
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"status": {"kopf": {"progress": {"parent/child": null}}}})
+        );
+        let mut patch = Patch::default();
+        st.touch(&json!({}), &mut patch, Some("t1"));
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({"status": {"kopf": {"dummy": "t1"}}})
+        );
+        st.finalize(&json!({"status": {"kopf": {"dummy": "t0"}}}), &mut patch);
+        assert_eq!(patch.at(&["status", "kopf", "dummy"]), Some(&Value::Null));
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn smart_reads_status_but_writes_annotations_and_multi_writes_all() {
+        let smart = storage();
+        let body = json!({"status": {"kopf": {"progress": {"fn": {"retries": 2}}}}});
+        let mut patch = Patch::default();
+        smart.store(
+            &body,
+            &mut patch,
+            "fn",
+            &json!({"retries": 3, "message": null}),
+        );
+        smart.touch(&body, &mut patch, Some("t"));
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"metadata": {"annotations": {
+                "kopf.zalando.org/fn": "{\"retries\":3}",
+                "kopf.zalando.org/touch-dummy": "t"}}}),
+            "no status written"
+        );
+        let multi = status_and_annotations();
+        let mut patch = Patch::default();
+        multi.store(
+            &json!({}),
+            &mut patch,
+            "fn",
+            &json!({"retries": 3, "message": null}),
+        );
+        multi.touch(&json!({}), &mut patch, Some("t"));
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({
+                "metadata": {"annotations": {
+                    "example.com/fn": "{\"retries\":3}",
+                    "example.com/kopf-managed": "yes",
+                    "example.com/touch-dummy": "t"}},
+                "status": {"kopf": {"progress": {"fn": {"retries": 3, "message": null}}, "dummy": "t"}}
+            })
+        );
+        // Read from the first that has one.
+        let mut body = Value::Object(patch.merge);
+        body["status"]["kopf"]["progress"]["fn"] = json!({"retries": 9});
+        assert_eq!(
+            multi.fetch(&body, "fn", &mut vec![]),
+            Some(json!({"retries": 3}))
+        );
+        body["metadata"]["annotations"] = json!({});
+        assert_eq!(
+            multi.fetch(&body, "fn", &mut vec![]),
+            Some(json!({"retries": 9}))
+        );
+    }
+
+    #[test]
+    fn clearing_drops_each_storages_records() {
+        let essence = json!({
+            "spec": {"a": 1},
+            "metadata": {"annotations": {"example.com/fn": "{}", "keep.io/x": "1"}},
+            "status": {"kopf": {"progress": {"fn": {}}}, "phase": "Running"},
+        });
+        assert_eq!(
+            status_and_annotations().clear(essence.clone()),
+            json!({"spec": {"a": 1}, "metadata": {"annotations": {"keep.io/x": "1"}},
+                   "status": {"phase": "Running"}})
+        );
+        assert_eq!(
+            storage().clear(essence.clone())["metadata"]["annotations"]["example.com/fn"],
+            "{}",
+            "another prefix is not this storage's"
+        );
+    }
+
+    #[test]
+    fn removing_the_touch_marker_brands_a_custom_prefix_too() {
+        let st = status_and_annotations();
+        let body = json!({"metadata": {"annotations": {"example.com/touch-dummy": "t"}}});
+        let mut patch = Patch::default();
+        st.touch(&body, &mut patch, None);
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"metadata": {"annotations": {
+                "example.com/touch-dummy": null,
+                "example.com/kopf-managed": "yes"}}}),
+            "as Kopf's touch() does on any change"
         );
     }
 }

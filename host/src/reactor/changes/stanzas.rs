@@ -1,9 +1,24 @@
-//! Kopf's `StorageStanzaCleaner` and `dicts.remove`: what the storages strip from an
-//! essence (their own annotations and fields, then the stanzas left empty).
+//! Kopf's `StorageStanzaCleaner` and `dicts`: what the storages strip from an essence
+//! (their own annotations and fields, then the stanzas left empty), and the dotted
+//! field paths the status storages are configured with.
 
 use serde_json::{Map, Value};
 
 use crate::pyformat::falsy;
+
+/// Kopf's annotation prefix.
+pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
+
+/// A dotted field (`status.kopf.progress`) as its path, as Kopf's `parse_field` splits it.
+pub(crate) fn field_path(field: &str) -> Vec<&str> {
+    field.split('.').collect()
+}
+
+/// The value at a path, if every parent is a mapping (Kopf's `dicts.resolve`).
+pub(crate) fn resolve<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(value, |found, key| found.as_object()?.get(*key))
+}
 
 /// Remove a nested key and the parents it leaves empty (Kopf's `dicts.remove`).
 pub(crate) fn remove_path(map: &mut Map<String, Value>, path: &[&str]) {

@@ -314,7 +314,7 @@ mod tests {
     }
 
     fn storage() -> ProgressStorage {
-        ChangeSettings::default().progress
+        ChangeSettings::default().progress().clone()
     }
 
     fn declare(id: &str) -> Declaration {

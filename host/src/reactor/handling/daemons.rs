@@ -69,7 +69,11 @@ impl Daemons {
         if ctx.handlers.resource.spawning.is_empty() && tasks.is_empty() {
             return;
         }
-        let changed = tasks.observe(ctx.event, &self.settings.progress.prefix, self.clock.now());
+        let changed = tasks.observe(
+            ctx.event,
+            |fingerprint| self.settings.strip_bookkeeping(fingerprint),
+            self.clock.now(),
+        );
         let body = &ctx.event.body;
         if changes::is_deletion_ongoing(body) {
             tasks.stop_all().await;
@@ -78,7 +82,7 @@ impl Daemons {
         tasks
             .stop_where(|running| matching.iter().any(|h| h.same_as(running)))
             .await;
-        if !changes::is_deletion_blocked(body, &self.settings.finalizer) {
+        if !changes::is_deletion_blocked(body, self.settings.finalizer()) {
             // The finalizer comes first; the event that shows it starts the tasks.
             return;
         }

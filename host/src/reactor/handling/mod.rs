@@ -407,7 +407,7 @@ impl Handling {
         // releases it (Kopf does when it next handles the object).
         let cycle = !handlers.changing.is_empty()
             || !handlers.resource.spawning.is_empty()
-            || changes::is_deletion_blocked(&ctx.event.body, &self.changing.settings.finalizer);
+            || changes::is_deletion_blocked(&ctx.event.body, self.changing.settings.finalizer());
         loop {
             let result = if !cycle {
                 self.changing

@@ -266,7 +266,7 @@ impl Ticker {
                 // that an echo still comes and runs that cycle.
                 let now = changes::touch_value(self.clock.now());
                 let settings = &self.settings;
-                settings.progress.touch(&body, &mut patch, Some(&now));
+                settings.progress().touch(&body, &mut patch, Some(&now));
             }
         }
         self.send(patch, &body).await.unwrap_or(tick)

@@ -90,30 +90,28 @@ impl ObjectTasks {
     }
 
     /// Notes the object as seen now: a change of what `idle` watches restarts it. The
-    /// operator's own bookkeeping (annotations under `prefix`: progress records, the
+    /// operator's own bookkeeping (what `bookkeeping` strips: progress records, the
     /// diff-base, touch-dummy) is no change of the object; results in `status` are.
     pub(crate) fn observe(
         &self,
         event: &ObjectEvent,
-        prefix: &str,
+        bookkeeping: impl Fn(&mut serde_json::Map<String, Value>),
         now: DateTime<Utc>,
     ) -> watch::Receiver<DateTime<Utc>> {
         let body = &event.body;
-        let own = format!("{prefix}/");
-        let annotations: serde_json::Map<String, Value> = body
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter(|(key, _)| !key.starts_with(&own))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        let fingerprint = serde_json::json!({
-            "spec": body.get("spec"),
-            "labels": body.pointer("/metadata/labels"),
-            "annotations": annotations,
-            "status": body.get("status"),
-        });
+        let mut fingerprint = serde_json::Map::new();
+        for (key, value) in [("spec", body.get("spec")), ("status", body.get("status"))] {
+            fingerprint.insert(key.into(), value.cloned().unwrap_or_default());
+        }
+        fingerprint.insert(
+            "metadata".into(),
+            serde_json::json!({
+                "labels": body.pointer("/metadata/labels"),
+                "annotations": body.pointer("/metadata/annotations"),
+            }),
+        );
+        bookkeeping(&mut fingerprint);
+        let fingerprint = Value::Object(fingerprint);
         let mut state = lock(&self.0);
         let state = state.get_or_insert_default();
         let changed = state
@@ -200,6 +198,9 @@ mod tests {
     use super::*;
     use chrono::TimeDelta;
 
+    use crate::reactor::changes::{
+        AnnotationsProgress, ChangeSettings, Persistence, ProgressStorage,
+    };
     use crate::reactor::objects::EventType;
 
     fn at(seconds: i64) -> DateTime<Utc> {
@@ -219,17 +220,31 @@ mod tests {
                 "spec": {"size": spec},
             }))
         };
-        let changed = timers.observe(&seen(1, "1"), "p", at(0));
+        // The operator's storages under the prefix `p`.
+        let settings = ChangeSettings {
+            persistence: Persistence {
+                progress_storage: ProgressStorage::Annotations(AnnotationsProgress {
+                    prefix: "p".into(),
+                    ..AnnotationsProgress::default()
+                }),
+                ..Persistence::default()
+            },
+            ..ChangeSettings::default()
+        };
+        let own = |fingerprint: &mut serde_json::Map<String, Value>| {
+            settings.strip_bookkeeping(fingerprint);
+        };
+        let changed = timers.observe(&seen(1, "1"), own, at(0));
         assert_eq!(*changed.borrow(), at(0));
         // Only the resourceVersion moved: not a change.
-        timers.observe(&seen(1, "2"), "p", at(5));
+        timers.observe(&seen(1, "2"), own, at(5));
         assert_eq!(*changed.borrow(), at(0));
         // The operator's own records are not a change either.
         let mut recorded = (*seen(1, "3").body).clone();
         recorded["metadata"]["annotations"] = serde_json::json!({"p/tick": "{}"});
-        timers.observe(&event(recorded), "p", at(6));
+        timers.observe(&event(recorded), own, at(6));
         assert_eq!(*changed.borrow(), at(0));
-        timers.observe(&seen(2, "4"), "p", at(7));
+        timers.observe(&seen(2, "4"), own, at(7));
         assert_eq!(*changed.borrow(), at(7));
         assert!(timers.settled(at(100)), "no timer runs");
     }
@@ -243,7 +258,7 @@ mod tests {
         assert!(tasks.settled(at(0)));
         tasks.stop_all().await;
         assert!(lock(&tasks.0).is_none(), "asking allocates nothing");
-        tasks.observe(&event(serde_json::json!({"spec": {}})), "p", at(0));
+        tasks.observe(&event(serde_json::json!({"spec": {}})), |_| {}, at(0));
         assert!(lock(&tasks.0).is_some(), "observing keeps the fingerprint");
     }
 }

@@ -252,7 +252,7 @@ proptest! {
                 prop_assert_eq!(progress_keys(&body), Vec::<String>::new(), "{:#}", body);
             }
             if !is_deletion_ongoing(&body) {
-                let (diffbase, warnings) = ChangeSettings::default().diffbase.fetch(&body);
+                let (diffbase, warnings) = ChangeSettings::default().diffbase().fetch(&body);
                 prop_assert!(warnings.is_empty(), "{warnings:?}");
                 prop_assert!(diffbase.is_some(), "no diff-base: {body:#}");
             }

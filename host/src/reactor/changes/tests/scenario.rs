@@ -126,13 +126,13 @@ pub(super) fn step_with(
     invoke: &mut dyn FnMut(&str, &ChangingCause, &ChangingHandler) -> Attempt,
 ) -> Step {
     let settings = ChangeSettings::default();
-    let (progress, diffbase) = (&settings.progress, &settings.diffbase);
+    let (progress, diffbase) = (settings.progress(), settings.diffbase());
     let owned: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
     let extra: Vec<Vec<String>> = handlers.iter().filter_map(|h| h.field.clone()).collect();
     let mut never = |_: &ChangingHandler, _: CallbackSlot<'_>, _: Option<&Value>| false;
 
     let (old, new, warnings) = diffbase.essences(body, &extra, progress);
-    let cause = detect_cause(false, body, &settings.finalizer, old, new, initial);
+    let cause = detect_cause(false, body, settings.finalizer(), old, new, initial);
     let selected: Vec<String> = select_handlers(handlers, &cause, body, &mut never)
         .into_iter()
         .map(|i| handlers[i].id.clone())
@@ -140,12 +140,12 @@ pub(super) fn step_with(
     let mut patch = Patch::default();
     let (mut log, mut ran, mut delays) = (Vec::new(), Vec::new(), Vec::new());
     let required = changing_requires_finalizer(handlers, &cause, body, &mut never);
-    match finalizer_decision(body, &settings.finalizer, required) {
+    match finalizer_decision(body, settings.finalizer(), required) {
         FinalizerDecision::Add => {
-            patch.finalizer = Some(FinalizerChange::Add(settings.finalizer.clone()))
+            patch.finalizer = Some(FinalizerChange::Add(settings.finalizer().to_owned()))
         }
         FinalizerDecision::Remove => {
-            patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()))
+            patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer().to_owned()))
         }
         FinalizerDecision::Keep if cause.reason.runs_handlers() => {
             let ctx = CycleContext {
@@ -184,8 +184,8 @@ pub(super) fn step_with(
             let end = finish(&ctx, &cause, cycle, outcomes, &mut patch);
             log.extend(end.log);
             delays = end.delays;
-            if release_on_deletion(body, &settings.finalizer, !delays.is_empty()) {
-                patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer.clone()));
+            if release_on_deletion(body, settings.finalizer(), !delays.is_empty()) {
+                patch.finalizer = Some(FinalizerChange::Remove(settings.finalizer().to_owned()));
             }
         }
         FinalizerDecision::Keep => {}
@@ -313,7 +313,7 @@ fn the_captured_sequence() {
     let mut touch = Patch::default();
     let touched_at = ms(1012);
     ChangeSettings::default()
-        .progress
+        .progress()
         .touch(&body, &mut touch, Some(&touch_value(touched_at)));
     assert_eq!(
         annotations(&touch),

@@ -87,12 +87,12 @@ impl Changing {
             // Only timers and daemons: no change detection (nothing is stored for it, as in
             // Kopf); only the finalizer they need, released once they have stopped.
             let decision =
-                changes::finalizer_decision(body, &settings.finalizer, memory.daemons_match());
-            patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
+                changes::finalizer_decision(body, settings.finalizer(), memory.daemons_match());
+            patch.finalizer = finalizer_change(decision, settings.finalizer(), object);
             if patch.finalizer.is_none()
-                && changes::release_on_deletion(body, &settings.finalizer, false)
+                && changes::release_on_deletion(body, settings.finalizer(), false)
             {
-                patch.finalizer = Some(release(&settings.finalizer, object));
+                patch.finalizer = Some(release(settings.finalizer(), object));
             }
             return self.send(ctx, memory, patch).await.map(drop);
         }
@@ -100,7 +100,7 @@ impl Changing {
             // A newer event is queued: it carries the fresher state.
             return self.send(ctx, memory, patch).await.map(drop);
         };
-        settings.progress.finalize(body, &mut patch);
+        settings.progress().finalize(body, &mut patch);
         let patched = !patch.is_empty();
         if patched {
             self.send(ctx, memory, patch).await?;
@@ -122,18 +122,18 @@ impl Changing {
         let changing = &ctx.handlers.changing;
         let (old, new, warnings) =
             settings
-                .diffbase
-                .essences(body, &changing.extra_fields, &settings.progress);
+                .diffbase()
+                .essences(body, &changing.extra_fields, settings.progress());
         for warning in warnings {
             object_log!(warn, object, "{warning}");
         }
         let initial = memory.is_initial();
-        let cause = changes::detect_cause(false, body, &settings.finalizer, old, new, initial);
+        let cause = changes::detect_cause(false, body, settings.finalizer(), old, new, initial);
         let active = self.active_handlers(ctx, &cause).await;
         let mut eval = no_callbacks;
         let required = memory.daemons_match()
             || changes::changing_requires_finalizer(&active.views, &cause, body, &mut eval);
-        let decision = changes::finalizer_decision(body, &settings.finalizer, required);
+        let decision = changes::finalizer_decision(body, settings.finalizer(), required);
 
         // When the delays were measured: the wake-up is absolute (see `Clock::sleep_until`).
         let mut cycle = Cycle {
@@ -143,7 +143,7 @@ impl Changing {
         };
         match decision {
             FinalizerDecision::Add | FinalizerDecision::Remove => {
-                patch.finalizer = finalizer_change(decision, &settings.finalizer, object);
+                patch.finalizer = finalizer_change(decision, settings.finalizer(), object);
             }
             FinalizerDecision::Keep
                 if changes::is_stealth(&active.views, &cause, body, &mut eval) =>
@@ -220,7 +220,7 @@ impl Changing {
                 if !memory.idle_unless_newer(seq, &*self.clock, wake_at).await {
                     let mut touch = Patch::default();
                     let now = changes::touch_value(self.clock.now());
-                    settings.progress.touch(body, &mut touch, Some(&now));
+                    settings.progress().touch(body, &mut touch, Some(&now));
                     if !touch.is_empty() {
                         self.send(ctx, memory, touch).await?;
                     }
@@ -302,7 +302,7 @@ impl Changing {
     ) -> (Vec<f64>, chrono::DateTime<chrono::Utc>) {
         let settings = &*self.settings;
         let (body, object): (&Value, &str) = (&ctx.event.body, ctx.object);
-        let (diffbase, progress) = (&settings.diffbase, &settings.progress);
+        let (diffbase, progress) = (settings.diffbase(), settings.progress());
 
         let now = self.clock.now();
         let mut eval = no_callbacks;
@@ -368,8 +368,8 @@ impl Changing {
         if end.fully_handled {
             memory.handled_fully();
         }
-        if changes::release_on_deletion(body, &settings.finalizer, !end.delays.is_empty()) {
-            patch.finalizer = Some(release(&settings.finalizer, object));
+        if changes::release_on_deletion(body, settings.finalizer(), !end.delays.is_empty()) {
+            patch.finalizer = Some(release(settings.finalizer(), object));
         }
         (end.delays, now)
     }
@@ -391,7 +391,7 @@ impl Changing {
             purpose: &details.reason,
             min_delay: handler.spec.min_retry_delay,
         };
-        let progress = self.settings.progress.clone();
+        let progress = self.settings.progress().clone();
         let object = (&ctx.event.body, ctx.object);
         let subhandlers = Arc::new(Subhandlers::new(
             &parent,
