@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 use clap::{Arg, ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use kapsel_host::Limits;
+use kapsel_host::{
+    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Limits, Persistence,
+    ProgressStorage, StatusDiffBase, StatusProgress,
+};
 
 /// Kubernetes operators whose handlers are sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -329,6 +332,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
     #[command(flatten)]
+    pub(crate) persistence: PersistenceArgs,
+    #[command(flatten)]
     pub(crate) limits: LimitArgs,
     /// Serve liveness at this URL (e.g. http://0.0.0.0:8080/healthz), with the metrics at /metrics beside it.
     #[arg(short = 'L', long, value_name = "URL", value_parser = endpoint_url)]
@@ -509,6 +514,119 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Where the operator keeps its state on objects (`kapsel_host::Persistence`, Kopf's
+/// `settings.persistence`): the defaults are Kopf's, so an operator migrated from Kopf
+/// with the same settings continues where Kopf left each object.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Persistence")]
+pub(crate) struct PersistenceArgs {
+    /// The annotation prefix of both storages; a prefix not under `kopf.` also gets the
+    /// `<prefix>/kopf-managed` marker, by which other Kopf-based operators skip its annotations.
+    #[arg(long, value_name = "DOMAIN",
+          default_value_t = AnnotationsProgress::default().prefix, value_parser = prefix)]
+    pub(crate) prefix: String,
+    /// The finalizer that holds objects until their deletion handlers are done.
+    #[arg(long, value_name = "NAME",
+          default_value_t = Persistence::default().finalizer, value_parser = finalizer)]
+    pub(crate) finalizer: String,
+    /// Where handlers' progress is kept between cycles.
+    #[arg(long, value_enum, value_name = "STORAGE",
+          default_value_t = ProgressKind::Smart)]
+    pub(crate) progress_storage: ProgressKind,
+    /// Where the last handled state (the diff-base) is kept.
+    #[arg(long, value_enum, value_name = "STORAGE",
+          default_value_t = DiffBaseKind::Annotations)]
+    pub(crate) diffbase_storage: DiffBaseKind,
+}
+
+/// Kopf's progress storages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ProgressKind {
+    /// `<prefix>/<handler id>` annotations.
+    Annotations,
+    /// `status.kopf.progress.<handler id>` (the status schema must keep unknown fields).
+    Status,
+    /// Annotations, and read Kopf's older status records too (Kopf's default).
+    Smart,
+    /// Both annotations and status: written to both, read from the first that has one.
+    Multi,
+}
+
+/// Kopf's diff-base storages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DiffBaseKind {
+    /// The `<prefix>/last-handled-configuration` annotation (Kopf's default).
+    Annotations,
+    /// `status.kopf.last-handled-configuration` (the status schema must keep unknown fields).
+    Status,
+    /// Both: written to both, read from the annotation first.
+    Multi,
+}
+
+impl PersistenceArgs {
+    /// The host's settings these flags describe.
+    pub(crate) fn persistence(&self) -> Persistence {
+        let annotations = AnnotationsProgress {
+            prefix: self.prefix.clone(),
+            ..AnnotationsProgress::default()
+        };
+        let progress_storage = match self.progress_storage {
+            ProgressKind::Annotations => ProgressStorage::Annotations(annotations),
+            ProgressKind::Status => ProgressStorage::Status(StatusProgress::default()),
+            ProgressKind::Smart => ProgressStorage::Smart {
+                annotations,
+                status: StatusProgress::default(),
+            },
+            ProgressKind::Multi => ProgressStorage::Multi(vec![
+                ProgressStorage::Annotations(annotations),
+                ProgressStorage::Status(StatusProgress::default()),
+            ]),
+        };
+        let annotations = DiffBaseStorage::Annotations(AnnotationsDiffBase {
+            prefix: self.prefix.clone(),
+            ..AnnotationsDiffBase::default()
+        });
+        let status = DiffBaseStorage::Status(StatusDiffBase::default());
+        let diffbase_storage = match self.diffbase_storage {
+            DiffBaseKind::Annotations => annotations,
+            DiffBaseKind::Status => status,
+            DiffBaseKind::Multi => DiffBaseStorage::Multi(vec![annotations, status]),
+        };
+        Persistence {
+            finalizer: self.finalizer.clone(),
+            progress_storage,
+            diffbase_storage,
+        }
+    }
+}
+
+/// Rejects an annotation prefix Kubernetes would refuse, as a usage error.
+fn prefix(prefix: &str) -> Result<String, String> {
+    let persistence = Persistence {
+        progress_storage: ProgressStorage::Annotations(AnnotationsProgress {
+            prefix: prefix.to_owned(),
+            ..AnnotationsProgress::default()
+        }),
+        ..Persistence::default()
+    };
+    persistence
+        .check()
+        .map(|()| prefix.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// Rejects a finalizer Kubernetes would refuse, as a usage error.
+fn finalizer(finalizer: &str) -> Result<String, String> {
+    let persistence = Persistence {
+        finalizer: finalizer.to_owned(),
+        ..Persistence::default()
+    };
+    persistence
+        .check()
+        .map(|()| finalizer.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// Rejects a URL the liveness or metrics endpoint cannot be served on, as a usage error.
 fn endpoint_url(url: &str) -> Result<String, String> {
     kapsel_host::Endpoint::parse(url)
@@ -625,5 +743,57 @@ mod tests {
         assert_eq!(limits.min_timer_interval, Duration::from_millis(250));
         assert_eq!(limits.self_trigger_limit, 4);
         assert_eq!(limits.max_subhandlers, 7);
+    }
+
+    fn persistence_of(flags: &[&str]) -> Result<Persistence, String> {
+        let args = ["kapsel", "run", "op.wasm"].iter().chain(flags);
+        match Cli::try_parse_from(args)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Run(run) => Ok(run.persistence.persistence()),
+            _ => unreachable!("a run command"),
+        }
+    }
+
+    #[test]
+    fn the_persistence_flags_default_to_kopfs_and_combine_the_prefix_with_the_storages() {
+        assert_eq!(persistence_of(&[]), Ok(Persistence::default()));
+        let custom = persistence_of(&[
+            "--prefix=example.com",
+            "--finalizer=example.com/done",
+            "--progress-storage=multi",
+            "--diffbase-storage=status",
+        ])
+        .expect("parses");
+        assert_eq!(custom.finalizer, "example.com/done");
+        let annotations = AnnotationsProgress {
+            prefix: "example.com".into(),
+            ..AnnotationsProgress::default()
+        };
+        assert_eq!(
+            custom.progress_storage,
+            ProgressStorage::Multi(vec![
+                ProgressStorage::Annotations(annotations),
+                ProgressStorage::Status(StatusProgress::default()),
+            ])
+        );
+        assert_eq!(
+            custom.diffbase_storage,
+            DiffBaseStorage::Status(StatusDiffBase::default())
+        );
+    }
+
+    #[test]
+    fn bad_persistence_values_are_usage_errors_that_say_why() {
+        let error = persistence_of(&["--prefix=Not_A.Domain"]).expect_err("refused");
+        assert!(error.contains("not a DNS subdomain"), "{error}");
+        let error = persistence_of(&["--finalizer=a b"]).expect_err("refused");
+        assert!(error.contains("not a qualified name"), "{error}");
+        let error = persistence_of(&["--progress-storage=files"]).expect_err("refused");
+        assert!(
+            error.contains("annotations") && error.contains("smart"),
+            "lists the values: {error}"
+        );
     }
 }

@@ -134,6 +134,7 @@ fn operator_for(args: RunArgs) -> Result<Operator, String> {
     let settings = args.settings().map_err(|e| e.to_string())?;
     let mut operator = Operator::new(args.guests)
         .settings(settings)
+        .persistence(args.persistence.persistence())
         .limits(args.limits.limits())
         .reload_interval(Duration::from_millis(args.reload_interval_ms));
     operator = peering(operator, &args.peering);
@@ -223,10 +224,14 @@ pub(crate) fn compile_guest() -> Result<(), CliError> {
         .map_err(|error| CliError::new(format!("cannot write the compiled guest: {error}"), 1))
 }
 
-/// A host error as the command reports it: a guest that cannot be loaded is an input
-/// error (exit 2), anything else a failure (exit 1).
+/// A host error as the command reports it: a guest that cannot be loaded, or
+/// persistence settings out of range, is an input error (exit 2), anything else a
+/// failure (exit 1).
 fn host_error(error: &kapsel_host::Error) -> CliError {
-    let code = if matches!(error, kapsel_host::Error::NoGuests(_)) {
+    let code = if matches!(
+        error,
+        kapsel_host::Error::NoGuests(_) | kapsel_host::Error::Persistence(_)
+    ) {
         2
     } else {
         1
