@@ -30,6 +30,7 @@ mod retries;
 mod sandbox;
 mod schemas;
 mod settings;
+mod storages;
 mod streams;
 mod subhandlers;
 mod timers;
