@@ -9,9 +9,10 @@ pub enum Error {
     /// No Kubernetes connection could be configured (no in-cluster account, no kubeconfig).
     #[error("cannot find a Kubernetes cluster to connect to")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The persistence settings are out of range ([`crate::Persistence::check`]).
+    /// The persistence settings are out of range (`Persistence::check`'s
+    /// `PersistenceError`).
     #[error("bad persistence settings")]
-    Persistence(#[source] crate::PersistenceError),
+    Persistence(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The WebAssembly engine could not start.
     #[error("the WebAssembly runtime could not start")]
     Runtime(#[source] Box<dyn std::error::Error + Send + Sync>),

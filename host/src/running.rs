@@ -317,7 +317,9 @@ impl Operator {
     /// initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let persistence = &self.settings.changes.persistence;
-        persistence.check().map_err(Error::Persistence)?;
+        persistence
+            .check()
+            .map_err(|e| Error::Persistence(Box::new(e)))?;
         for prefix in persistence.long_prefixes() {
             tracing::warn!(
                 "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."

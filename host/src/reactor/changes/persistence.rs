@@ -10,7 +10,7 @@ use super::stanzas::DEFAULT_PREFIX;
 /// `settings.persistence` does: the finalizer that holds an object until its deletion
 /// handlers are done, the handlers' progress between cycles, and the last handled
 /// essence (the "diff-base") that tells what changed. Set with
-/// [`Operator::persistence`](crate::Operator::persistence), or `kapsel run`'s
+/// `Operator::persistence`, or `kapsel run`'s
 /// `--prefix`, `--finalizer`, `--progress-storage` and `--diffbase-storage`.
 ///
 /// The default is Kopf's default, key for key: the finalizer
