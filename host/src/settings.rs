@@ -1,9 +1,11 @@
 //! [`Settings`]: what Kopf's `settings` (`kopf.OperatorSettings`) lets an operator's
 //! author change, as one model that the command line (`--setting KEY=VALUE`), the
-//! embedding API ([`crate::Operator::settings`]) and startup handlers read and write.
+//! embedding API (`Operator::settings`) and, to come, startup handlers read and write.
+//! Kopf's persistence storages are `Persistence` (`Operator::persistence`, `--prefix`,
+//! `--progress-storage`, ...), beside this model for now.
 //!
 //! The names are Kopf's (`watching.server_timeout`); durations are seconds, as in Kopf.
-//! Bounds on the guests are not settings but [`crate::Limits`].
+//! Bounds on the guests are not settings but `Limits`.
 
 use std::time::Duration;
 
@@ -44,7 +46,7 @@ pub struct Settings {
     /// Events (Kopf's `settings.posting`).
     pub posting: Posting,
     /// Peering (Kopf's `settings.peering`; its name, priority and lifetime are set as
-    /// the operator's peering, [`crate::Operator::peering`]).
+    /// the operator's peering, `Operator::peering`).
     pub peering: Peering,
 }
 
