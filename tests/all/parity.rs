@@ -1,6 +1,7 @@
 //! Kopf options that the other tests cover only in the host's units (issue 32, "thinly
-//! tested"): `param` through a compiled guest, and `on.resume(deleted=True)` for an
-//! object deleted while the operator was down.
+//! tested"): `param` through a compiled guest, `on.resume(deleted=True)` for an
+//! object deleted while the operator was down, and the `-ofDRS` keys of a ReplicaSet
+//! owned by a Deployment.
 
 use kapsel_tests::*;
 use serde_json::json;
@@ -73,5 +74,93 @@ async fn only_resume_handlers_with_deleted_resume_an_object_being_deleted() {
             "resumed-deleted kept"
         ]
     );
+    s.shutdown().await;
+}
+
+/// Kubernetes copies a Deployment's annotations onto its ReplicaSets: Kopf's records of
+/// the Deployment (its diff-base among them) land on a new ReplicaSet. Kopf keeps the
+/// ReplicaSet's own records under `-ofDRS` keys, so the copies are not taken for them:
+/// the ReplicaSet is created, not updated, and its diff-base goes beside the copy.
+#[tokio::test]
+async fn a_replicaset_of_a_deployment_keeps_its_records_apart() {
+    let s = Scene::start("drs").await;
+    let apps = |kind: &str, plural: &str| kube::discovery::ApiResource {
+        group: "apps".into(),
+        version: "v1".into(),
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let selector = json!({"matchLabels": {"app": "web"}});
+    let template = json!({
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx"}]},
+    });
+    let deployment = create(
+        &s.client,
+        &apps("Deployment", "deployments"),
+        Some(&s.namespace),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {"selector": selector, "template": template},
+        }),
+    )
+    .await;
+    let copied = r#"{"spec":{"replicas":1}}"#;
+    create(
+        &s.client,
+        &apps("ReplicaSet", "replicasets"),
+        Some(&s.namespace),
+        json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {
+                "name": "web-1",
+                "labels": {"kapsel.test/drs": "yes"},
+                // As the Deployment controller copies them.
+                "annotations": {"kopf.zalando.org/last-handled-configuration": copied},
+                "ownerReferences": [{
+                    "apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                    "uid": deployment.metadata.uid, "controller": true,
+                }],
+            },
+            "spec": {"selector": selector, "template": template},
+        }),
+    )
+    .await;
+    let operator = s.cluster.start_operator(operator());
+    operator
+        .journal()
+        .wait_for(PATIENCE, |records| {
+            guest_logs(records, "parity").contains(&"created web-1".to_owned())
+        })
+        .await
+        .expect("created, not taken for an update by the copied diff-base");
+    let rs: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        s.client.clone(),
+        &s.namespace,
+        &apps("ReplicaSet", "replicasets"),
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let body = serde_json::to_value(rs.get("web-1").await.expect("the replicaset")).unwrap();
+        let annotations = &body["metadata"]["annotations"];
+        if annotations
+            .get("kopf.zalando.org/last-handled-configuration-ofDRS")
+            .is_some()
+        {
+            assert_eq!(
+                annotations["kopf.zalando.org/last-handled-configuration"], copied,
+                "the copy is left as it is"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no -ofDRS diff-base: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    operator.stop().await.expect("stop");
     s.shutdown().await;
 }

@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value};
 
-use super::keys::{KeyScheme, marked_prefixes};
+use super::keys::{KeyScheme, collision_marked, marked_prefixes};
 use super::oversized::{self, Shrunk, digest};
 use super::patch::{Patch, body_annotation, store_marker};
 use super::progress::ProgressStorage;
@@ -107,7 +107,7 @@ impl DiffBaseStorage {
         match self {
             DiffBaseStorage::Annotations(annotations) => {
                 let mut essence = base_essence(body, extra_fields, &annotations.ignored_fields);
-                annotations.strip_own(&mut essence);
+                annotations.strip_own(&mut essence, Some(collision_marked(body)));
                 Value::Object(essence)
             }
             DiffBaseStorage::Status(status) => {
@@ -123,10 +123,11 @@ impl DiffBaseStorage {
         }
     }
 
-    /// Drop the storage's own records from an essence-shaped value.
+    /// Drop the storage's own records from an essence-shaped value (under the keys of
+    /// any object: marked or not).
     pub(crate) fn strip_own(&self, essence: &mut Map<String, Value>) {
         match self {
-            DiffBaseStorage::Annotations(annotations) => annotations.strip_own(essence),
+            DiffBaseStorage::Annotations(annotations) => annotations.strip_own(essence, None),
             DiffBaseStorage::Status(status) => status.strip_own(essence),
             DiffBaseStorage::Multi(storages) => {
                 for storage in storages {
@@ -245,16 +246,29 @@ fn base_essence(
 }
 
 impl AnnotationsDiffBase {
-    fn keys(&self) -> KeyScheme<'_> {
+    /// The keys of `body`'s diff-base (a ReplicaSet of a Deployment's are marked).
+    fn keys(&self, body: &Value) -> KeyScheme<'_> {
+        self.scheme(collision_marked(body))
+    }
+
+    fn scheme(&self, marked: bool) -> KeyScheme<'_> {
         KeyScheme {
             prefix: &self.prefix,
             v1: self.v1,
+            marked,
         }
     }
 
-    /// Its own keys (relevant for non-`kopf.` prefixes without a marker yet).
-    fn strip_own(&self, essence: &mut Map<String, Value>) {
-        let own = self.keys().keys(&self.key);
+    /// Its own keys (relevant for non-`kopf.` prefixes without a marker yet), marked as
+    /// said, or both.
+    fn strip_own(&self, essence: &mut Map<String, Value>, marked: Option<bool>) {
+        let own: Vec<String> = match marked {
+            Some(marked) => self.scheme(marked).keys(&self.key),
+            None => [false, true]
+                .into_iter()
+                .flat_map(|marked| self.scheme(marked).keys(&self.key))
+                .collect(),
+        };
         remove_annotations(essence, |k| own.iter().any(|o| o == k));
         remove_empty_stanzas(essence);
     }
@@ -268,7 +282,7 @@ impl AnnotationsDiffBase {
 
     /// The V2 key first.
     fn fetch(&self, body: &Value, warnings: &mut Vec<String>) -> Option<Value> {
-        for key in self.keys().keys(&self.key) {
+        for key in self.keys(body).keys(&self.key) {
             match body_annotation(body, &key) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
@@ -289,7 +303,7 @@ impl AnnotationsDiffBase {
     /// time that happens to the object (its stored diff-base has none yet), what was done
     /// is returned to be reported.
     fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> Option<Shrunk> {
-        let keys = self.keys().keys(&self.key);
+        let keys = self.keys(body).keys(&self.key);
         let budget = oversized::budget(body_annotations(body), patch_annotations(patch), &keys);
         let mut encoded = Self::encode(essence);
         let mut shrunk = None;
@@ -305,7 +319,7 @@ impl AnnotationsDiffBase {
         for key in keys {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
-        store_marker(&self.keys(), body, patch);
+        store_marker(&self.keys(body), body, patch);
         shrunk.filter(|_| !reported_before)
     }
 }

@@ -5,10 +5,13 @@
 //! ids are cut and suffixed with a short BLAKE2b hash. Two generations coexist: V2
 //! (name part ≤ 63, always written and read first) and V1 (whole key ≤ 63, written
 //! too while `v1` is on). Kapsel must form the same keys bit for bit, or a migrated
-//! operator would not find its state. The `-ofDRS` suffix Kopf adds for ReplicaSets
-//! owned by Deployments is out of scope here (Kapsel's guests do not serve them yet).
+//! operator would not find its state. The keys of a ReplicaSet owned by a Deployment
+//! get Kopf's `-ofDRS` mark ([`collision_marked`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
+
+use serde_json::Value;
 
 /// Forms the annotation keys of one storage prefix (borrowed from its storage: the keys
 /// are formed for every handler of every object, the prefix is never copied for it).
@@ -18,6 +21,24 @@ pub(crate) struct KeyScheme<'a> {
     pub(crate) prefix: &'a str,
     /// Whether the legacy V1 keys are also written (Kopf's default `v1=True`).
     pub(crate) v1: bool,
+    /// Whether every key gets Kopf's `-ofDRS` mark ([`collision_marked`]).
+    pub(crate) marked: bool,
+}
+
+/// Kopf's `mark_key` (its `CollisionEvadingConvention`): Kubernetes copies a Deployment's
+/// annotations onto the ReplicaSets it owns, so an operator serving both would read the
+/// Deployment's records on its ReplicaSets. Kopf marks the keys of such a ReplicaSet with
+/// `-ofDRS` (before the V1/V2 forming), and so does Kapsel, so that they stay apart.
+pub(crate) fn collision_marked(body: &Value) -> bool {
+    body.get("kind").and_then(Value::as_str) == Some("ReplicaSet")
+        && body
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|owners| {
+                owners
+                    .iter()
+                    .any(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"))
+            })
 }
 
 /// The longest name part Kubernetes allows.
@@ -27,6 +48,12 @@ impl KeyScheme<'_> {
     /// The keys to write for a record key: V2 first, then V1 when it differs.
     /// Reads try them in the same order.
     pub(crate) fn keys(&self, key: &str) -> Vec<String> {
+        let key: Cow<'_, str> = if self.marked {
+            Cow::Owned(format!("{key}-ofDRS"))
+        } else {
+            Cow::Borrowed(key)
+        };
+        let key = key.as_ref();
         // Most record keys (`create_fn`, `last-handled-configuration`) are safe and short
         // enough for both generations, which then write the key as it is, once: formed
         // for every handler of every object, this spares the work of the general case.
@@ -260,6 +287,7 @@ mod tests {
         KeyScheme {
             prefix: "kopf.zalando.org",
             v1: true,
+            marked: false,
         }
     }
 
@@ -335,9 +363,50 @@ mod tests {
             prefix in "kopf.zalando.org|[a-z.]{1,60}",
             v1: bool,
         ) {
-            let scheme = KeyScheme { prefix: &prefix, v1 };
+            let scheme = KeyScheme { prefix: &prefix, v1, marked: false };
             proptest::prop_assert_eq!(scheme.keys(&key), scheme.formed_keys(&key));
         }
+    }
+
+    /// Kopf's own `make_keys(key, body=...)` (kopf 1.45.2) gave these.
+    #[test]
+    fn replicasets_of_deployments_have_marked_keys() {
+        let owned = serde_json::json!({
+            "kind": "ReplicaSet",
+            "metadata": {"ownerReferences": [{"kind": "Deployment", "name": "web"}]},
+        });
+        assert!(collision_marked(&owned));
+        for unmarked in [
+            serde_json::json!({"kind": "ReplicaSet", "metadata": {}}),
+            serde_json::json!({"kind": "Pod", "metadata": owned["metadata"].clone()}),
+            serde_json::json!({"kind": "ReplicaSet", "metadata": {"ownerReferences": [{"kind": "Other"}]}}),
+        ] {
+            assert!(!collision_marked(&unmarked), "{unmarked}");
+        }
+        let marked = KeyScheme {
+            marked: true,
+            ..kopf()
+        };
+        assert_eq!(
+            marked.keys("create_fn"),
+            ["kopf.zalando.org/create_fn-ofDRS"]
+        );
+        assert_eq!(
+            marked.keys("parent/sub"),
+            ["kopf.zalando.org/parent.sub-ofDRS"]
+        );
+        assert_eq!(
+            marked.keys(&"a".repeat(60)),
+            [
+                format!("kopf.zalando.org/{}-SGMMug", "a".repeat(56)),
+                format!("kopf.zalando.org/{}-SGMMug", "a".repeat(39)),
+            ]
+        );
+        assert_eq!(
+            marked.marker_key(),
+            kopf().marker_key(),
+            "the marker is not marked"
+        );
     }
 
     #[test]
@@ -370,6 +439,7 @@ mod tests {
         let custom = KeyScheme {
             prefix: "example.com",
             v1: true,
+            marked: false,
         };
         assert_eq!(
             custom.marker_key().as_deref(),

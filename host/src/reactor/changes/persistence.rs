@@ -124,7 +124,14 @@ impl Persistence {
     pub(crate) fn long_prefixes(&self) -> Vec<&str> {
         let mut prefixes = self.progress_storage.prefixes();
         prefixes.extend(self.diffbase_storage.prefixes());
-        prefixes.retain(|prefix| KeyScheme { prefix, v1: false }.prefix_too_long());
+        prefixes.retain(|prefix| {
+            KeyScheme {
+                prefix,
+                v1: false,
+                marked: false,
+            }
+            .prefix_too_long()
+        });
         prefixes.dedup();
         prefixes
     }

@@ -10,7 +10,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
-use super::keys::KeyScheme;
+use super::keys::{KeyScheme, collision_marked};
 use super::patch::{Patch, body_annotation, store_marker};
 use super::stanzas::{
     DEFAULT_PREFIX, field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve,
@@ -404,16 +404,18 @@ impl ProgressStorage {
 }
 
 impl AnnotationsProgress {
-    fn keys(&self) -> KeyScheme<'_> {
+    /// The keys of `body`'s records (a ReplicaSet of a Deployment's are marked).
+    fn keys(&self, body: &Value) -> KeyScheme<'_> {
         KeyScheme {
             prefix: &self.prefix,
             v1: self.v1,
+            marked: collision_marked(body),
         }
     }
 
     /// The record under the V2 key, else the V1 key.
     fn fetch(&self, body: &Value, id: &str, warnings: &mut Vec<String>) -> Option<Value> {
-        for key in self.keys().keys(id) {
+        for key in self.keys(body).keys(id) {
             match body_annotation(body, &key) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
@@ -437,14 +439,14 @@ impl AnnotationsProgress {
         } else {
             pyformat::dumps(&without_nulls(record))
         };
-        for key in self.keys().keys(id) {
+        for key in self.keys(body).keys(id) {
             patch.set_annotation(&key, Value::String(encoded.clone()));
         }
-        store_marker(&self.keys(), body, patch);
+        store_marker(&self.keys(body), body, patch);
     }
 
     fn purge(&self, body: &Value, patch: &mut Patch, id: &str) {
-        for key in self.keys().keys(id) {
+        for key in self.keys(body).keys(id) {
             if body_annotation(body, &key).is_some() {
                 patch.set_annotation(&key, Value::Null);
             } else if patch.annotation(&key).is_some() {
@@ -456,7 +458,7 @@ impl AnnotationsProgress {
     /// Any change of the marker brands the prefix, as in Kopf.
     fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
         let wanted = value.map_or(Value::Null, |v| Value::String(v.to_owned()));
-        let keys = self.keys();
+        let keys = self.keys(body);
         for key in keys.keys(&self.touch_key) {
             let current = body_annotation(body, &key).unwrap_or(&Value::Null);
             if *current != wanted {

@@ -3,7 +3,8 @@
 //! kopfexamples labelled `kapsel.test/param`), and `on.resume(deleted=True)` (on
 //! kopfexamples labelled `kapsel.test/resume`: `resumed` and `resumed_deleted` log
 //! `resumed <name>` and `resumed-deleted <name>`, `farewell` logs `deleted <name>` and is
-//! why the objects carry the finalizer).
+//! why the objects carry the finalizer); and `-ofDRS`: `replicaset_created`, a creation
+//! handler of ReplicaSets labelled `kapsel.test/drs`, logs `created <name>`.
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-parity`.
 
@@ -35,4 +36,9 @@ fn resumed_deleted(cause: &Cause) {
 #[kapsel::on::delete("kopfexamples", labels("kapsel.test/resume" = present))]
 fn farewell(cause: &Cause) {
     kapsel::info!("deleted {}", cause.name().unwrap_or_default());
+}
+
+#[kapsel::on::create("apps", "v1", "replicasets", labels("kapsel.test/drs" = present))]
+fn replicaset_created(cause: &Cause) {
+    kapsel::info!("created {}", cause.name().unwrap_or_default());
 }
