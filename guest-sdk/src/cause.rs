@@ -474,6 +474,38 @@ impl Cause {
         crate::host::sleep_unless_stopped(seconds)
     }
 
+    /// Timers and daemons: whether they must stop (Kopf's `stopped`, as a flag).
+    ///
+    /// # Caveats
+    /// Always `false` in other handlers. In native tests, see
+    /// `kapsel::testing::stop_daemons`.
+    pub fn is_stopped(&self) -> bool {
+        !self.stop_reasons().is_empty()
+    }
+
+    /// Timers and daemons: why they must stop (Kopf's `stopped.reason`); empty while
+    /// they may go on. A daemon with a `cancellation_timeout` that sees
+    /// [`StopReasons::DAEMON_CANCELLED`](crate::StopReasons::DAEMON_CANCELLED) has
+    /// until that timeout is over before its call is abandoned.
+    pub fn stop_reasons(&self) -> crate::StopReasons {
+        crate::host::stopped()
+    }
+
+    /// Timers and daemons: the object's body as the operator saw it last, which is newer
+    /// than [`Cause::body`] once the object changed during the call (Kopf's live `body`
+    /// of daemons); no API call is made. `None` in other handlers, or when the host
+    /// sent no JSON object.
+    ///
+    /// # Caveats
+    /// Parsed anew at each call: a daemon reads it when it wakes up, not in a tight loop.
+    /// In native tests, see `kapsel::testing::set_latest_body`.
+    pub fn latest_body(&self) -> Option<Value> {
+        let text = crate::host::latest_body()?;
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .filter(Value::is_object)
+    }
+
     /// The memo to send back, if the handler touched it.
     pub(crate) fn memo_json(&self) -> Option<String> {
         self.memo_touched.then(|| self.memo.to_string())

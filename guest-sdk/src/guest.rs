@@ -11,6 +11,10 @@ use crate::registry::{self, IndexOutcome, Matcher, Registration};
 
 struct Component;
 
+/// The reason of a `when` call asking for an initial delay (the WIT's
+/// `spawning.initial-delay`).
+const INITIAL_DELAY: &str = "initial-delay";
+
 crate::bindings::export!(Component with_types_in crate::bindings);
 
 fn matcher_to_wit(matcher: Matcher) -> wit::Matcher {
@@ -118,12 +122,21 @@ fn cause_from_wit(cause: wit::Cause) -> Result<Cause, String> {
 
 impl crate::bindings::Guest for Component {
     fn describe() -> wit::DescribeOutput {
+        let registrations = registry::registrations();
+        // Options the registration record has no field for go through `spawning` (a
+        // guest without any never imports it).
+        for r in registrations.iter().filter(|r| r.has_spawning_options()) {
+            crate::host::declare_spawning(crate::host::SpawningOptions {
+                id: r.id.clone(),
+                cancellation_backoff_seconds: r.cancellation_backoff_seconds,
+                cancellation_timeout_seconds: r.cancellation_timeout_seconds,
+                cancellation_polling_seconds: r.cancellation_polling_seconds,
+                initial_delay_callback: r.initial_delay_callback,
+            });
+        }
         wit::DescribeOutput {
             sdk_version: crate::SDK_VERSION.to_owned(),
-            handlers: registry::registrations()
-                .into_iter()
-                .map(registration_to_wit)
-                .collect(),
+            handlers: registrations.into_iter().map(registration_to_wit).collect(),
             permissions: crate::permissions::permissions()
                 .iter()
                 .map(|p| wit::Permission {
@@ -170,7 +183,15 @@ impl crate::bindings::Guest for Component {
     }
 
     fn when(cause: wit::Cause) -> bool {
+        // The host asks a timer's or daemon's initial delay the way it asks a filter.
+        let asks_initial_delay = cause.reason.as_deref() == Some(INITIAL_DELAY);
         match cause_from_wit(cause) {
+            Ok(cause) if asks_initial_delay => {
+                if let Some(seconds) = registry::initial_delay(&cause) {
+                    crate::host::answer_initial_delay(seconds);
+                }
+                true
+            }
             Ok(cause) => registry::when(&cause),
             Err(message) => {
                 crate::log::log(crate::log::Level::Error, &message);

@@ -205,6 +205,7 @@ mod proptests;
 mod registry;
 mod renamed;
 mod selector;
+mod stopping;
 mod subhandlers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -235,6 +236,7 @@ pub use serde;
 /// other dependency.
 #[doc(no_inline)]
 pub use serde_json::{self, Value, json};
+pub use stopping::StopReasons;
 pub use subhandlers::{Subhandler, execute, register, subhandler};
 
 /// The SDK version a guest was built with (reported in `describe`).

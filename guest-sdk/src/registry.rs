@@ -65,6 +65,11 @@ pub struct Registration {
     pub param: Option<String>,
     pub deadline_ms: Option<u32>,
     pub memory_mib: Option<u32>,
+    // The WIT's `spawning.options`, declared beside the registration.
+    pub cancellation_backoff_seconds: Option<f64>,
+    pub cancellation_timeout_seconds: Option<f64>,
+    pub cancellation_polling_seconds: Option<f64>,
+    pub initial_delay_callback: bool,
 }
 
 impl Registration {
@@ -94,7 +99,21 @@ impl Registration {
             param: None,
             deadline_ms: None,
             memory_mib: None,
+            cancellation_backoff_seconds: None,
+            cancellation_timeout_seconds: None,
+            cancellation_polling_seconds: None,
+            initial_delay_callback: false,
         }
+    }
+
+    /// Whether it has options the WIT's `registration` has no field for: the guest
+    /// declares them through `spawning.declare`.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn has_spawning_options(&self) -> bool {
+        self.cancellation_backoff_seconds.is_some()
+            || self.cancellation_timeout_seconds.is_some()
+            || self.cancellation_polling_seconds.is_some()
+            || self.initial_delay_callback
     }
 }
 
@@ -127,6 +146,8 @@ pub struct Entry {
     pub registration: fn() -> Registration,
     pub handler: Handler,
     pub when: Option<fn(&Cause) -> bool>,
+    /// Timers and daemons: `initial_delay = <function>`, seconds for the cause's object.
+    pub initial_delay: Option<fn(&Cause) -> f64>,
     /// `module::function`, to tell two functions sharing an id apart.
     pub function: &'static str,
     /// Where the attribute is written (file, line, column): the declaration order.
@@ -222,6 +243,13 @@ pub(crate) fn when(cause: &Cause) -> bool {
     find(cause, is_index)
         .and_then(|entry| entry.when)
         .is_none_or(|when| when(cause))
+}
+
+/// The initial delay of the timer or daemon the cause names, when a function computes it.
+pub(crate) fn initial_delay(cause: &Cause) -> Option<f64> {
+    find(cause, false)
+        .and_then(|entry| entry.initial_delay)
+        .map(|delay| delay(cause))
 }
 
 /// JSON text of a `param`/`value` expression.

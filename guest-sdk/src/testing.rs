@@ -161,9 +161,28 @@ pub fn sleeps() -> Vec<f64> {
     fake::sleeps()
 }
 
-/// Makes [`Cause::sleep_unless_stopped`] answer that the daemon must stop.
+/// Makes [`Cause::sleep_unless_stopped`] answer that the daemon must stop, and
+/// [`Cause::stop_reasons`] that it is because the object is being deleted.
 pub fn stop_daemons() {
-    fake::stop_daemons();
+    fake::stop_daemons(crate::StopReasons::RESOURCE_DELETED);
+}
+
+/// Makes timers and daemons stop for these reasons (besides those they have): as
+/// [`stop_daemons`], with the reasons [`Cause::stop_reasons`] reads.
+pub fn stop_daemons_because(reasons: crate::StopReasons) {
+    fake::stop_daemons(reasons);
+}
+
+/// What [`Cause::latest_body`] answers from now on (until [`reset`]).
+pub fn set_latest_body(body: &Value) {
+    fake::set_latest_body(body);
+}
+
+/// The initial delay the timer or daemon `cause.handler_id()` names computes for the
+/// cause's object (`initial_delay = <function>`), as the host asks for it; `None` when
+/// its initial delay is a number or absent.
+pub fn initial_delay(cause: &Cause) -> Option<f64> {
+    registry::initial_delay(cause)
 }
 
 /// Forgets this thread's logs, events, indexes, fake API (objects, calls, scripted
@@ -499,9 +518,19 @@ mod tests {
             ("pods", Some("y"))
         );
         assert!(cause.sleep_unless_stopped(1.5));
+        assert!(!cause.is_stopped() && cause.stop_reasons().is_empty());
+        assert_eq!(cause.latest_body(), None);
         stop_daemons();
         assert!(!cause.sleep_unless_stopped(2.0));
         assert_eq!(sleeps(), [1.5, 2.0]);
+        assert!(cause.is_stopped());
+        stop_daemons_because(crate::StopReasons::DAEMON_SIGNALLED);
+        assert_eq!(
+            cause.stop_reasons().to_string(),
+            "RESOURCE_DELETED|DAEMON_SIGNALLED"
+        );
+        set_latest_body(&json!({"spec": {"size": 2}}));
+        assert_eq!(cause.latest_body(), Some(json!({"spec": {"size": 2}})));
         reset();
         assert!(logs().is_empty() && events().is_empty());
     }

@@ -38,7 +38,12 @@ impl Kind {
             Self::Delete => options.push("optional"),
             Self::Resume => options.push("deleted"),
             Self::Timer => options.extend(["interval", "initial_delay", "idle", "sharp"]),
-            Self::Daemon => options.push("initial_delay"),
+            Self::Daemon => options.extend([
+                "initial_delay",
+                "cancellation_backoff",
+                "cancellation_timeout",
+                "cancellation_polling",
+            ]),
             _ => {}
         }
         options
@@ -207,6 +212,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
         (quote!(Invoke), invoke_dispatch(&call, &output))
     };
     let when = when_filter(&options);
+    let initial_delay = initial_delay_function(&options);
     let constructor = static_constructor();
     Ok(quote! {
         #function
@@ -226,6 +232,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
                     registration: __kapsel_registration,
                     handler: #p::Handler::#handler(__kapsel_dispatch),
                     when: #when,
+                    initial_delay: #initial_delay,
                     function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
                     source: (::core::file!(), ::core::line!(), ::core::column!()),
                 });
@@ -310,6 +317,9 @@ fn behaviour_sets(options: &Options) -> Vec<TokenStream> {
         ("interval_seconds", options.interval),
         ("initial_delay_seconds", options.initial_delay),
         ("idle_seconds", options.idle),
+        ("cancellation_backoff_seconds", options.cancellation_backoff),
+        ("cancellation_timeout_seconds", options.cancellation_timeout),
+        ("cancellation_polling_seconds", options.cancellation_polling),
     ] {
         if let Some(value) = value {
             let slot = format_ident!("{slot}");
@@ -330,6 +340,7 @@ fn behaviour_sets(options: &Options) -> Vec<TokenStream> {
         ("optional", options.optional),
         ("deleted", options.deleted),
         ("sharp", options.sharp),
+        ("initial_delay_callback", options.initial_delay_fn.is_some()),
     ] {
         if value {
             let slot = format_ident!("{slot}");
@@ -423,6 +434,22 @@ fn when_filter(options: &Options) -> TokenStream {
             fn __kapsel_when(cause: &::kapsel::Cause) -> bool { #(#checks)&&* }
             __kapsel_when
         })
+    }
+}
+
+/// The entry's `initial_delay`: the `initial_delay = <function>` option as a function of
+/// the cause answering seconds (Kopf's callable `initial_delay`), if given.
+fn initial_delay_function(options: &Options) -> TokenStream {
+    match &options.initial_delay_fn {
+        Some(delay) => quote_spanned! {delay.span()=>
+            ::core::option::Option::Some({
+                fn __kapsel_initial_delay(cause: &::kapsel::Cause) -> f64 {
+                    ::core::convert::Into::<f64>::into((#delay)(cause))
+                }
+                __kapsel_initial_delay
+            })
+        },
+        None => quote!(::core::option::Option::None),
     }
 }
 

@@ -55,6 +55,11 @@ pub(crate) struct Options {
     pub(crate) deleted: bool,
     pub(crate) interval: Option<f64>,
     pub(crate) initial_delay: Option<f64>,
+    /// `initial_delay = <function or closure>`: computed by the guest for each object.
+    pub(crate) initial_delay_fn: Option<Expr>,
+    pub(crate) cancellation_backoff: Option<f64>,
+    pub(crate) cancellation_timeout: Option<f64>,
+    pub(crate) cancellation_polling: Option<f64>,
     pub(crate) idle: Option<f64>,
     pub(crate) sharp: bool,
     pub(crate) deadline_ms: Option<u32>,
@@ -344,7 +349,22 @@ impl Reader {
             "retries" => options.retries = Some(count(&value, "retries")?),
             "backoff" => options.backoff = Some(seconds(&value, "backoff")?),
             "interval" => options.interval = Some(seconds(&value, "interval")?),
-            "initial_delay" => options.initial_delay = Some(seconds(&value, "initial_delay")?),
+            // A number, or (Kopf's callable) a function of the cause answering one.
+            "initial_delay" => match &value {
+                Expr::Lit(_) | Expr::Unary(_) => {
+                    options.initial_delay = Some(seconds(&value, "initial_delay")?);
+                }
+                _ => options.initial_delay_fn = Some(value),
+            },
+            "cancellation_backoff" => {
+                options.cancellation_backoff = Some(seconds(&value, "cancellation_backoff")?);
+            }
+            "cancellation_timeout" => {
+                options.cancellation_timeout = Some(seconds(&value, "cancellation_timeout")?);
+            }
+            "cancellation_polling" => {
+                options.cancellation_polling = Some(seconds(&value, "cancellation_polling")?);
+            }
             "idle" => options.idle = Some(seconds(&value, "idle")?),
             "deadline_ms" => options.deadline_ms = Some(count(&value, "deadline_ms")?),
             "memory_mib" => options.memory_mib = Some(count(&value, "memory_mib")?),

@@ -147,6 +147,37 @@ pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
     imp::sleep_unless_stopped(seconds)
 }
 
+pub(crate) fn stopped() -> crate::StopReasons {
+    imp::stopped()
+}
+
+pub(crate) fn latest_body() -> Option<String> {
+    imp::latest_body()
+}
+
+/// The options of a timer or daemon that the WIT's `registration` has no field for (the
+/// WIT's `spawning.options`).
+#[cfg(target_arch = "wasm32")]
+pub(crate) struct SpawningOptions {
+    pub(crate) id: String,
+    pub(crate) cancellation_backoff_seconds: Option<f64>,
+    pub(crate) cancellation_timeout_seconds: Option<f64>,
+    pub(crate) cancellation_polling_seconds: Option<f64>,
+    pub(crate) initial_delay_callback: bool,
+}
+
+/// Declares the further options of a timer or daemon (during `describe`).
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn declare_spawning(options: SpawningOptions) {
+    imp::declare_spawning(options);
+}
+
+/// Answers the initial delay the host asked for (during `when`).
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn answer_initial_delay(seconds: f64) {
+    imp::answer_initial_delay(seconds);
+}
+
 pub(crate) fn get(
     target: &Selector,
     namespace: Option<&str>,

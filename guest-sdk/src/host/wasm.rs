@@ -1,9 +1,9 @@
-//! The host imports of the wasm build: the WIT `host` and `subhandlers` interfaces the
-//! component imports, and the conversions of the values they exchange.
+//! The host imports of the wasm build: the WIT `host`, `subhandlers` and `spawning`
+//! interfaces the component imports, and the conversions of the values they exchange.
 
 use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
-use crate::bindings::kapsel::operator::{host, subhandlers};
+use crate::bindings::kapsel::operator::{host, spawning, subhandlers};
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
@@ -109,6 +109,43 @@ pub(super) fn post_event(object: Option<&str>, event_type: &str, reason: &str, m
 
 pub(super) fn sleep_unless_stopped(seconds: f64) -> bool {
     host::sleep_unless_stopped(seconds)
+}
+
+pub(super) fn stopped() -> crate::StopReasons {
+    use crate::StopReasons as Sdk;
+    use host::StopReasons as Wit;
+    let wit = host::stopped();
+    [
+        (Wit::DONE, Sdk::DONE),
+        (Wit::FILTERS_MISMATCH, Sdk::FILTERS_MISMATCH),
+        (Wit::RESOURCE_DELETED, Sdk::RESOURCE_DELETED),
+        (Wit::OPERATOR_PAUSING, Sdk::OPERATOR_PAUSING),
+        (Wit::OPERATOR_EXITING, Sdk::OPERATOR_EXITING),
+        (Wit::DAEMON_SIGNALLED, Sdk::DAEMON_SIGNALLED),
+        (Wit::DAEMON_CANCELLED, Sdk::DAEMON_CANCELLED),
+        (Wit::DAEMON_ABANDONED, Sdk::DAEMON_ABANDONED),
+    ]
+    .into_iter()
+    .filter(|(flag, _)| wit.contains(*flag))
+    .fold(Sdk::empty(), |reasons, (_, reason)| reasons | reason)
+}
+
+pub(super) fn latest_body() -> Option<String> {
+    host::latest_body()
+}
+
+pub(super) fn declare_spawning(r: super::SpawningOptions) {
+    spawning::declare(&spawning::Options {
+        id: r.id,
+        cancellation_backoff_seconds: r.cancellation_backoff_seconds,
+        cancellation_timeout_seconds: r.cancellation_timeout_seconds,
+        cancellation_polling_seconds: r.cancellation_polling_seconds,
+        initial_delay_callback: r.initial_delay_callback,
+    });
+}
+
+pub(super) fn answer_initial_delay(seconds: f64) {
+    spawning::initial_delay(seconds);
 }
 
 pub(super) fn execute_subhandlers(

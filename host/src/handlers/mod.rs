@@ -19,6 +19,6 @@ pub(crate) use journaling::{About, Ended};
 pub(crate) use memo::OperatorMemo;
 pub(crate) use registry::{Registry, ResourceHandlers, declaration, undeclared};
 pub(crate) use services::{
-    DaemonSleeps, GuestServices, SharedProgress, Subhandling, TaskProgress, set_progress,
+    DaemonSleeps, GuestServices, SharedProgress, Stopper, Subhandling, TaskProgress, set_progress,
 };
-pub(crate) use spec::{Handler, HandlerSpec, Schedule};
+pub(crate) use spec::{Cancellation, Handler, HandlerSpec, Schedule};

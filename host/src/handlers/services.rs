@@ -5,6 +5,7 @@
 //! (probes, startup, cleanup) get the same services, minus what they lack. What the guest
 //! logs goes to the journal; its Kubernetes calls to the recording when one is made.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use crate::journal::{Journal, Record};
 use crate::recording::Recorder;
 use crate::runtime::{
     self, Caller, Declaration, Due, Guest, GuestEvent, HostServices, KubeError, KubeRequest,
-    Outcome,
+    Outcome, StopReasons,
 };
 
 /// A changing handler's sub-handlers during one call: which of those it declares run
@@ -136,6 +137,16 @@ impl HostServices for GuestServices {
         }
     }
 
+    fn stopped(&self, _caller: &Caller) -> StopReasons {
+        self.sleeps
+            .as_ref()
+            .map_or_else(StopReasons::default, |sleeps| sleeps.stopper.reasons())
+    }
+
+    fn latest_body(&self, _caller: &Caller) -> Option<Arc<str>> {
+        self.sleeps.as_ref().map(|sleeps| (sleeps.latest)())
+    }
+
     fn execute_subhandlers(
         &self,
         _caller: &Caller,
@@ -184,19 +195,22 @@ pub(crate) fn set_progress(progress: &SharedProgress, busy: bool, due: Option<Da
     *progress.lock().unwrap_or_else(PoisonError::into_inner) = TaskProgress { busy, due };
 }
 
-/// What a daemon's sleeps (`sleep_unless_stopped`) need: the stop, the clock, and where
-/// `kapsel test` sees that the daemon waits rather than works.
+/// What a timer's or daemon's call gets of its task: its sleeps (`sleep_unless_stopped`)
+/// on the stop and the clock, where `kapsel test` sees that it waits rather than works,
+/// why it must stop (`stopped`), and the object's latest body (`latest-body`).
 #[derive(Clone)]
 pub(crate) struct DaemonSleeps {
-    pub(crate) stop: CancellationToken,
+    pub(crate) stopper: Stopper,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) progress: SharedProgress,
+    /// The object's body (JSON) as last seen, at the time of asking.
+    pub(crate) latest: Arc<dyn Fn() -> Arc<str> + Send + Sync>,
 }
 
 impl std::fmt::Debug for DaemonSleeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DaemonSleeps")
-            .field("stopped", &self.stop.is_cancelled())
+            .field("stopped", &self.stopper.reasons())
             .finish_non_exhaustive()
     }
 }
@@ -204,16 +218,70 @@ impl std::fmt::Debug for DaemonSleeps {
 impl DaemonSleeps {
     /// Sleeps on handler time; `false` once the daemon must stop (at once if it must).
     pub(crate) async fn sleep(&self, duration: Duration) -> bool {
-        if self.stop.is_cancelled() {
+        if self.stopper.is_stopped() {
             return false;
         }
         let until = crate::clock::after(self.clock.now(), duration);
         set_progress(&self.progress, false, Some(until));
         let slept = tokio::select! {
-            () = self.stop.cancelled() => false,
+            () = self.stopper.stopped() => false,
             () = self.clock.sleep_until(until) => true,
         };
         set_progress(&self.progress, true, None);
-        slept && !self.stop.is_cancelled()
+        slept && !self.stopper.is_stopped()
+    }
+}
+
+/// The stop of one timer or daemon (Kopf's `stopped`, with its `reason`): stopped with
+/// reasons by whoever stops it, and also when the stream it belongs to stops (with the
+/// stream's reasons then).
+#[derive(Clone, Debug)]
+pub(crate) struct Stopper {
+    token: CancellationToken,
+    /// Its own reasons' bits.
+    reasons: Arc<AtomicU8>,
+    /// The stream's reasons' bits, set before the stream's token is cancelled.
+    stream: Arc<AtomicU8>,
+}
+
+impl Stopper {
+    /// A stopper stopped also when `stream` is cancelled, for the reasons in
+    /// `stream_reasons` then.
+    pub(crate) fn new(stream: &CancellationToken, stream_reasons: Arc<AtomicU8>) -> Stopper {
+        Stopper {
+            token: stream.child_token(),
+            reasons: Arc::default(),
+            stream: stream_reasons,
+        }
+    }
+
+    /// Stops it (if it is not yet), for `reason` besides those it has.
+    pub(crate) fn stop(&self, reason: StopReasons) {
+        // The reason first: whoever sees the stop sees why.
+        self.reasons.fetch_or(reason.bits(), Ordering::SeqCst);
+        self.token.cancel();
+    }
+
+    /// Whether it must stop.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Ends once it must stop.
+    pub(crate) async fn stopped(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// Why it must stop; empty while it may go on. A stream stopped without saying why
+    /// stopped serving its objects: the operator's exit, as far as they can tell.
+    pub(crate) fn reasons(&self) -> StopReasons {
+        if !self.is_stopped() {
+            return StopReasons::default();
+        }
+        let bits = self.reasons.load(Ordering::SeqCst) | self.stream.load(Ordering::SeqCst);
+        match StopReasons::from_bits(bits) {
+            reasons if reasons.is_empty() => StopReasons::OPERATOR_EXITING,
+            reasons => reasons,
+        }
     }
 }

@@ -4,7 +4,7 @@
 use super::filters::{Filters, Matcher};
 use crate::cluster::Selector;
 use crate::limits::Limits;
-use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration};
+use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration, SpawningOptions};
 
 /// A number of seconds, if it is one (absent, negative, zero or NaN: not set).
 fn positive(seconds: Option<f64>) -> Option<f64> {
@@ -36,10 +36,37 @@ pub(crate) struct HandlerSpec {
     pub(crate) new: Option<Matcher>,
     /// JSON, passed back to the handler.
     pub(crate) param: Option<String>,
-    /// Timers: when they run (KOPF.md §1.10).
+    /// Timers: when they run (KOPF.md §1.10); daemons: their initial delay.
     pub(crate) schedule: Schedule,
+    /// Daemons: how they are stopped (KOPF.md §1.9).
+    pub(crate) cancellation: Cancellation,
     /// The host's shortest retry delay, in seconds (`Limits::min_retry_delay`).
     pub(crate) min_retry_delay: f64,
+}
+
+/// Kopf's `settings.background.cancellation_polling`: how often a daemon still exiting
+/// without a timeout is looked at again, in seconds.
+const DEFAULT_CANCELLATION_POLLING: f64 = 60.0;
+
+/// How a daemon is stopped once asked to (Kopf's `cancellation_*` options, in seconds):
+/// given `backoff` to exit gracefully, then `timeout` to exit by force, then abandoned;
+/// without a timeout, waited for (looked at again every `polling`). Timers have only the
+/// polling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Cancellation {
+    pub(crate) backoff: Option<f64>,
+    pub(crate) timeout: Option<f64>,
+    pub(crate) polling: f64,
+}
+
+impl Default for Cancellation {
+    fn default() -> Self {
+        Cancellation {
+            backoff: None,
+            timeout: None,
+            polling: DEFAULT_CANCELLATION_POLLING,
+        }
+    }
 }
 
 /// When a timer runs, in seconds (absent or not positive: not set).
@@ -47,6 +74,9 @@ pub(crate) struct HandlerSpec {
 pub(crate) struct Schedule {
     pub(crate) interval: Option<f64>,
     pub(crate) initial_delay: Option<f64>,
+    /// The guest computes the initial delay for each object (Kopf's callable
+    /// `initial_delay`), which then replaces `initial_delay`.
+    pub(crate) initial_delay_callback: bool,
     pub(crate) idle: Option<f64>,
     /// Ticks aligned to the first one (`interval - elapsed mod interval`).
     pub(crate) sharp: bool,
@@ -102,9 +132,29 @@ impl HandlerSpec {
                 idle: positive(reg.idle_seconds)
                     .map(|idle| idle.max(limits.min_timer_interval.as_secs_f64())),
                 sharp: reg.sharp,
+                initial_delay_callback: false,
             },
+            cancellation: Cancellation::default(),
             min_retry_delay: limits.min_retry_delay.as_secs_f64(),
         }
+    }
+
+    /// With the further options the guest declared for this timer or daemon, if any.
+    pub(crate) fn with_spawning(mut self, options: Option<&SpawningOptions>) -> HandlerSpec {
+        if let Some(options) = options {
+            self.schedule.initial_delay_callback = options.initial_delay_callback;
+            if self.kind == HandlerKind::Daemon {
+                self.cancellation = Cancellation {
+                    backoff: positive(options.cancellation_backoff_seconds),
+                    timeout: options
+                        .cancellation_timeout_seconds
+                        .filter(|s| s.is_finite() && *s >= 0.0),
+                    polling: positive(options.cancellation_polling_seconds)
+                        .unwrap_or(DEFAULT_CANCELLATION_POLLING),
+                };
+            }
+        }
+        self
     }
 
     /// Whether this is a changing handler (KOPF.md §1.6): it takes part in change

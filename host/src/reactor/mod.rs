@@ -37,7 +37,7 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::peering::{self, Peering};
 use crate::recording::Recorder;
-use crate::runtime::{Guest, HandlerKind};
+use crate::runtime::{Guest, HandlerKind, StopReasons};
 use handling::Handling;
 use observing::Trigger;
 use streams::{StreamParts, Streams};
@@ -208,7 +208,8 @@ fn registry_of(guests: &[Guest], indexes: &Indexes) -> Registry {
             .iter()
             .flat_map(|guest| {
                 guest.describe().handlers.iter().map(|registration| {
-                    let spec = HandlerSpec::of(registration, guest.runtime().limits());
+                    let spec = HandlerSpec::of(registration, guest.runtime().limits())
+                        .with_spawning(guest.spawning_options(&registration.id));
                     warn_if_bounded(guest.name(), registration, &spec);
                     Handler {
                         guest: guest.clone(),
@@ -458,7 +459,7 @@ impl Reactor {
         match (&self.paused, &now) {
             (None, Some(reason)) => {
                 tracing::info!("Pausing operations: {reason}.");
-                self.streams.stop_all().await;
+                self.streams.stop_all(StopReasons::OPERATOR_PAUSING).await;
                 // Recorded once nothing is handled any more.
                 self.shared.journal.push(Record::Paused {
                     reason: reason.clone(),
@@ -503,6 +504,6 @@ impl Reactor {
     async fn stop_streams(&mut self) {
         self.observers.cancel();
         tracing::info!("Stopping {} stream(s).", self.streams.len());
-        self.streams.stop_all().await;
+        self.streams.stop_all(StopReasons::OPERATOR_EXITING).await;
     }
 }

@@ -23,7 +23,11 @@ mod generated {
     });
 }
 
-pub(crate) use generated::kapsel::operator::host::{Host as HostImports, Level};
+pub(crate) use generated::kapsel::operator::host::{
+    Host as HostImports, Level, StopReasons as WitStopReasons,
+};
+pub(super) use generated::kapsel::operator::spawning::Host as SpawningImports;
+pub(crate) use generated::kapsel::operator::spawning::Options as SpawningOptions;
 pub(super) use generated::kapsel::operator::subhandlers::Host as SubhandlerImports;
 pub(crate) use generated::kapsel::operator::subhandlers::{Declaration, Due};
 pub(super) use generated::kapsel::operator::types::Host as TypesImports;

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::bindings::{
     DescribeOutput, HandlerKind, Matcher, MetaFilter, Permission, Registration, Selector,
+    SpawningOptions,
 };
 use crate::limits::Limits;
 
@@ -73,6 +74,59 @@ pub(crate) enum DeclarationError {
     NotOneName(String),
     #[error("the version is empty")]
     EmptyVersion,
+    #[error("timer and daemon options are declared for {0:?}, which is no timer or daemon")]
+    OptionsOfNoSpawning(String),
+    #[error("timer and daemon options are declared twice for {0:?}")]
+    OptionsTwice(String),
+    #[error("cancellation options are for daemons only, and {0:?} is a timer")]
+    CancellationOfTimer(String),
+}
+
+/// Checks the further options of timers and daemons (the WIT's `spawning.declare`): each
+/// names a timer or daemon once, with durations, and cancellation only for daemons.
+pub(super) fn validate_spawning(
+    output: &DescribeOutput,
+    declared: &[SpawningOptions],
+) -> Result<(), DeclarationError> {
+    let mut seen = std::collections::HashSet::new();
+    for options in declared {
+        let id = &options.id;
+        let kinds: Vec<HandlerKind> = output
+            .handlers
+            .iter()
+            .filter(|r| &r.id == id)
+            .map(|r| r.kind)
+            .collect();
+        if !kinds
+            .iter()
+            .any(|k| matches!(k, HandlerKind::Timer | HandlerKind::Daemon))
+        {
+            return Err(DeclarationError::OptionsOfNoSpawning(id.clone()));
+        }
+        if !seen.insert(id) {
+            return Err(DeclarationError::OptionsTwice(id.clone()));
+        }
+        let cancellation = [
+            ("cancellation backoff", options.cancellation_backoff_seconds),
+            ("cancellation timeout", options.cancellation_timeout_seconds),
+            ("cancellation polling", options.cancellation_polling_seconds),
+        ];
+        for (name, seconds) in cancellation {
+            if let Some(seconds) = seconds
+                && !(seconds.is_finite() && seconds >= 0.0)
+            {
+                let reason = Box::new(DeclarationError::NotADuration { name, seconds });
+                return Err(DeclarationError::Handler {
+                    id: id.clone(),
+                    reason,
+                });
+            }
+        }
+        if cancellation.iter().any(|(_, s)| s.is_some()) && !kinds.contains(&HandlerKind::Daemon) {
+            return Err(DeclarationError::CancellationOfTimer(id.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// Checks the registrations a guest declared; the error says what is wrong, in plain words.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use super::bindings::{DescribeOutput, GuestWorldPre};
+use super::bindings::{DescribeOutput, GuestWorldPre, SpawningOptions};
 use super::cache::Digest;
 use super::engine::Runtime;
 use super::state::HostState;
@@ -36,6 +36,8 @@ pub(super) struct GuestInner {
     pub(super) pre: GuestWorldPre<HostState>,
     /// What `describe()` answered at load (already checked).
     pub(super) describe: DescribeOutput,
+    /// The further options of its timers and daemons it declared then (checked too).
+    pub(super) spawning: Vec<SpawningOptions>,
     /// Keeps the engine's epoch ticker alive while the guest may be called.
     pub(super) runtime: Runtime,
 }
@@ -118,6 +120,11 @@ impl Guest {
     /// What the guest declared at load.
     pub(crate) fn describe(&self) -> &DescribeOutput {
         &self.inner.describe
+    }
+
+    /// The further options of the timer or daemon `id`, if it declared any.
+    pub(crate) fn spawning_options(&self, id: &str) -> Option<&SpawningOptions> {
+        self.inner.spawning.iter().find(|options| options.id == id)
     }
 
     /// The runtime the guest was loaded into (every guest of an operator shares one).

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{
-    Declaration, Due, HostImports, KubeError, Level, Outcome, Selector, SubhandlerImports,
-    TypesImports,
+    Declaration, Due, HostImports, KubeError, Level, Outcome, Selector, SpawningImports,
+    SpawningOptions, SubhandlerImports, TypesImports, WitStopReasons,
 };
-use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest};
+use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest, StopReasons};
 use super::state::{HostState, over_limit};
 use crate::clock::LONGEST_WAIT;
 
@@ -270,6 +270,83 @@ impl HostImports for HostState {
         self.turns.compute().await;
         self.deadline.resume();
         Ok(go_on)
+    }
+
+    fn stopped(&mut self) -> wasmtime::Result<WitStopReasons> {
+        Ok(stop_reasons_to_wit(self.services.stopped(&self.caller)))
+    }
+
+    fn latest_body(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self
+            .services
+            .latest_body(&self.caller)
+            .map(|body| body.to_string()))
+    }
+}
+
+/// The WIT's flags of the host's reasons.
+fn stop_reasons_to_wit(reasons: StopReasons) -> WitStopReasons {
+    [
+        (StopReasons::DONE, WitStopReasons::DONE),
+        (
+            StopReasons::FILTERS_MISMATCH,
+            WitStopReasons::FILTERS_MISMATCH,
+        ),
+        (
+            StopReasons::RESOURCE_DELETED,
+            WitStopReasons::RESOURCE_DELETED,
+        ),
+        (
+            StopReasons::OPERATOR_PAUSING,
+            WitStopReasons::OPERATOR_PAUSING,
+        ),
+        (
+            StopReasons::OPERATOR_EXITING,
+            WitStopReasons::OPERATOR_EXITING,
+        ),
+        (
+            StopReasons::DAEMON_SIGNALLED,
+            WitStopReasons::DAEMON_SIGNALLED,
+        ),
+        (
+            StopReasons::DAEMON_CANCELLED,
+            WitStopReasons::DAEMON_CANCELLED,
+        ),
+        (
+            StopReasons::DAEMON_ABANDONED,
+            WitStopReasons::DAEMON_ABANDONED,
+        ),
+    ]
+    .into_iter()
+    .filter(|(reason, _)| reasons.contains(*reason))
+    .fold(WitStopReasons::empty(), |wit, (_, flag)| wit | flag)
+}
+
+/// The timer and daemon options one `describe` may declare: far more than a guest has
+/// handlers, few enough that a guest cannot fill the host's memory with them.
+const MAX_DECLARED_OPTIONS: usize = 4096;
+
+// What the guest answers is kept for the export that asked (`describe`, `when`), and
+// ignored in any other call.
+impl SpawningImports for HostState {
+    fn declare(&mut self, options: SpawningOptions) -> wasmtime::Result<()> {
+        if !self.spawning.describing {
+            return Ok(());
+        }
+        if self.spawning.declared.len() >= MAX_DECLARED_OPTIONS {
+            return Err(self.refuse(format!(
+                "declared the options of more than {MAX_DECLARED_OPTIONS} timers and daemons"
+            )));
+        }
+        self.spawning.declared.push(options);
+        Ok(())
+    }
+
+    fn initial_delay(&mut self, seconds: f64) -> wasmtime::Result<()> {
+        if self.spawning.asking_initial_delay {
+            self.spawning.initial_delay = Some(seconds);
+        }
+        Ok(())
     }
 }
 

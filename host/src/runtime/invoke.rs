@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::{Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Outcome, Reply};
+use super::bindings::{
+    Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Outcome, Reply, SpawningOptions,
+};
 use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
@@ -83,14 +85,19 @@ pub(super) enum Export {
     Invoke(Cause),
     Index(Cause),
     When(Cause),
+    /// `when`, asking a timer's or daemon's initial delay (the cause's reason says so).
+    InitialDelay(Cause),
 }
 
 /// What the export answered.
 pub(super) enum Returned {
-    Describe(DescribeOutput),
+    /// With the timer and daemon options declared during the call.
+    Describe(DescribeOutput, Vec<SpawningOptions>),
     Reply(Reply),
     Index(IndexOutcome),
     When(bool),
+    /// The initial delay the guest answered, if it did.
+    InitialDelay(Option<f64>),
 }
 
 impl Guest {
@@ -134,6 +141,24 @@ impl Guest {
         let budget = self.budget(&cause.handler_id);
         match self.call(budget, ctx, Export::When(cause)).await? {
             Returned::When(applies) => Ok(applies),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Asks the guest (through its `when` export) for the initial delay of the timer or
+    /// daemon named by `cause.handler_id`, whose reason must be `initial-delay`; `None`
+    /// when it answered none.
+    ///
+    /// # Errors
+    /// As [`Guest::invoke`].
+    pub(crate) async fn initial_delay(
+        &self,
+        cause: Cause,
+        ctx: CallContext,
+    ) -> Result<Option<f64>, CallError> {
+        let budget = self.budget(&cause.handler_id);
+        match self.call(budget, ctx, Export::InitialDelay(cause)).await? {
+            Returned::InitialDelay(delay) => Ok(delay),
             _ => Err(mismatch()),
         }
     }
@@ -202,7 +227,7 @@ pub(super) async fn call_export(
         .map_err(|_| CallError::HostBug("the runtime is shutting down".to_owned()))?;
     let deadline = Deadline::new(Instant::now() + budget.deadline);
     let turns = CallTurns::new(&runtime.inner.turns, ctx.pool);
-    let state = HostState::new(
+    let mut state = HostState::new(
         Arc::clone(guest),
         ctx,
         mib_to_bytes(budget.memory_mib),
@@ -212,6 +237,8 @@ pub(super) async fn call_export(
     );
     // The epoch advances while the instance lives: its deadline is counted in ticks.
     let ticking = runtime.inner.ticker.ticking();
+    state.spawning.describing = matches!(export, Export::Describe);
+    state.spawning.asking_initial_delay = matches!(export, Export::InitialDelay(_));
     let mut store = Store::new(&runtime.inner.engine, state);
     store.limiter(|state| &mut state.limiter);
     // Check the clock at every epoch tick: interrupt at the deadline, otherwise give the
@@ -250,11 +277,18 @@ pub(super) async fn call_export(
             deadline: budget.deadline,
         }),
     };
-    let state = store.into_data();
+    let mut state = store.into_data();
     drop(ticking);
     drop(slot);
     log_output(&state);
-    result
+    // What the guest answered through the `spawning` imports goes with the export's.
+    result.map(|returned| match returned {
+        Returned::Describe(output, _) => {
+            Returned::Describe(output, std::mem::take(&mut state.spawning.declared))
+        }
+        Returned::InitialDelay(_) => Returned::InitialDelay(state.spawning.initial_delay),
+        returned => returned,
+    })
 }
 
 /// Runs the call until it ends or its deadline (plus [`HOST_CALL_GRACE`]) has passed,
@@ -328,7 +362,10 @@ fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), CallError> 
             }
             Ok(())
         }
-        Returned::Describe(_) | Returned::Index(_) | Returned::When(_) => Ok(()),
+        Returned::Describe(..)
+        | Returned::Index(_)
+        | Returned::When(_)
+        | Returned::InitialDelay(_) => Ok(()),
     }
 }
 
@@ -345,7 +382,7 @@ async fn run(
         Export::Describe => {
             let describe =
                 instance.get_typed_func::<(), (DescribeOutput,)>(&mut *store, "describe")?;
-            Returned::Describe(describe.call_async(&mut *store, ()).await?.0)
+            Returned::Describe(describe.call_async(&mut *store, ()).await?.0, Vec::new())
         }
         Export::Invoke(cause) => {
             let invoke = instance.get_typed_func::<(&Cause,), (Reply,)>(&mut *store, "invoke")?;
@@ -359,6 +396,11 @@ async fn run(
         Export::When(cause) => {
             let when = instance.get_typed_func::<(&Cause,), (bool,)>(&mut *store, "when")?;
             Returned::When(when.call_async(&mut *store, (&cause,)).await?.0)
+        }
+        Export::InitialDelay(cause) => {
+            let when = instance.get_typed_func::<(&Cause,), (bool,)>(&mut *store, "when")?;
+            when.call_async(&mut *store, (&cause,)).await?;
+            Returned::InitialDelay(None)
         }
     })
 }

@@ -12,7 +12,7 @@ use wasmtime::component::Component;
 use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
 use super::cache::{Digest, Lookup};
 use super::compiler::Compiled;
-use super::describe::{DeclarationError, validate};
+use super::describe::{DeclarationError, validate, validate_spawning};
 use super::engine::Runtime;
 use super::guest::{Compilation, Guest, GuestInner};
 use super::invoke::{Budget, CallError, Export, Returned, call_export};
@@ -187,7 +187,7 @@ impl Runtime {
         let ctx =
             CallContext::new("describe", None, Arc::new(NoServices)).in_pool(Pool::Activities);
         let describe = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
-            Ok(Returned::Describe(output)) => output,
+            Ok(Returned::Describe(output, spawning)) => (output, spawning),
             Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
             Err(source) => {
                 return Err(LoadError::Describe {
@@ -196,10 +196,13 @@ impl Runtime {
                 });
             }
         };
-        validate(&describe, self.limits()).map_err(|reason| LoadError::InvalidRegistration {
-            path: path.to_owned(),
-            reason,
-        })?;
+        let (describe, spawning) = describe;
+        validate(&describe, self.limits())
+            .and_then(|()| validate_spawning(&describe, &spawning))
+            .map_err(|reason| LoadError::InvalidRegistration {
+                path: path.to_owned(),
+                reason,
+            })?;
         // The operator announces loaded guests; this is for timing.
         tracing::debug!(
             guest = %name,
@@ -217,6 +220,7 @@ impl Runtime {
                 compilation,
                 pre,
                 describe,
+                spawning,
                 runtime: self.clone(),
             }),
         })

@@ -32,6 +32,7 @@ mod turns;
 pub(crate) use bindings::{
     Cause, Declaration, Due, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level,
     Matcher, MetaFilter, Outcome, Permission, Registration, Resource, ResourceName, Selector,
+    SpawningOptions,
 };
 pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;
@@ -41,6 +42,6 @@ pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
     CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NoServices,
-    not_available,
+    StopReasons, not_available,
 };
 pub(crate) use slots::{Pool, Slots};

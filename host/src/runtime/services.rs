@@ -74,6 +74,20 @@ pub(crate) trait HostServices: Send + Sync + 'static {
         Box::pin(async { false })
     }
 
+    /// `stopped`: why the timer or daemon being called must stop; empty while it may go
+    /// on (and for every other handler).
+    fn stopped(&self, caller: &Caller) -> StopReasons {
+        let _ = caller;
+        StopReasons::default()
+    }
+
+    /// `latest-body`: the object's body (JSON) as the operator saw it last, for timers and
+    /// daemons; `None` for every other handler.
+    fn latest_body(&self, caller: &Caller) -> Option<Arc<str>> {
+        let _ = caller;
+        None
+    }
+
     /// `subhandlers.execute`: declares the sub-handlers of `parent` and answers those to
     /// call now; an error refuses the declaration, with the reason for the guest.
     fn execute_subhandlers(
@@ -96,6 +110,86 @@ pub(crate) trait HostServices: Send + Sync + 'static {
     fn pending_subhandlers(&self, caller: &Caller, parent: &str) -> Option<f64> {
         let _ = (caller, parent);
         None
+    }
+}
+
+/// Why a timer or daemon must stop (Kopf's `DaemonStoppingReason` flags, the WIT's
+/// `stop-reasons`): several at once; none while it may go on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct StopReasons(u8);
+
+impl StopReasons {
+    /// Its task has ended.
+    pub(crate) const DONE: StopReasons = StopReasons(1);
+    /// The object no longer matches the handler's filters (or a reload took it away).
+    pub(crate) const FILTERS_MISMATCH: StopReasons = StopReasons(1 << 1);
+    /// The object is being deleted, or is gone.
+    pub(crate) const RESOURCE_DELETED: StopReasons = StopReasons(1 << 2);
+    /// The operator pauses for a peer or a freeze.
+    pub(crate) const OPERATOR_PAUSING: StopReasons = StopReasons(1 << 3);
+    /// The operator exits, or no longer serves the object's resource or namespace.
+    pub(crate) const OPERATOR_EXITING: StopReasons = StopReasons(1 << 4);
+    /// Its `cancellation_backoff` runs.
+    pub(crate) const DAEMON_SIGNALLED: StopReasons = StopReasons(1 << 5);
+    /// Its `cancellation_timeout` runs.
+    pub(crate) const DAEMON_CANCELLED: StopReasons = StopReasons(1 << 6);
+    /// Its call was abandoned.
+    pub(crate) const DAEMON_ABANDONED: StopReasons = StopReasons(1 << 7);
+
+    /// Kopf's names, in its order.
+    const NAMES: [(StopReasons, &'static str); 8] = [
+        (StopReasons::DONE, "DONE"),
+        (StopReasons::FILTERS_MISMATCH, "FILTERS_MISMATCH"),
+        (StopReasons::RESOURCE_DELETED, "RESOURCE_DELETED"),
+        (StopReasons::OPERATOR_PAUSING, "OPERATOR_PAUSING"),
+        (StopReasons::OPERATOR_EXITING, "OPERATOR_EXITING"),
+        (StopReasons::DAEMON_SIGNALLED, "DAEMON_SIGNALLED"),
+        (StopReasons::DAEMON_CANCELLED, "DAEMON_CANCELLED"),
+        (StopReasons::DAEMON_ABANDONED, "DAEMON_ABANDONED"),
+    ];
+
+    /// The reasons of these bits (as [`StopReasons::bits`] gave them).
+    pub(crate) const fn from_bits(bits: u8) -> StopReasons {
+        StopReasons(bits)
+    }
+
+    /// The reasons as bits, one per reason.
+    pub(crate) const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether there is no reason: the timer or daemon may go on.
+    pub(crate) const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether every reason of `other` is among these.
+    pub(crate) const fn contains(self, other: StopReasons) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for StopReasons {
+    type Output = StopReasons;
+
+    fn bitor(self, other: StopReasons) -> StopReasons {
+        StopReasons(self.0 | other.0)
+    }
+}
+
+/// Kopf's way: `RESOURCE_DELETED|DAEMON_SIGNALLED`; `none` when empty.
+impl fmt::Display for StopReasons {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = StopReasons::NAMES
+            .iter()
+            .filter(|(reason, _)| self.contains(*reason))
+            .map(|(_, name)| *name)
+            .collect();
+        if names.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&names.join("|"))
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::bindings::SpawningOptions;
 use super::deadline::Deadline;
 use super::pipe::TailPipe;
 use super::services::{CallContext, Caller, HostServices};
@@ -47,6 +48,20 @@ pub(crate) struct HostState {
     pub(super) exceeded: Option<String>,
     /// The call's CPU turns: it computes only while it holds one.
     pub(super) turns: CallTurns,
+    /// What the guest answered through the `spawning` imports.
+    pub(super) spawning: SpawningAnswers,
+}
+
+/// What a guest hands over through the `spawning` imports: the options of its timers and
+/// daemons (during `describe`), an initial delay (during `when`).
+#[derive(Debug, Default)]
+pub(super) struct SpawningAnswers {
+    /// The call is `describe`: it may declare options.
+    pub(super) describing: bool,
+    pub(super) declared: Vec<SpawningOptions>,
+    /// The call is `when`, asked for an initial delay: it may answer one.
+    pub(super) asking_initial_delay: bool,
+    pub(super) initial_delay: Option<f64>,
 }
 
 /// What a guest handed the host during one call, counted against its [`Limits`].
@@ -106,6 +121,7 @@ impl HostState {
             usage: Usage::default(),
             exceeded: None,
             turns,
+            spawning: SpawningAnswers::default(),
         }
     }
 

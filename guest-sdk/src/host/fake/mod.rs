@@ -49,8 +49,11 @@ struct FakeHost {
     indexes: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Seconds daemons slept, in order.
     sleeps: Vec<f64>,
-    /// What `sleep_unless_stopped` answers after each sleep (`true`: go on).
-    stopped: bool,
+    /// Why timers and daemons must stop (empty: they may go on); what
+    /// `sleep_unless_stopped` and `stopped` answer.
+    stopped: crate::StopReasons,
+    /// What `latest_body` answers.
+    latest_body: Option<String>,
 }
 
 thread_local! {
@@ -85,8 +88,16 @@ pub(crate) fn index_keys(index: &str) -> Vec<String> {
 pub(crate) fn sleep_unless_stopped(seconds: f64) -> bool {
     FAKE.with_borrow_mut(|fake| {
         fake.sleeps.push(seconds);
-        !fake.stopped
+        fake.stopped.is_empty()
     })
+}
+
+pub(crate) fn stopped() -> crate::StopReasons {
+    FAKE.with_borrow(|fake| fake.stopped)
+}
+
+pub(crate) fn latest_body() -> Option<String> {
+    FAKE.with_borrow(|fake| fake.latest_body.clone())
 }
 
 pub(crate) fn get(
@@ -191,9 +202,14 @@ pub(crate) fn sleeps() -> Vec<f64> {
     FAKE.with_borrow(|fake| fake.sleeps.clone())
 }
 
-/// Makes daemons' sleeps answer that they must stop.
-pub(crate) fn stop_daemons() {
-    FAKE.with_borrow_mut(|fake| fake.stopped = true);
+/// Makes daemons' sleeps answer that they must stop, for these reasons.
+pub(crate) fn stop_daemons(reasons: crate::StopReasons) {
+    FAKE.with_borrow_mut(|fake| fake.stopped |= reasons);
+}
+
+/// What timers and daemons read as the object's latest body.
+pub(crate) fn set_latest_body(body: &Value) {
+    FAKE.with_borrow_mut(|fake| fake.latest_body = Some(body.to_string()));
 }
 
 /// Forgets everything of this thread's fake host, fake API and sub-handlers.

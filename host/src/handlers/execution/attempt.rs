@@ -142,6 +142,7 @@ mod tests {
             new: None,
             param: None,
             schedule: Default::default(),
+            cancellation: Default::default(),
             min_retry_delay: 0.0,
         }
     }

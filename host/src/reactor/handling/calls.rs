@@ -40,6 +40,10 @@ pub(crate) struct ChangeDetails {
     pub(crate) sleeps: Option<DaemonSleeps>,
 }
 
+/// The reason of the `when` call that asks a timer or daemon for its initial delay (the
+/// WIT's `spawning.initial-delay`).
+const INITIAL_DELAY: &str = "initial-delay";
+
 /// How loudly a success is logged: changing handlers, timers and daemons at `info`
 /// (as Kopf), raw event handlers at `debug` (one line per event), indexers not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +308,44 @@ impl Calls {
                 let error = error.to_string();
                 handler.record_failed(&self.journal, Self::about(ctx), &error);
                 false
+            }
+        }
+    }
+
+    /// A timer's or daemon's initial delay for the event's object, as the guest computes it
+    /// (Kopf's callable `initial_delay`): asked through the guest's `when` export, as its
+    /// filters are, with the reason `initial-delay`. No answer, or a failed call: no delay
+    /// (a failure is logged).
+    pub(super) async fn initial_delay(
+        &self,
+        handler: &Handler,
+        ctx: &EventContext<'_>,
+    ) -> Option<f64> {
+        let now = self.clock.now();
+        let details = ChangeDetails {
+            reason: INITIAL_DELAY.to_owned(),
+            ..ChangeDetails::default()
+        };
+        let cause = cause(
+            handler,
+            ctx,
+            Some(&details),
+            None,
+            (Standing::first(now), now),
+        );
+        let context = self.context(handler, ctx, (None, None));
+        match handler.guest.initial_delay(cause, context).await {
+            // NaN, negative: no delay; absurd ones end at the end of time.
+            Ok(delay) => delay.filter(|seconds| *seconds > 0.0),
+            Err(error) => {
+                object_log!(
+                    error,
+                    ctx.object,
+                    "The initial delay of handler '{}' failed: {error}",
+                    handler.spec.id
+                );
+                handler.record_failed(&self.journal, Self::about(ctx), &error.to_string());
+                None
             }
         }
     }

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use crate::runtime::StopReasons;
+
 use super::calls::Calls;
 use super::ticker::Ticker;
 use super::{EventContext, StreamContext};
@@ -76,11 +78,15 @@ impl Daemons {
         );
         let body = &ctx.event.body;
         if changes::is_deletion_ongoing(body) {
-            tasks.stop_all().await;
+            tasks.stop_all(StopReasons::RESOURCE_DELETED).await;
             return;
         }
+        // A handler a reload took away or replaced matches no more either.
         tasks
-            .stop_where(|running| matching.iter().any(|h| h.same_as(running)))
+            .stop_where(
+                |running| matching.iter().any(|h| h.same_as(running)),
+                StopReasons::FILTERS_MISMATCH,
+            )
             .await;
         if !changes::is_deletion_blocked(body, self.settings.finalizer()) {
             // The finalizer comes first; the event that shows it starts the tasks.
@@ -91,7 +97,7 @@ impl Daemons {
             if tasks.is_running(&identity) {
                 continue;
             }
-            let stop = stream.stopping.child_token();
+            let stop = stream.stopper();
             let (seen, latest) = watch::channel(ctx.event.clone());
             let progress = Arc::new(Mutex::new(TaskProgress {
                 busy: true,

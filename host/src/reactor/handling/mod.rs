@@ -12,6 +12,7 @@ mod indexing;
 mod ticker;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -20,7 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
 use crate::cluster::{KubeAccess, Poster, Resource, wire};
-use crate::handlers::ResourceHandlers;
+use crate::handlers::{ResourceHandlers, Stopper};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::object_log::object_log;
@@ -30,6 +31,7 @@ use crate::reactor::objects::{
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
+use crate::runtime::StopReasons;
 use calls::Calls;
 use changing::{Changing, ChangingHandlers};
 use daemons::Daemons;
@@ -81,6 +83,8 @@ pub(crate) struct StreamContext {
     handlers: watch::Sender<Arc<StreamHandlers>>,
     /// Cancelled when the stream stops: its objects' timers and daemons stop with it.
     pub(crate) stopping: CancellationToken,
+    /// Why it stops (the bits of `StopReasons`), set before `stopping` is cancelled.
+    stop_reasons: Arc<AtomicU8>,
     /// The timer and daemon tasks of the stream's objects, awaited when it stops.
     pub(crate) tasks: TaskTracker,
     /// The turns its objects take to be handled (`objects::memory`).
@@ -100,6 +104,7 @@ impl StreamContext {
             resource,
             handlers: watch::Sender::new(Arc::new(StreamHandlers::new(handlers))),
             stopping,
+            stop_reasons: Arc::default(),
             tasks: TaskTracker::new(),
             turns: objects::turns(objects_in_flight),
         }
@@ -114,6 +119,16 @@ impl StreamContext {
     pub(crate) fn replace_handlers(&self, handlers: ResourceHandlers) {
         self.handlers
             .send_replace(Arc::new(StreamHandlers::new(handlers)));
+    }
+
+    /// The stream is about to stop for `reason`: its timers and daemons are told so.
+    pub(crate) fn stops_because(&self, reason: StopReasons) {
+        self.stop_reasons.fetch_or(reason.bits(), Ordering::SeqCst);
+    }
+
+    /// The stop of a timer or daemon of one of its objects (stopped too when it stops).
+    pub(crate) fn stopper(&self) -> Stopper {
+        Stopper::new(&self.stopping, self.stop_reasons.clone())
     }
 
     /// Tells when the handlers are replaced.
@@ -298,8 +313,11 @@ impl Handling {
             self.events.run(&ctx, memory, &mut patch).await;
         }
 
+        // Calls made from now on, and timers and daemons running, see this body (Kopf's
+        // live body of daemons).
+        memory.tasks.refresh(&event);
         if event.event_type == EventType::Deleted {
-            memory.tasks.stop_all().await;
+            memory.tasks.stop_all(StopReasons::RESOURCE_DELETED).await;
             // Nothing to patch: the object is gone (KOPF.md §6.4).
             if !ctx.handlers.changing.is_empty() {
                 object_log!(
@@ -315,7 +333,7 @@ impl Handling {
         let spawning = self.daemons.matching(&ctx, memory).await;
         if changes::is_deletion_ongoing(&event.body) {
             // Stopped before the deletion cycle, which releases the finalizer after them.
-            memory.tasks.stop_all().await;
+            memory.tasks.stop_all(StopReasons::RESOURCE_DELETED).await;
         }
         memory.set_daemons_match(!spawning.is_empty());
         self.handle_with_throttling(&ctx, memory, seq, patch).await;

@@ -12,25 +12,40 @@
 //! its call budget). When the call ends it is retried after a temporary failure; after
 //! a success or a final failure the daemon has exited for good for this object (until
 //! the operator restarts), and no longer needs the finalizer.
+//!
+//! The initial delay is the registration's, or (Kopf's callable `initial_delay`) the
+//! guest's answer for the object, asked once per task through its `when` export.
+//!
+//! Once stopped (KOPF.md §1.9), a task stops as Kopf stops one: its sleeps end at once
+//! and its call sees why (`stopped`); a daemon with a `cancellation_backoff` is given
+//! that long to exit gracefully (`DAEMON_SIGNALLED`), then with a `cancellation_timeout`
+//! that long to exit by force (`DAEMON_CANCELLED`: a compiled guest cannot be interrupted
+//! where it stands, so this is a last notice it can read), and then its call is
+//! abandoned (`DAEMON_ABANDONED`): the call's future, and with it the guest's instance,
+//! is dropped, its outcome and patch are lost, and whoever waited for the task (the
+//! deletion, before it releases the finalizer) goes on. Without a timeout the task is
+//! waited for, however long the call takes (its deadline bounds it), with a line every
+//! `cancellation_polling` seconds. Timers have neither backoff nor timeout.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use super::calls::{Attempting, Calls, ChangeDetails, Success};
 use super::{EventContext, StreamContext};
 use crate::clock::Clock;
 use crate::clock::after_seconds as after;
 use crate::handlers::execution::{self, Retrying, Standing, Verdict};
+use crate::handlers::{Cancellation, Stopper};
 use crate::handlers::{DaemonSleeps, Handler, Schedule, SharedProgress};
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, ChangeSettings, Patch};
 use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
 use crate::reactor::patching::{Applied, Patcher, Target};
 use crate::runtime::HandlerKind;
+use crate::runtime::StopReasons;
 
 /// One timer or daemon of one object.
 pub(super) struct Ticker {
@@ -45,7 +60,7 @@ pub(super) struct Ticker {
     pub(super) latest: watch::Receiver<ObjectEvent>,
     /// When the object last changed (what `idle` waits on).
     pub(super) changed: watch::Receiver<DateTime<Utc>>,
-    pub(super) stop: CancellationToken,
+    pub(super) stop: Stopper,
     pub(super) progress: SharedProgress,
     /// The operator's annotation keys (for the touch that follows a daemon's exit).
     pub(super) settings: Arc<ChangeSettings>,
@@ -88,31 +103,118 @@ fn next_tick(
     }
 }
 
+/// Once `stopper` is stopped: Kopf's stopping of a daemon (backoff, timeout) on handler
+/// time; ends when its call is to be abandoned, never without a timeout.
+async fn stopping(
+    stopper: Stopper,
+    cancellation: Cancellation,
+    clock: Arc<dyn Clock>,
+    (name, object): (String, String),
+) {
+    stopper.stopped().await;
+    if let Some(backoff) = cancellation.backoff {
+        stopper.stop(StopReasons::DAEMON_SIGNALLED);
+        object_log!(
+            debug,
+            object.as_str(),
+            "{name} is signalled to exit gracefully."
+        );
+        clock.sleep_until(after(clock.now(), backoff)).await;
+    }
+    let Some(timeout) = cancellation.timeout else {
+        let polling = cancellation.polling;
+        loop {
+            clock.sleep_until(after(clock.now(), polling)).await;
+            object_log!(
+                debug,
+                object.as_str(),
+                "{name} is still exiting. The next check is in {polling} seconds."
+            );
+        }
+    };
+    stopper.stop(StopReasons::DAEMON_CANCELLED);
+    object_log!(
+        debug,
+        object.as_str(),
+        "{name} is signalled to exit by force."
+    );
+    clock.sleep_until(after(clock.now(), timeout)).await;
+    stopper.stop(StopReasons::DAEMON_ABANDONED);
+    object_log!(
+        warn,
+        object.as_str(),
+        "{name} did not exit in time. Abandoning its call."
+    );
+}
+
 impl Ticker {
+    /// Runs the timer or daemon until it ends, or (a daemon with a cancellation timeout
+    /// that did not exit in time) is abandoned.
     pub(super) async fn run(self) {
-        if self.handler.spec.kind == HandlerKind::Daemon {
-            self.run_daemon().await;
-        } else {
-            self.run_timer().await;
+        let spec = &self.handler.spec;
+        let name = execution::display_name(spec.kind, &spec.id);
+        let stopping = stopping(
+            self.stop.clone(),
+            spec.cancellation,
+            self.clock.clone(),
+            (name, self.object.clone()),
+        );
+        let work = async {
+            if self.handler.spec.kind == HandlerKind::Daemon {
+                self.run_daemon().await;
+            } else {
+                self.run_timer().await;
+            }
+        };
+        tokio::select! {
+            () = work => {}
+            // Abandoned: the call in flight is dropped with `work`.
+            () = stopping => {}
         }
     }
 
-    async fn run_daemon(self) {
+    /// What the task's calls get of it: sleeps, the stop, the latest body.
+    fn sleeps(&self) -> DaemonSleeps {
+        let latest = self.latest.clone();
+        DaemonSleeps {
+            stopper: self.stop.clone(),
+            clock: self.clock.clone(),
+            progress: self.progress.clone(),
+            latest: Arc::new(move || latest.borrow().text.clone()),
+        }
+    }
+
+    /// Waits the initial delay (the registration's, or the guest's answer for the
+    /// object); `false` when stopped meanwhile.
+    async fn initial_delay(&self) -> bool {
+        let schedule = &self.handler.spec.schedule;
+        let delay = if schedule.initial_delay_callback {
+            let seen = self.latest.borrow().clone();
+            let event = ObjectEvent {
+                event_type: EventType::Listed,
+                ..seen
+            };
+            let ctx = EventContext::new(&self.stream, &event, &self.object);
+            self.calls.initial_delay(&self.handler, &ctx).await
+        } else {
+            schedule.initial_delay
+        };
+        match delay {
+            Some(delay) => self.sleep_until(after(self.clock.now(), delay)).await,
+            None => !self.stop.is_stopped(),
+        }
+    }
+
+    async fn run_daemon(&self) {
         let clock = self.clock.clone();
-        if let Some(delay) = self.handler.spec.schedule.initial_delay
-            && !self.sleep_until(after(clock.now(), delay)).await
-        {
+        if !self.initial_delay().await {
             return;
         }
-        let sleeps = DaemonSleeps {
-            stop: self.stop.clone(),
-            clock: clock.clone(),
-            progress: self.progress.clone(),
-        };
+        let sleeps = self.sleeps();
         let mut attempts = Attempts::default();
         loop {
             match self.call(&mut attempts, Some(&sleeps)).await {
-                Tick::Retry(delay) if !self.stop.is_cancelled() => {
+                Tick::Retry(delay) if !self.stop.is_stopped() => {
                     if !self.sleep_until(after(clock.now(), delay)).await {
                         break;
                     }
@@ -127,23 +229,24 @@ impl Ticker {
         self.set_progress(false, None);
     }
 
-    async fn run_timer(mut self) {
+    async fn run_timer(&self) {
         let schedule = self.handler.spec.schedule;
         let clock = self.clock.clone();
-        if let Some(delay) = schedule.initial_delay
-            && !self.sleep_until(after(clock.now(), delay)).await
-        {
+        if !self.initial_delay().await {
             return;
         }
+        // Timers see their stop and the latest body as daemons do (Kopf's `stopped`).
+        let sleeps = self.sleeps();
+        let mut changed = self.changed.clone();
         let mut attempts = Attempts::default();
         loop {
             if let Some(idle) = schedule.idle
-                && !self.wait_idle(idle).await
+                && !self.wait_idle(&mut changed, idle).await
             {
                 return;
             }
             let tick_started = clock.now();
-            let next = match self.call(&mut attempts, None).await {
+            let next = match self.call(&mut attempts, Some(&sleeps)).await {
                 Tick::Gone => return,
                 Tick::Retry(delay) => Some(after(clock.now(), delay)),
                 Tick::Done => {
@@ -153,7 +256,7 @@ impl Ticker {
             };
             let waited = match next {
                 Some(at) => self.sleep_until(at).await,
-                None if schedule.idle.is_some() => self.wait_change().await,
+                None if schedule.idle.is_some() => self.wait_change(&mut changed).await,
                 None => false,
             };
             if !waited {
@@ -172,41 +275,41 @@ impl Ticker {
         self.set_progress(false, Some(at));
         let sleep = self.clock.sleep_until(at);
         let slept = tokio::select! {
-            () = self.stop.cancelled() => false,
+            () = self.stop.stopped() => false,
             () = sleep => true,
         };
         self.set_progress(true, None);
-        slept && !self.stop.is_cancelled()
+        slept && !self.stop.is_stopped()
     }
 
     /// Waits until the object has not changed for `idle` seconds; `false` when stopped.
-    async fn wait_idle(&mut self, idle: f64) -> bool {
+    async fn wait_idle(&self, changes: &mut watch::Receiver<DateTime<Utc>>, idle: f64) -> bool {
         loop {
-            let due = after(*self.changed.borrow_and_update(), idle);
+            let due = after(*changes.borrow_and_update(), idle);
             if self.clock.now() >= due {
-                return !self.stop.is_cancelled();
+                return !self.stop.is_stopped();
             }
             self.set_progress(false, Some(due));
             let sleep = self.clock.sleep_until(due);
             tokio::select! {
-                () = self.stop.cancelled() => return false,
+                () = self.stop.stopped() => return false,
                 () = sleep => {}
-                changed = self.changed.changed() => if changed.is_err() { return false },
+                changed = changes.changed() => if changed.is_err() { return false },
             }
             self.set_progress(true, None);
         }
     }
 
     /// Waits for the object's next change; `false` when stopped.
-    async fn wait_change(&mut self) -> bool {
-        self.changed.borrow_and_update();
+    async fn wait_change(&self, changes: &mut watch::Receiver<DateTime<Utc>>) -> bool {
+        changes.borrow_and_update();
         self.set_progress(false, None);
         let changed = tokio::select! {
-            () = self.stop.cancelled() => false,
-            changed = self.changed.changed() => changed.is_ok(),
+            () = self.stop.stopped() => false,
+            changed = changes.changed() => changed.is_ok(),
         };
         self.set_progress(true, None);
-        changed && !self.stop.is_cancelled()
+        changed && !self.stop.is_stopped()
     }
 
     /// Calls the handler once and applies what it returned.
@@ -254,9 +357,7 @@ impl Ticker {
                 Tick::Done
             }
         };
-        if matches!(tick, Tick::Done)
-            && spec.kind == HandlerKind::Daemon
-            && !self.stop.is_cancelled()
+        if matches!(tick, Tick::Done) && spec.kind == HandlerKind::Daemon && !self.stop.is_stopped()
         {
             // Before the patch goes out: its echo must find the daemon exited, so that
             // the cycle it starts removes the finalizer the daemon no longer needs.

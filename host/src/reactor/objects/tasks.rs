@@ -9,13 +9,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::ObjectEvent;
+use crate::handlers::{Handler, SharedProgress, Stopper};
+use crate::runtime::StopReasons;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-
-use super::ObjectEvent;
-use crate::handlers::{Handler, SharedProgress};
 
 /// The timers and daemons of one object; part of the object's memory. Its state exists
 /// once the object has had a timer or daemon (most objects of most operators never do,
@@ -41,8 +40,8 @@ struct State {
 pub(crate) struct RunningTask {
     /// The handler it runs (of one load of its guest).
     pub(crate) handler: Arc<Handler>,
-    /// Cancelled to stop the task (its sleeps end at once).
-    pub(crate) stop: CancellationToken,
+    /// Stopped, with why, to stop the task (its sleeps end at once).
+    pub(crate) stop: Stopper,
     /// The object's event as last seen: calls get the freshest body (Kopf's live
     /// kwargs), its text whole.
     pub(crate) latest: watch::Sender<ObjectEvent>,
@@ -124,9 +123,6 @@ impl ObjectTasks {
             }
             state.fingerprint = Some(fingerprint);
         }
-        for running in state.running.values() {
-            running.latest.send_replace(event.clone());
-        }
         changed.subscribe()
     }
 
@@ -137,8 +133,18 @@ impl ObjectTasks {
             .is_none_or(|state| state.running.is_empty())
     }
 
-    /// Stops the tasks whose handler `keep` rejects and waits until they have ended.
-    pub(crate) async fn stop_where(&self, keep: impl Fn(&Handler) -> bool) {
+    /// The object as seen now: the timers and daemons running get it as their latest body.
+    pub(crate) fn refresh(&self, event: &ObjectEvent) {
+        if let Some(state) = lock(&self.0).as_ref() {
+            for running in state.running.values() {
+                running.latest.send_replace(event.clone());
+            }
+        }
+    }
+
+    /// Stops the tasks whose handler `keep` rejects, for `reason`, and waits until they
+    /// have ended (or, for daemons with a cancellation timeout, been abandoned).
+    pub(crate) async fn stop_where(&self, keep: impl Fn(&Handler) -> bool, reason: StopReasons) {
         let stopping: Vec<RunningTask> = {
             let mut state = lock(&self.0);
             let Some(state) = state.as_mut() else {
@@ -154,11 +160,12 @@ impl ObjectTasks {
                 .filter_map(|id| state.running.remove(id))
                 .collect()
         };
-        for running in stopping {
-            running.stop.cancel();
-            // A task that panicked is gone as well.
-            let _ = running.task.await;
+        for running in &stopping {
+            running.stop.stop(reason);
         }
+        // All at once: each takes its own time to exit (Kopf stops them in parallel too).
+        // A task that panicked is gone as well.
+        futures::future::join_all(stopping.into_iter().map(|running| running.task)).await;
     }
 
     /// Whether this daemon (of this guest load) has exited for good.
@@ -187,9 +194,10 @@ impl ObjectTasks {
             .insert(task.handler.identity(), task);
     }
 
-    /// Stops every timer and daemon of the object and waits until they have ended.
-    pub(crate) async fn stop_all(&self) {
-        self.stop_where(|_| false).await;
+    /// Stops every timer and daemon of the object, for `reason`, and waits until they
+    /// have ended.
+    pub(crate) async fn stop_all(&self, reason: StopReasons) {
+        self.stop_where(|_| false, reason).await;
     }
 }
 
@@ -256,7 +264,7 @@ mod tests {
         assert!(!tasks.is_running(&identity));
         assert!(tasks.is_empty());
         assert!(tasks.settled(at(0)));
-        tasks.stop_all().await;
+        tasks.stop_all(StopReasons::RESOURCE_DELETED).await;
         assert!(lock(&tasks.0).is_none(), "asking allocates nothing");
         tasks.observe(&event(serde_json::json!({"spec": {}})), |_| {}, at(0));
         assert!(lock(&tasks.0).is_some(), "observing keeps the fingerprint");

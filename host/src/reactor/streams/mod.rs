@@ -31,6 +31,7 @@ use crate::metrics::Metrics;
 use crate::reactor::handling::{Handling, StreamContext};
 use crate::reactor::objects::{EventType, Router};
 use crate::recording::Recorder;
+use crate::runtime::StopReasons;
 use watching::{StreamSignal, Watch};
 
 pub(crate) use watching::StreamSettings;
@@ -205,13 +206,15 @@ impl Streams {
         );
     }
 
-    /// Stops every watch stream and waits until their in-flight handlers are done.
-    pub(crate) async fn stop_all(&mut self) {
+    /// Stops every watch stream and waits until their in-flight handlers are done; their
+    /// timers and daemons are told `reason`.
+    pub(crate) async fn stop_all(&mut self, reason: StopReasons) {
         let tasks: Vec<JoinHandle<()>> = self
             .running
             .drain()
             .chain(self.ending.drain())
             .map(|(_, r)| {
+                r.context.stops_because(reason);
                 r.cancel.cancel();
                 r.task
             })
