@@ -117,3 +117,269 @@ async fn a_daemon_stops_while_the_operator_is_paused_and_starts_again_on_resume(
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
+
+// Stopping as Kopf stops timers and daemons (KOPF.md §1.9, §1.10), with the `stopping`
+// guest: the reasons a call reads, a daemon's cancellation backoff and timeout, the
+// latest body, a computed initial delay, sharp timers.
+
+/// The `stopping` guest's log lines so far.
+fn stopping_logs(operator: &RunningOperator) -> Vec<String> {
+    guest_logs(&operator.journal().records(), "stopping")
+}
+
+/// Waits until the `stopping` guest has logged `line`.
+async fn logged(operator: &RunningOperator, line: &str) {
+    let found = operator
+        .journal()
+        .wait_for(PATIENCE, |r| {
+            guest_logs(r, "stopping").iter().any(|l| l == line)
+        })
+        .await;
+    assert!(
+        found.is_ok(),
+        "never logged {line:?}; logged {:?}",
+        stopping_logs(operator)
+    );
+}
+
+/// A timer's call sees that it must stop, and why: its object no longer matches its
+/// filter, or is being deleted (Kopf's `stopped` and `stopped.reason`, which timers get
+/// as daemons do). The deletion completes once the tick returned.
+#[tokio::test]
+async fn a_timer_sees_why_it_must_stop() {
+    let s = Scene::start("stopping-timer").await;
+    let operator = s.cluster.start_operator(Operator::new([guest("stopping")]));
+    for name in ["mismatching", "deleted"] {
+        s.create(kopfexample(
+            name,
+            &["long-tick"],
+            json!({}),
+            json!({}),
+            json!({}),
+        ))
+        .await;
+        logged(&operator, &format!("long tick of {name} started")).await;
+    }
+    s.patch(
+        "mismatching",
+        json!({"metadata": {"labels": {"kapsel.test/long-tick": null}}}),
+    )
+    .await;
+    logged(
+        &operator,
+        "long tick of mismatching stopped: FILTERS_MISMATCH",
+    )
+    .await;
+    s.delete("deleted").await;
+    logged(&operator, "long tick of deleted stopped: RESOURCE_DELETED").await;
+    s.tracker.wait_gone("deleted").await;
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// The `stubborn` or `patient` daemon of a new object, deleted once it runs: how long
+/// the deletion took to complete, and what the daemon logged.
+async fn deleted_while_ignoring_its_stop(
+    s: &Scene,
+    operator: &RunningOperator,
+    which: &str,
+) -> (Duration, Vec<String>) {
+    s.create(kopfexample(
+        which,
+        &[which],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    logged(operator, &format!("{which} {which} started")).await;
+    let deleted = std::time::Instant::now();
+    s.delete(which).await;
+    s.tracker.wait_gone(which).await;
+    let took = deleted.elapsed();
+    let mine = format!("{which} {which} ");
+    let logs = stopping_logs(operator)
+        .into_iter()
+        .filter(|l| l.starts_with(&mine))
+        .map(|l| l[mine.len()..].to_owned())
+        .collect();
+    (took, logs)
+}
+
+/// A daemon whose call ignores its stop is abandoned once its `cancellation_timeout` is
+/// over (Kopf abandons it with a warning): its call is dropped while it still runs, and
+/// the object's deletion completes without waiting for the call's deadline (60 s).
+/// Meanwhile the call reads that it was cancelled.
+#[tokio::test]
+async fn a_daemon_ignoring_its_stop_is_abandoned_after_its_cancellation_timeout() {
+    let s = Scene::start("stopping-abandoned").await;
+    let operator = s.cluster.start_operator(Operator::new([guest("stopping")]));
+    let (took, logs) = deleted_while_ignoring_its_stop(&s, &operator, "stubborn").await;
+    assert!(took >= Duration::from_secs(1), "abandoned after {took:?}");
+    assert!(
+        took < PATIENCE,
+        "the deletion waited for the call: {took:?}"
+    );
+    assert_eq!(
+        logs.first().map(String::as_str),
+        Some("started"),
+        "{logs:?}"
+    );
+    assert_eq!(
+        logs.last().map(String::as_str),
+        Some("sees RESOURCE_DELETED|DAEMON_CANCELLED"),
+        "it read its reasons until it was abandoned: {logs:?}"
+    );
+    assert!(
+        !logs.iter().any(|l| l.contains("SIGNALLED")),
+        "no backoff, no signal: {logs:?}"
+    );
+    // The call never ended: no outcome was recorded for it.
+    assert_eq!(
+        outcomes(
+            &operator.journal().records(),
+            "stubborn",
+            &s.object("stubborn")
+        ),
+        []
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// A `cancellation_backoff` comes first: the daemon is signalled (`DAEMON_SIGNALLED`)
+/// and given the backoff to exit gracefully, then cancelled for its timeout, and only
+/// then abandoned: the deletion takes both.
+#[tokio::test]
+async fn a_cancellation_backoff_delays_the_abandonment() {
+    let s = Scene::start("stopping-backoff").await;
+    let operator = s.cluster.start_operator(Operator::new([guest("stopping")]));
+    let (took, logs) = deleted_while_ignoring_its_stop(&s, &operator, "patient").await;
+    assert!(
+        took >= Duration::from_millis(2500),
+        "abandoned after {took:?}, before its backoff and timeout were over"
+    );
+    assert!(
+        took < PATIENCE,
+        "the deletion waited for the call: {took:?}"
+    );
+    let signalled = logs
+        .iter()
+        .position(|l| l == "sees RESOURCE_DELETED|DAEMON_SIGNALLED");
+    let cancelled = logs
+        .iter()
+        .position(|l| l == "sees RESOURCE_DELETED|DAEMON_SIGNALLED|DAEMON_CANCELLED");
+    assert!(
+        matches!((signalled, cancelled), (Some(a), Some(b)) if a < b),
+        "signalled, then cancelled: {logs:?}"
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// How many GET requests on kopfexamples the API server answered.
+fn kopfexample_gets(s: &Scene) -> u64 {
+    s.cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| c.kind.verb == "get" && c.kind.resource == "kopfexamples")
+        .map(|c| c.count)
+        .sum()
+}
+
+/// A running daemon reads the object's latest body after a change, without any API call
+/// (Kopf's daemons get a live `body`): the operator hands it the body its watch saw.
+#[tokio::test]
+async fn a_daemon_reads_the_latest_body_without_an_api_call() {
+    let s = Scene::start("stopping-latest").await;
+    let operator = s.cluster.start_operator(Operator::new([guest("stopping")]));
+    s.create(kopfexample(
+        "watched",
+        &["watcher"],
+        json!({}),
+        json!({}),
+        json!({"size": 1}),
+    ))
+    .await;
+    logged(&operator, "watcher watched starts at size 1").await;
+    let gets = kopfexample_gets(&s);
+    s.patch("watched", json!({"spec": {"size": 2}})).await;
+    logged(&operator, "watcher watched sees size 2").await;
+    assert_eq!(
+        kopfexample_gets(&s),
+        gets,
+        "no object was read from the API"
+    );
+    assert_eq!(
+        calls(&operator.journal().records(), "watcher").len(),
+        1,
+        "the same call saw the change"
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// A daemon's initial delay computed by the guest for each object (Kopf's callable
+/// `initial_delay`): 30 s for this one, on handler time.
+#[tokio::test]
+async fn an_initial_delay_computed_by_the_guest() {
+    let s = Scene::start("stopping-late").await;
+    let operator = s
+        .cluster
+        .start_operator_on_handler_time(Operator::new([guest("stopping")]));
+    s.create(kopfexample(
+        "late",
+        &["late"],
+        json!({}),
+        json!({}),
+        json!({"delay": 30}),
+    ))
+    .await;
+    s.tracker
+        .wait_for("late", "the finalizer", |body| !finalizers(body).is_empty())
+        .await;
+    operator
+        .advance(Duration::from_secs(29))
+        .await
+        .expect("settles");
+    assert!(calls(&operator.journal().records(), "late").is_empty());
+    operator
+        .advance(Duration::from_secs(1))
+        .await
+        .expect("settles");
+    logged(&operator, "late late started").await;
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// A sharp timer's ticks start every `interval` from its first, however long each tick
+/// takes (Kopf's `sharp=True`): ticks of 3 s every 10 s start at 0, 10, 20, where a
+/// timer without it would start at 0, 13, 26.
+#[tokio::test]
+async fn a_sharp_timer_keeps_to_its_interval() {
+    let s = Scene::start("stopping-sharp").await;
+    let operator = s
+        .cluster
+        .start_operator_on_handler_time(Operator::new([guest("stopping")]));
+    s.create(kopfexample(
+        "sharp",
+        &["sharp"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    logged(&operator, "sharp tick 1 of sharp").await;
+    let advance = |seconds| operator.advance(Duration::from_secs(seconds));
+    advance(3).await.expect("the first tick ends");
+    advance(6).await.expect("settles");
+    assert_eq!(calls(&operator.journal().records(), "sharp_tick").len(), 1);
+    advance(1).await.expect("settles");
+    logged(&operator, "sharp tick 2 of sharp").await;
+    advance(3).await.expect("the second tick ends");
+    advance(7).await.expect("settles");
+    logged(&operator, "sharp tick 3 of sharp").await;
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
