@@ -1,6 +1,7 @@
 //! Daemons end with what runs them (KOPF.md §1.9, §8): when the operator stops, a
-//! daemon's sleep answers false and it returns; when the operator pauses for a peer, its
-//! daemons stop the same way, and start again when it resumes. On handler time: the
+//! daemon's sleep answers false and it returns (reading `OPERATOR_EXITING` as the
+//! reason); when the operator pauses for a peer, its daemons stop the same way
+//! (`OPERATOR_PAUSING`), and start again when it resumes. On handler time: the
 //! `heartbeat` daemon of the `timers` guest beats every 10 s.
 
 use std::time::Duration;
@@ -50,8 +51,11 @@ async fn a_daemon_returns_when_the_operator_stops() {
     let records = journal.records();
     assert_eq!(
         guest_logs(&records, "timers"),
-        ["beat 1 of beating", "heartbeat of beating stopped after 1"],
-        "its sleep answered false, and it returned"
+        [
+            "beat 1 of beating",
+            "heartbeat of beating stopped after 1: OPERATOR_EXITING"
+        ],
+        "its sleep answered false, and it returned, knowing why"
     );
     assert_eq!(
         outcomes(&records, "heartbeat", &s.object("beating")),
@@ -77,7 +81,8 @@ async fn a_daemon_stops_while_the_operator_is_paused_and_starts_again_on_resume(
     operator
         .journal()
         .wait_for(PATIENCE, |r| {
-            guest_logs(r, "timers").contains(&"heartbeat of beating stopped after 1".to_owned())
+            guest_logs(r, "timers")
+                .contains(&"heartbeat of beating stopped after 1: OPERATOR_PAUSING".to_owned())
         })
         .await
         .expect("the daemon stops when the operator pauses");
@@ -110,7 +115,7 @@ async fn a_daemon_stops_while_the_operator_is_paused_and_starts_again_on_resume(
         guest_logs(&operator.journal().records(), "timers"),
         [
             "beat 1 of beating",
-            "heartbeat of beating stopped after 1",
+            "heartbeat of beating stopped after 1: OPERATOR_PAUSING",
             "beat 1 of beating"
         ]
     );

@@ -24,7 +24,8 @@
 //!
 //! Daemons (KOPF.md §1.9):
 //! - `heartbeat` (`kapsel.test/daemon`): logs `beat <n> of <name>` every 10 s until it
-//!   must stop, then logs `heartbeat of <name> stopped after <n>` and returns;
+//!   must stop, then logs `heartbeat of <name> stopped after <n>: <reasons>` (Kopf's
+//!   names, `RESOURCE_DELETED`, ...) and returns;
 //! - `sleeper` (`kapsel.test/sleeper`): a 1 s call budget, sleeps of 0.6, 0.6 and 2 s,
 //!   then returns `{"slept": 3}` (sleeps, even one longer than the budget, do not count);
 //! - `one_shot` (`kapsel.test/one-shot`): returns `{"done": true}` at once, and so has
@@ -138,7 +139,10 @@ fn heartbeat(cause: &Cause) {
         beats += 1;
         kapsel::info!("beat {beats} of {name}");
     }
-    kapsel::info!("heartbeat of {name} stopped after {beats}");
+    kapsel::info!(
+        "heartbeat of {name} stopped after {beats}: {}",
+        cause.stop_reasons()
+    );
 }
 
 /// A daemon with a 1 s budget that sleeps 0.6 s, 0.6 s and 2 s: its sleeps must not
