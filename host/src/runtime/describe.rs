@@ -403,6 +403,66 @@ pub(crate) mod tests {
         }
     }
 
+    fn options(id: &str) -> SpawningOptions {
+        SpawningOptions {
+            id: id.to_owned(),
+            cancellation_backoff_seconds: None,
+            cancellation_timeout_seconds: None,
+            cancellation_polling_seconds: None,
+            initial_delay_callback: false,
+        }
+    }
+
+    /// Options declared during `describe` must name a timer or daemon, once, with
+    /// durations; cancellation is for daemons only.
+    #[test]
+    fn spawning_options_are_checked() {
+        let output = DescribeOutput {
+            sdk_version: "0".to_owned(),
+            handlers: vec![
+                registration("tick", HandlerKind::Timer),
+                registration("run", HandlerKind::Daemon),
+                registration("create", HandlerKind::Create),
+            ],
+            permissions: Vec::new(),
+        };
+        let check = |declared: &[SpawningOptions]| {
+            validate_spawning(&output, declared).map_err(|e| e.to_string())
+        };
+        let daemon = SpawningOptions {
+            cancellation_backoff_seconds: Some(1.0),
+            cancellation_timeout_seconds: Some(0.0),
+            initial_delay_callback: true,
+            ..options("run")
+        };
+        let timer = SpawningOptions {
+            initial_delay_callback: true,
+            ..options("tick")
+        };
+        assert_eq!(check(&[daemon.clone(), timer.clone()]), Ok(()));
+        let error = check(&[options("create")]).expect_err("not a timer");
+        assert!(
+            error.contains("\"create\", which is no timer or daemon"),
+            "{error}"
+        );
+        let error = check(&[options("nothing")]).expect_err("no such handler");
+        assert!(error.contains("\"nothing\""), "{error}");
+        let error = check(&[timer.clone(), timer]).expect_err("twice");
+        assert!(error.contains("twice"), "{error}");
+        let cancelled_timer = SpawningOptions {
+            cancellation_timeout_seconds: Some(1.0),
+            ..options("tick")
+        };
+        let error = check(&[cancelled_timer]).expect_err("a timer");
+        assert!(error.contains("daemons only"), "{error}");
+        let negative = SpawningOptions {
+            cancellation_polling_seconds: Some(-1.0),
+            ..options("run")
+        };
+        let error = check(&[negative]).expect_err("negative");
+        assert!(error.contains("cancellation polling of -1"), "{error}");
+    }
+
     #[test]
     fn json_is_faithful_and_omits_empty_fields() {
         let mut full = registration("fn", HandlerKind::Update);
