@@ -62,7 +62,8 @@
 //! | `when` | `when = path::to::filter` (`fn(&Cause) -> bool`, evaluated in the guest; combine with [`filters`]) | resource kinds |
 //! | `optional` | `optional` (no finalizer) | delete |
 //! | `deleted` | `deleted` (resume objects being deleted too) | resume |
-//! | `interval`, `initial_delay`, `idle`, `sharp` | `interval = 60, sharp` | timer (daemon: `initial_delay`) |
+//! | `interval`, `initial_delay`, `idle`, `sharp` | `interval = 60, sharp`; `initial_delay = 5` or `initial_delay = path::to::delay` (`fn(&Cause) -> f64`, evaluated in the guest for each object) | timer (daemon: `initial_delay`) |
+//! | `cancellation_backoff`, `cancellation_timeout`, `cancellation_polling` | `cancellation_timeout = 10` (seconds: once stopped, the time to exit gracefully, then by force before the call is abandoned; how often a daemon still exiting is looked at) | daemon |
 //! | `deadline_ms`, `memory_mib` | `deadline_ms = 500, memory_mib = 64` (sandbox budget per call) | all |
 //!
 //! Several attributes may be stacked on one function: each is one registration,

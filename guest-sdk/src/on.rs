@@ -13,7 +13,7 @@
 //! | [`resume`] | `@kopf.on.resume` | `deleted` |
 //! | [`field`] | `@kopf.on.field` | `field` (required), `old`, `new` |
 //! | [`timer`] | `@kopf.timer` | `interval`, `initial_delay`, `idle`, `sharp` |
-//! | [`daemon`] | `@kopf.daemon` | `initial_delay` |
+//! | [`daemon`] | `@kopf.daemon` | `initial_delay`, `cancellation_backoff`, `cancellation_timeout`, `cancellation_polling` |
 //! | [`probe`], [`startup`], [`cleanup`] | `@kopf.on.probe`, `.startup`, `.cleanup` | no selector, no filters |
 
 pub use kapsel_sdk_macros::{

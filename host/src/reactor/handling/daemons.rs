@@ -4,9 +4,11 @@
 //!
 //! Tasks are started after the object carries the finalizer (they require it, KOPF.md
 //! §4.6), and stopped when the object is being deleted or deleted, when the filters stop
-//! matching, and when their stream stops (pausing, exiting). A stop never interrupts a
-//! call: a daemon's sleeps return `false` at once, and the task ends when the call has
-//! returned (or at its deadline). Everything that decides on time goes through the
+//! matching, and when their stream stops (pausing, exiting), each time with that reason
+//! for the call to read. A stop interrupts no call by itself: a daemon's sleeps return
+//! `false` at once, and the task ends when the call has returned (or at its deadline),
+//! unless a daemon's cancellation timeout is over first: then its call is abandoned
+//! (see `ticker`). Everything that decides on time goes through the
 //! operator's clock, so `kapsel test` advances timers and daemons like any handler time.
 
 use std::sync::{Arc, Mutex};
