@@ -464,12 +464,13 @@ impl Cause {
         &mut self.memo
     }
 
-    /// Daemons: sleeps up to `seconds`, returning `false` as soon as the daemon
-    /// must stop (Kopf's `stopped.wait()`, inverted: `while cause.sleep_unless_stopped(10.0) {...}`).
+    /// Timers and daemons: sleeps up to `seconds`, returning `false` as soon as the
+    /// timer or daemon must stop (Kopf's `stopped.wait()`, inverted: `while
+    /// cause.sleep_unless_stopped(10.0) {...}`); [`Cause::stop_reasons`] says why.
     ///
     /// # Caveats
-    /// Only meaningful in daemons; in native tests it returns at once (see
-    /// `kapsel::testing::stop_daemons`).
+    /// Only meaningful in timers and daemons (other handlers get `false` at once); in
+    /// native tests it returns at once (see `kapsel::testing::stop_daemons`).
     pub fn sleep_unless_stopped(&self, seconds: f64) -> bool {
         crate::host::sleep_unless_stopped(seconds)
     }
