@@ -577,6 +577,55 @@ mod tests {
         assert!(index.contains("__kapsel_index"), "{index}");
     }
 
+    /// `initial_delay` is a number of seconds, or a function the guest evaluates per
+    /// object; the cancellation options are seconds.
+    #[test]
+    fn initial_delays_and_cancellation() {
+        let item = quote!(
+            fn f() {}
+        );
+        let number = expanded(
+            Kind::Daemon,
+            quote!("pods", initial_delay = 5),
+            item.clone(),
+        );
+        assert!(number.contains("r . initial_delay_seconds"), "{number}");
+        assert!(
+            number.contains("initial_delay : :: core :: option :: Option :: None"),
+            "{number}"
+        );
+        let function = expanded(
+            Kind::Timer,
+            quote!("pods", interval = 1, initial_delay = delays::of),
+            item.clone(),
+        );
+        assert!(
+            function.contains("r . initial_delay_callback = true"),
+            "{function}"
+        );
+        assert!(function.contains("(delays :: of) (cause)"), "{function}");
+        assert!(
+            !function.contains("r . initial_delay_seconds"),
+            "{function}"
+        );
+        let cancelled = expanded(
+            Kind::Daemon,
+            quote!(
+                "pods",
+                cancellation_backoff = 1,
+                cancellation_timeout = 2.5,
+                cancellation_polling = 10
+            ),
+            item,
+        );
+        for slot in ["backoff", "timeout", "polling"] {
+            assert!(
+                cancelled.contains(&format!("r . cancellation_{slot}_seconds")),
+                "{cancelled}"
+            );
+        }
+    }
+
     #[test]
     fn kind_specific_validation() {
         let item = quote!(
@@ -613,7 +662,29 @@ mod tests {
                 .contains("must come first")
         );
         assert!(
-            error(Kind::Create, quote!("pods", field = "spec..x"), item).contains("dotted path")
+            error(
+                Kind::Create,
+                quote!("pods", field = "spec..x"),
+                item.clone()
+            )
+            .contains("dotted path")
+        );
+        // Kopf has cancellation options for daemons only.
+        assert!(
+            error(
+                Kind::Timer,
+                quote!("pods", interval = 1, cancellation_timeout = 1),
+                item.clone()
+            )
+            .contains("unknown option `cancellation_timeout`")
+        );
+        assert!(
+            error(
+                Kind::Daemon,
+                quote!("pods", cancellation_backoff = -1),
+                item
+            )
+            .contains("a number of seconds")
         );
         assert!(
             error(
