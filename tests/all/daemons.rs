@@ -388,3 +388,23 @@ async fn a_sharp_timer_keeps_to_its_interval() {
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
+
+/// What a compiled guest declared through `spawning` reaches the host at load, as
+/// `kapsel inspect` shows it.
+#[tokio::test]
+async fn inspect_shows_the_options_declared_beside_the_registrations() {
+    let described = kapsel_host::inspect(&guest("stopping"))
+        .await
+        .expect("inspect");
+    let handler = |id: &str| {
+        described["handlers"]
+            .as_array()
+            .and_then(|handlers| handlers.iter().find(|h| h["id"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("no handler {id} in {described}"))
+    };
+    assert_eq!(handler("stubborn")["cancellation_timeout_seconds"], 1.0);
+    assert_eq!(handler("patient")["cancellation_backoff_seconds"], 1.5);
+    assert_eq!(handler("late")["initial_delay_callback"], true);
+    assert_eq!(handler("long_tick").get("initial_delay_callback"), None);
+}

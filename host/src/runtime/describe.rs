@@ -247,18 +247,56 @@ fn validate_selector(selector: &Selector) -> Result<(), DeclarationError> {
 /// A faithful JSON rendering of what a guest declares, for `kapsel inspect`: every
 /// registration with its id, kind, selectors, filters and options. Empty and absent fields
 /// are left out; JSON-valued fields (`param`) are embedded as JSON when they parse.
-pub(crate) fn describe_json(output: &DescribeOutput) -> Value {
+pub(crate) fn describe_json(output: &DescribeOutput, spawning: &[SpawningOptions]) -> Value {
     let mut root = Map::new();
     if !output.sdk_version.is_empty() {
         root.insert("sdk_version".to_owned(), json!(output.sdk_version));
     }
-    let handlers: Vec<Value> = output.handlers.iter().map(registration_json).collect();
+    let handlers: Vec<Value> = output
+        .handlers
+        .iter()
+        .map(|r| {
+            let mut json = registration_json(r);
+            if let (Some(options), Value::Object(m)) =
+                (spawning.iter().find(|o| o.id == r.id), &mut json)
+            {
+                add_spawning_json(m, options);
+            }
+            json
+        })
+        .collect();
     root.insert("handlers".to_owned(), Value::Array(handlers));
     if !output.permissions.is_empty() {
         let permissions = output.permissions.iter().map(permission_json).collect();
         root.insert("permissions".to_owned(), Value::Array(permissions));
     }
     Value::Object(root)
+}
+
+/// A timer's or daemon's further options (`spawning.declare`), beside its registration's.
+fn add_spawning_json(m: &mut Map<String, Value>, options: &SpawningOptions) {
+    let seconds = [
+        (
+            "cancellation_backoff_seconds",
+            options.cancellation_backoff_seconds,
+        ),
+        (
+            "cancellation_timeout_seconds",
+            options.cancellation_timeout_seconds,
+        ),
+        (
+            "cancellation_polling_seconds",
+            options.cancellation_polling_seconds,
+        ),
+    ];
+    for (key, value) in seconds {
+        if let Some(value) = value {
+            m.insert(key.to_owned(), json!(value));
+        }
+    }
+    if options.initial_delay_callback {
+        m.insert("initial_delay_callback".to_owned(), Value::Bool(true));
+    }
 }
 
 fn registration_json(r: &Registration) -> Value {
@@ -491,7 +529,11 @@ pub(crate) mod tests {
         full.deadline_ms = Some(200);
         let output = DescribeOutput {
             sdk_version: "0.1.0".to_owned(),
-            handlers: vec![full, registration("plain", HandlerKind::Event)],
+            handlers: vec![
+                full,
+                registration("plain", HandlerKind::Event),
+                registration("run", HandlerKind::Daemon),
+            ],
             permissions: vec![Permission {
                 target: Selector {
                     group: Some(String::new()),
@@ -517,13 +559,24 @@ pub(crate) mod tests {
                     "param": {"a": 1},
                     "deadline_ms": 200
                 },
-                {"id": "plain", "kind": "event", "selectors": [{"version": "v1", "plural": "pods"}]}
+                {"id": "plain", "kind": "event", "selectors": [{"version": "v1", "plural": "pods"}]},
+                {
+                    "id": "run", "kind": "daemon",
+                    "selectors": [{"version": "v1", "plural": "pods"}],
+                    "cancellation_timeout_seconds": 2.5,
+                    "initial_delay_callback": true
+                }
             ],
             "permissions": [
                 {"target": {"group": "", "version": "v1", "plural": "configmaps"}, "verbs": ["get"]}
             ]
         });
-        assert_eq!(describe_json(&output), expected);
+        let spawning = SpawningOptions {
+            cancellation_timeout_seconds: Some(2.5),
+            initial_delay_callback: true,
+            ..options("run")
+        };
+        assert_eq!(describe_json(&output, &[spawning]), expected);
     }
 
     #[test]

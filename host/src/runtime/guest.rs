@@ -122,6 +122,11 @@ impl Guest {
         &self.inner.describe
     }
 
+    /// The further options of its timers and daemons it declared at load.
+    pub(crate) fn spawning(&self) -> &[SpawningOptions] {
+        &self.inner.spawning
+    }
+
     /// The further options of the timer or daemon `id`, if it declared any.
     pub(crate) fn spawning_options(&self, id: &str) -> Option<&SpawningOptions> {
         self.inner.spawning.iter().find(|options| options.id == id)
