@@ -23,7 +23,11 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
         .load(guest)
         .await
         .map_err(|e| Error::NoGuests(vec![e.to_string()]))?;
-    Ok(runtime::describe_json(guest.describe(), guest.spawning()))
+    Ok(runtime::describe_json(
+        guest.describe(),
+        guest.spawning(),
+        guest.logins(),
+    ))
 }
 
 /// One handler of a guest, called as the operator calls it: the cause handed over, a

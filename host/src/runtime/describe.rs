@@ -80,6 +80,10 @@ pub(crate) enum DeclarationError {
     OptionsTwice(String),
     #[error("cancellation options are for daemons only, and {0:?} is a timer")]
     CancellationOfTimer(String),
+    #[error(
+        "login handler {0:?} is not a startup registration of the guest (login.declare names those)"
+    )]
+    NotALoginRegistration(String),
 }
 
 /// Checks the further options of timers and daemons (the WIT's `spawning.declare`): each
@@ -132,8 +136,22 @@ pub(super) fn validate_spawning(
 /// Checks the registrations a guest declared; the error says what is wrong, in plain words.
 ///
 /// Several registrations may share an id (stacked attributes on one function), also with
-/// different kinds (Kopf allows `on.create` and `on.update` on one function).
-pub(super) fn validate(output: &DescribeOutput, limits: &Limits) -> Result<(), DeclarationError> {
+/// different kinds (Kopf allows `on.create` and `on.update` on one function). The login
+/// handlers (`logins`, from `login.declare`) must be startup registrations.
+pub(super) fn validate(
+    output: &DescribeOutput,
+    logins: &[String],
+    limits: &Limits,
+) -> Result<(), DeclarationError> {
+    for login in logins {
+        let registered = output
+            .handlers
+            .iter()
+            .any(|r| &r.id == login && r.kind == HandlerKind::Startup);
+        if !registered {
+            return Err(DeclarationError::NotALoginRegistration(login.clone()));
+        }
+    }
     for (position, registration) in output.handlers.iter().enumerate() {
         validate_registration(registration, limits).map_err(|reason| {
             let reason = Box::new(reason);
@@ -246,8 +264,13 @@ fn validate_selector(selector: &Selector) -> Result<(), DeclarationError> {
 
 /// A faithful JSON rendering of what a guest declares, for `kapsel inspect`: every
 /// registration with its id, kind, selectors, filters and options. Empty and absent fields
-/// are left out; JSON-valued fields (`param`) are embedded as JSON when they parse.
-pub(crate) fn describe_json(output: &DescribeOutput, spawning: &[SpawningOptions]) -> Value {
+/// are left out; JSON-valued fields (`param`) are embedded as JSON when they parse. A login
+/// handler (one of `logins`) is of kind `login`.
+pub(crate) fn describe_json(
+    output: &DescribeOutput,
+    spawning: &[SpawningOptions],
+    logins: &[String],
+) -> Value {
     let mut root = Map::new();
     if !output.sdk_version.is_empty() {
         root.insert("sdk_version".to_owned(), json!(output.sdk_version));
@@ -256,7 +279,8 @@ pub(crate) fn describe_json(output: &DescribeOutput, spawning: &[SpawningOptions
         .handlers
         .iter()
         .map(|r| {
-            let mut json = registration_json(r);
+            let login = r.kind == HandlerKind::Startup && logins.contains(&r.id);
+            let mut json = registration_json(r, if login { "login" } else { r.kind.as_str() });
             if let (Some(options), Value::Object(m)) =
                 (spawning.iter().find(|o| o.id == r.id), &mut json)
             {
@@ -299,10 +323,10 @@ fn add_spawning_json(m: &mut Map<String, Value>, options: &SpawningOptions) {
     }
 }
 
-fn registration_json(r: &Registration) -> Value {
+fn registration_json(r: &Registration, kind: &str) -> Value {
     let mut m = Map::new();
     m.insert("id".to_owned(), json!(r.id));
-    m.insert("kind".to_owned(), json!(r.kind.as_str()));
+    m.insert("kind".to_owned(), json!(kind));
     if !r.selectors.is_empty() {
         m.insert(
             "selectors".to_owned(),
@@ -576,7 +600,7 @@ pub(crate) mod tests {
             initial_delay_callback: true,
             ..options("run")
         };
-        assert_eq!(describe_json(&output, &[spawning]), expected);
+        assert_eq!(describe_json(&output, &[spawning], &[]), expected);
     }
 
     #[test]
@@ -588,7 +612,7 @@ pub(crate) mod tests {
         };
         let limits = Limits::default();
         // The texts users read.
-        let check = |declared| validate(&declared, &limits).map_err(|error| error.to_string());
+        let check = |declared| validate(&declared, &[], &limits).map_err(|error| error.to_string());
         let ok = output(vec![
             registration("a", HandlerKind::Create),
             // Stacked attributes repeat ids, also across kinds.

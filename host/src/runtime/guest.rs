@@ -38,6 +38,8 @@ pub(super) struct GuestInner {
     pub(super) describe: DescribeOutput,
     /// The further options of its timers and daemons it declared then (checked too).
     pub(super) spawning: Vec<SpawningOptions>,
+    /// The ids of its login handlers (startup registrations it named in `login.declare`).
+    pub(super) logins: Vec<String>,
     /// Keeps the engine's epoch ticker alive while the guest may be called.
     pub(super) runtime: Runtime,
 }
@@ -130,6 +132,17 @@ impl Guest {
     /// The further options of the timer or daemon `id`, if it declared any.
     pub(crate) fn spawning_options(&self, id: &str) -> Option<&SpawningOptions> {
         self.inner.spawning.iter().find(|options| options.id == id)
+    }
+
+    /// The ids of its login handlers.
+    pub(crate) fn logins(&self) -> &[String] {
+        &self.inner.logins
+    }
+
+    /// Whether the registration `id` is a login handler (Kopf's `on.login`): declared as
+    /// a startup registration and named in `login.declare`.
+    pub(crate) fn is_login(&self, id: &str) -> bool {
+        self.inner.logins.iter().any(|login| login == id)
     }
 
     /// The runtime the guest was loaded into (every guest of an operator shares one).

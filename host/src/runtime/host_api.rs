@@ -1,4 +1,4 @@
-//! The WIT `host` and `subhandlers` imports as the guest calls them: each one logged,
+//! The WIT `host`, `subhandlers` and `login` imports as the guest calls them: each one logged,
 //! checked against the call's limits, and handed to the call's
 //! [`HostServices`](super::services::HostServices).
 
@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{
-    Declaration, Due, HostImports, KubeError, Level, Outcome, Selector, SpawningImports,
-    SpawningOptions, SubhandlerImports, TypesImports, WitStopReasons,
+    Declaration, Due, HostImports, KubeError, Level, LoginImports, Outcome, Selector,
+    SpawningImports, SpawningOptions, SubhandlerImports, TypesImports, WitStopReasons,
 };
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest, StopReasons};
 use super::state::{HostState, over_limit};
@@ -396,6 +396,25 @@ impl SubhandlerImports for HostState {
 
     fn pending(&mut self, parent: String) -> wasmtime::Result<Option<f64>> {
         Ok(self.services.pending_subhandlers(&self.caller, &parent))
+    }
+}
+
+// Which handlers log in is part of what the guest declares at load: kept for the loader,
+// which checks them against the registrations.
+impl LoginImports for HostState {
+    fn declare(&mut self, ids: Vec<String>) -> wasmtime::Result<()> {
+        match &mut self.logins {
+            // Once per `describe`, so that the list is bounded by the guest's own memory.
+            Some(logins) if logins.is_empty() => {
+                *logins = ids;
+                Ok(())
+            }
+            Some(_) => Err(self.refuse("declared its login handlers twice".to_owned())),
+            None => Err(self.refuse(
+                "declared login handlers outside describe (login.declare is for describe only)"
+                    .to_owned(),
+            )),
+        }
     }
 }
 

@@ -91,8 +91,9 @@ pub(super) enum Export {
 
 /// What the export answered.
 pub(super) enum Returned {
-    /// With the timer and daemon options declared during the call.
-    Describe(DescribeOutput, Vec<SpawningOptions>),
+    /// `describe`'s output, with the timer and daemon options declared during the call
+    /// and the ids of the login handlers it declared.
+    Describe(DescribeOutput, Vec<SpawningOptions>, Vec<String>),
     Reply(Reply),
     Index(IndexOutcome),
     When(bool),
@@ -283,8 +284,8 @@ pub(super) async fn call_export(
     log_output(&state);
     // What the guest answered through the `spawning` imports goes with the export's.
     result.map(|returned| match returned {
-        Returned::Describe(output, _) => {
-            Returned::Describe(output, std::mem::take(&mut state.spawning.declared))
+        Returned::Describe(output, _, logins) => {
+            Returned::Describe(output, std::mem::take(&mut state.spawning.declared), logins)
         }
         Returned::InitialDelay(_) => Returned::InitialDelay(state.spawning.initial_delay),
         returned => returned,
@@ -382,7 +383,10 @@ async fn run(
         Export::Describe => {
             let describe =
                 instance.get_typed_func::<(), (DescribeOutput,)>(&mut *store, "describe")?;
-            Returned::Describe(describe.call_async(&mut *store, ()).await?.0, Vec::new())
+            store.data_mut().logins = Some(Vec::new());
+            let output = describe.call_async(&mut *store, ()).await?.0;
+            let logins = store.data_mut().logins.take().unwrap_or_default();
+            Returned::Describe(output, Vec::new(), logins)
         }
         Export::Invoke(cause) => {
             let invoke = instance.get_typed_func::<(&Cause,), (Reply,)>(&mut *store, "invoke")?;

@@ -186,18 +186,18 @@ impl Runtime {
         };
         let ctx =
             CallContext::new("describe", None, Arc::new(NoServices)).in_pool(Pool::Activities);
-        let describe = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
-            Ok(Returned::Describe(output, spawning)) => (output, spawning),
-            Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
-            Err(source) => {
-                return Err(LoadError::Describe {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        };
-        let (describe, spawning) = describe;
-        validate(&describe, self.limits())
+        let (describe, spawning, logins) =
+            match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
+                Ok(Returned::Describe(output, spawning, logins)) => (output, spawning, logins),
+                Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
+                Err(source) => {
+                    return Err(LoadError::Describe {
+                        path: path.to_owned(),
+                        source,
+                    });
+                }
+            };
+        validate(&describe, &logins, self.limits())
             .and_then(|()| validate_spawning(&describe, &spawning))
             .map_err(|reason| LoadError::InvalidRegistration {
                 path: path.to_owned(),
@@ -221,6 +221,7 @@ impl Runtime {
                 pre,
                 describe,
                 spawning,
+                logins,
                 runtime: self.clone(),
             }),
         })

@@ -50,6 +50,9 @@ pub(crate) struct HostState {
     pub(super) turns: CallTurns,
     /// What the guest answered through the `spawning` imports.
     pub(super) spawning: SpawningAnswers,
+    /// The login handlers the guest declared (`login.declare`); `None` outside
+    /// `describe`, the only call that may declare them.
+    pub(super) logins: Option<Vec<String>>,
 }
 
 /// What a guest hands over through the `spawning` imports: the options of its timers and
@@ -122,6 +125,7 @@ impl HostState {
             exceeded: None,
             turns,
             spawning: SpawningAnswers::default(),
+            logins: None,
         }
     }
 
