@@ -73,8 +73,9 @@ fn retry_hint(error: &kube::Error) -> (bool, Option<u64>) {
                 .filter(|s| *s > 0);
             (is_retried(Some(status.code)), retry_after)
         }
-        // Bodies we cannot read or send are not going to get better.
+        // Bodies we cannot read or send are not going to get better, nor a failed login.
         kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => (false, None),
+        kube::Error::Service(error) if error.is::<super::LoginError>() => (false, None),
         // Connection errors, timeouts, TLS hiccups.
         _ => (is_retried(None), None),
     }
