@@ -1,6 +1,8 @@
-//! Activity handlers (KOPF.md §1.12): probes, startup and cleanup handlers. They are
-//! about no object; each runs until it succeeds or fails for good, retried per its
-//! errors mode, `retries`, `timeout` and `backoff` (KOPF.md §5.2), all at once.
+//! Activity handlers (KOPF.md §1.12): probes, startup, cleanup and login handlers. They
+//! are about no object; each runs until it succeeds or fails for good, retried per its
+//! errors mode, `retries`, `timeout` and `backoff` (KOPF.md §5.2), all at once. Logging
+//! in (`log_in`, `keep_logged_in`: Kopf's authenticator) fills the credentials vault with
+//! the login handlers' results.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::clock::{self, Clock};
-use crate::cluster::KubeAccess;
+use crate::cluster::{ConnectionInfo, KubeAccess, Vault};
 use crate::handlers::execution::{self, Attempted, Retrying, Standing, Verdict};
 use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes, OperatorMemo};
 use crate::journal::Journal;
@@ -31,15 +33,31 @@ pub(crate) enum Finished {
     Failed(String),
 }
 
-/// The guests' activities of one kind, once per (guest, id), in declaration order.
+/// The guests' activities of one kind, once per (guest, id), in declaration order. Login
+/// handlers, startup registrations on the wire, are not startup handlers: see [`logins`].
 pub(crate) fn of_kind(guests: &[Guest], kind: HandlerKind) -> Vec<Activity> {
+    select(guests, |guest, id, registered| {
+        registered == kind && !guest.is_login(id)
+    })
+}
+
+/// The guests' login handlers (Kopf's `on.login`), once per (guest, id).
+pub(crate) fn logins(guests: &[Guest]) -> Vec<Activity> {
+    select(guests, |guest, id, registered| {
+        registered == HandlerKind::Startup && guest.is_login(id)
+    })
+}
+
+/// The registrations `wanted` picks as activities, once per (guest, id), in declaration
+/// order, keyed by id (`guest/id` where guests share one).
+fn select(guests: &[Guest], wanted: impl Fn(&Guest, &str, HandlerKind) -> bool) -> Vec<Activity> {
     let mut activities: Vec<Activity> = Vec::new();
     for guest in guests {
         for registration in &guest.describe().handlers {
             let declared = activities.iter().any(|a| {
                 a.handler.guest.name() == guest.name() && a.handler.spec.id == registration.id
             });
-            if registration.kind == kind && !declared {
+            if wanted(guest, &registration.id, registration.kind) && !declared {
                 activities.push(Activity {
                     handler: Handler {
                         guest: guest.clone(),
@@ -75,6 +93,87 @@ pub(crate) struct Context {
     pub(crate) clock: Arc<dyn Clock>,
     /// Kopf's operator-wide memo: every activity gets it and may change it.
     pub(crate) memo: OperatorMemo,
+}
+
+/// Logs in (Kopf's authentication activity): calls the login handlers of `guests` all at
+/// once, with no cluster access (the client they would use is the one being made), and
+/// fills the vault with what they give. `again`: a re-authentication, for the log.
+///
+/// # Errors
+/// A login handler failed for good or gave credentials that cannot be used, or none gave
+/// any: the vault fails every request then, and the message says why.
+pub(crate) async fn log_in(
+    vault: &Vault,
+    guests: &[Guest],
+    context: &Context,
+    again: bool,
+) -> Result<(), String> {
+    let title = if again {
+        "Re-authentication"
+    } else {
+        "Initial authentication"
+    };
+    tracing::info!("{title} has been initiated.");
+    let result = login_credentials(vault, guests, context).await;
+    match &result {
+        Ok(()) => tracing::info!("{title} has finished."),
+        Err(error) => {
+            tracing::error!("{title} has failed: {error}");
+            vault.fail(error.clone());
+        }
+    }
+    result
+}
+
+async fn login_credentials(
+    vault: &Vault,
+    guests: &[Guest],
+    context: &Context,
+) -> Result<(), String> {
+    let logins = logins(guests);
+    let context = Context {
+        kube: None,
+        ..context.clone()
+    };
+    let finished = run_all(&logins, &context, None).await;
+    let mut given = Vec::new();
+    let mut failed = Vec::new();
+    for (login, finished) in logins.iter().zip(finished) {
+        match finished {
+            Finished::Done(Some(result)) => match ConnectionInfo::from_result(result) {
+                Ok(info) => given.push((login.key.clone(), info)),
+                Err(error) => failed.push(format!("'{}' {error}", login.key)),
+            },
+            Finished::Done(None) => {}
+            Finished::Failed(error) => failed.push(format!("'{}' {error}", login.key)),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(format!("login handlers failed: {}", failed.join("; ")));
+    }
+    match vault.populate(given).await {
+        Ok(0) => Err("no credentials were retrieved from the login handlers".to_owned()),
+        Ok(_) => Ok(()),
+        Err((key, error)) => Err(format!(
+            "login handler '{key}' gave credentials that cannot be used: {error}"
+        )),
+    }
+}
+
+/// Logs in again whenever the vault wants credentials (none are left: the API server
+/// refused them, or they expired), with the login handlers of the guests served then.
+/// Returns only when a login failed for good, with why.
+pub(crate) async fn keep_logged_in(
+    vault: Vault,
+    served: runtime::ServedGuests,
+    context: Context,
+) -> String {
+    loop {
+        vault.wanted().await;
+        if let Err(error) = log_in(&vault, &served.guests(), &context, true).await {
+            return error;
+        }
+    }
 }
 
 /// Runs activities all at once (KOPF.md §1.15); their results in the same order.

@@ -19,6 +19,10 @@ pub enum Error {
     /// None of the given guests could be loaded (each reason was logged).
     #[error("no guest could be loaded: {}", .0.join("; "))]
     NoGuests(Vec<String>),
+    /// Logging in with the guests' login handlers failed for good (a handler failed, or
+    /// none gave usable credentials), at start or when logging in again.
+    #[error("cannot log in to the cluster: {0}")]
+    Login(String),
     /// A startup handler failed for good, so the operator did not start.
     #[error("startup handlers failed: {0}")]
     Startup(String),

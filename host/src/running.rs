@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{KubeAccess, Poster, Scope};
+use crate::cluster::{KubeAccess, Poster, Scope, Vault};
 use crate::journal::{Journal, Record};
 use crate::limits::Limits;
 use crate::reloading::{Reloader, Reporting};
@@ -119,7 +119,9 @@ impl Operator {
 
     /// Use this client instead of inferring one (in-cluster, `KUBECONFIG`, `~/.kube/config`).
     /// [`crate::kube_client`] builds one as the operator's own: kube's, with a bounded pool
-    /// of idle connections.
+    /// of idle connections. Like the inferred one, it is a fallback: when a guest declares
+    /// login handlers (`#[kapsel::on::login]`, Kopf's `on.login`), they are the operator's
+    /// only way in, and this client is not used.
     pub fn client(mut self, client: kube::Client) -> Operator {
         self.client = Some(client);
         self
@@ -325,12 +327,7 @@ impl Operator {
                 "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."
             );
         }
-        let client = match self.client.clone() {
-            Some(client) => client,
-            None => crate::cluster::default_kube_client()
-                .await
-                .map_err(|e| Error::Connect(Box::new(e)))?,
-        };
+        tokio::pin!(shutdown);
         let (runtime, library) = self.load_guests().await?;
         let guests = library.guests();
         let mut shared = self.shared.clone();
@@ -344,9 +341,33 @@ impl Operator {
                 })?;
         }
         shared.recorder.observe(&shared.journal);
-        let activities = activities_context(&client, &shared, &self.settings.scope);
         let served = ServedGuests::new(guests.clone());
-        tokio::pin!(shutdown);
+        // Login first: nothing touches the cluster before it (KOPF.md §1.12).
+        let (client, vault) = tokio::select! {
+            connected = self.connect(&guests, &shared) => connected?,
+            () = &mut shutdown => return Ok(()),
+        };
+        let activities = activities_context(&client, &shared, &self.settings.scope);
+        // Logs in again when the API server refuses the credentials; stopped when dropped.
+        let (login_failed, _stop_logins) = match vault {
+            Some(vault) => {
+                let relogins =
+                    activities::keep_logged_in(vault, served.clone(), activities.clone());
+                let task = tokio::spawn(relogins);
+                let abort = task.abort_handle();
+                (Some(task), Some(AbortOnDrop(abort)))
+            }
+            None => (None, None),
+        };
+        let login_failed = async move {
+            match login_failed {
+                Some(task) => task
+                    .await
+                    .unwrap_or_else(|e| format!("the login task failed: {e}")),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(login_failed);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
         // The endpoints neither: as in Kopf, a liveness probe gets no answer while the
@@ -354,6 +375,7 @@ impl Operator {
         tokio::select! {
             started = run_startup(&guests, &activities) => started?,
             () = &mut shutdown => return Ok(()),
+            failed = &mut login_failed => return Err(Error::Login(failed)),
         }
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
@@ -384,17 +406,56 @@ impl Operator {
         let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
-            result = &mut operator => result,
+            result = &mut operator => result.map_err(|e| Error::Operator(Box::new(e))),
             () = &mut shutdown => {
                 reloads.cancel();
                 trigger.cancel();
-                operator.await
+                operator.await.map_err(|e| Error::Operator(Box::new(e)))
+            }
+            failed = &mut login_failed => {
+                reloads.cancel();
+                trigger.cancel();
+                // Its requests fail now: how it ends is not the news.
+                let _ = operator.await;
+                Err(Error::Login(failed))
             }
         };
         reloads.cancel();
         // Those of the guests served at the end (a reload may have changed them).
         run_cleanup(&served.guests(), &activities).await;
-        result.map_err(|e| Error::Operator(Box::new(e)))
+        result
+    }
+
+    /// The operator's client, and its credentials vault when it logs in: with the login
+    /// handlers when a guest declares any (Kopf: only then, whatever else is there), else
+    /// the client given, else the one the environment names (kubeconfig, in-cluster).
+    async fn connect(
+        &self,
+        guests: &[runtime::Guest],
+        shared: &reactor::Shared,
+    ) -> Result<(kube::Client, Option<Vault>), Error> {
+        if !activities::logins(guests).is_empty() {
+            if self.client.is_some() {
+                tracing::info!("The guests' login handlers log in: the client given is not used.");
+            }
+            let vault = Vault::new();
+            // The login handlers have no cluster access: the context's client is unused.
+            let context = activities::Context {
+                kube: None,
+                ..activities_context(&vault.client(), shared, &self.settings.scope)
+            };
+            activities::log_in(&vault, guests, &context, false)
+                .await
+                .map_err(Error::Login)?;
+            return Ok((vault.client(), Some(vault)));
+        }
+        let client = match self.client.clone() {
+            Some(client) => client,
+            None => crate::cluster::default_kube_client()
+                .await
+                .map_err(|e| Error::Connect(Box::new(e)))?,
+        };
+        Ok((client, None))
     }
 
     /// The runtime and the guests: preloaded, or loaded from the operator's paths (those
@@ -477,6 +538,15 @@ impl Operator {
             tokio::spawn(reloader.run(reloads.clone()));
         }
         swapped
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -48,7 +48,7 @@ impl Handler {
         journal.push(Record::HandlerCalled {
             guest,
             handler,
-            kind: self.spec.kind.as_str().to_owned(),
+            kind: self.kind_name().to_owned(),
             resource: about.resource.to_owned(),
             object: about.object.unwrap_or_default().to_owned(),
             event_type: about.event_type.map(str::to_owned),
@@ -91,7 +91,7 @@ impl Handler {
         journal.push(Record::HandlerFinished {
             guest,
             handler,
-            kind: self.spec.kind.as_str().to_owned(),
+            kind: self.kind_name().to_owned(),
             object: about.object.map(str::to_owned),
             seconds: elapsed.as_secs_f64(),
             outcome: verdict.as_str().to_owned(),

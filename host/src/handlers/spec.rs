@@ -179,6 +179,16 @@ pub(crate) struct Handler {
 }
 
 impl Handler {
+    /// Its kind as records and metrics name it: the WIT's, or `login` for a login
+    /// handler (a startup registration on the wire).
+    pub(crate) fn kind_name(&self) -> &'static str {
+        if self.spec.kind == HandlerKind::Startup && self.guest.is_login(&self.spec.id) {
+            "login"
+        } else {
+            self.spec.kind.as_str()
+        }
+    }
+
     /// Handlers are deduplicated per call by guest and id (KOPF.md §1.4).
     pub(crate) fn identity(&self) -> (String, String) {
         (self.guest.name().to_owned(), self.spec.id.clone())
