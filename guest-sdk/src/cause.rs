@@ -10,15 +10,20 @@ use serde_json::{Map, Value};
 use crate::lazy::{Body, Diff, Lazy};
 use crate::{DiffItem, Patch};
 
-/// The one list of handler kinds in the SDK (the WIT's `handler-kind`): the public enum,
-/// and its conversions to and from the contract's in the wasm build.
+/// The one list of handler kinds in the SDK (the WIT's `handler-kind`, and `Login`): the
+/// public enum, and its conversions to and from the contract's in the wasm build. A login
+/// handler travels as a `startup` registration that the guest names in the WIT's
+/// `login.declare`, so that the contract's enum keeps its cases.
 macro_rules! handler_kinds {
     ($($(#[$doc:meta])* $kind:ident,)*) => {
         /// Which kind of handler is being called (one per attribute).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
         #[serde(rename_all = "kebab-case")]
+        #[non_exhaustive]
         pub enum HandlerKind {
             $($(#[$doc])* $kind,)*
+            /// `#[kapsel::on::login]`.
+            Login,
         }
 
         #[cfg(target_arch = "wasm32")]
@@ -36,6 +41,7 @@ macro_rules! handler_kinds {
             fn from(kind: HandlerKind) -> Self {
                 match kind {
                     $(HandlerKind::$kind => Self::$kind,)*
+                    HandlerKind::Login => Self::Startup,
                 }
             }
         }

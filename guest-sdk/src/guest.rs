@@ -134,6 +134,7 @@ impl crate::bindings::Guest for Component {
                 initial_delay_callback: r.initial_delay_callback,
             });
         }
+        registry::declare_logins();
         wit::DescribeOutput {
             sdk_version: crate::SDK_VERSION.to_owned(),
             handlers: registrations.into_iter().map(registration_to_wit).collect(),

@@ -35,7 +35,7 @@
 //!
 //! [`on::event`], [`on::create`], [`on::update`], [`on::delete`], [`on::resume`],
 //! [`on::field`], [`on::timer`], [`on::daemon`], [`on::probe`], [`on::startup`],
-//! [`on::cleanup`] and [`macro@index`]. Arguments: first the resource selector,
+//! [`on::cleanup`], [`on::login`] (returns a [`ConnectionInfo`]) and [`macro@index`]. Arguments: first the resource selector,
 //! positionally (Kopf's forms, KOPF.md §2.1), then options as `key = value`.
 //!
 //! | selector | means |
@@ -192,6 +192,7 @@ mod host;
 pub mod index;
 mod lazy;
 mod log;
+mod login;
 mod members;
 pub mod on;
 mod outcome;
@@ -226,6 +227,7 @@ pub use hierarchies::{
 pub use kapsel_sdk_macros::index;
 #[doc(inline)]
 pub use kapsel_sdk_macros::permit;
+pub use login::ConnectionInfo;
 pub use patch::Patch;
 /// Earlier names of items that moved, deprecated (see `CHANGELOG.md`).
 #[allow(deprecated, reason = "re-exported to keep the earlier paths working")]
@@ -251,7 +253,7 @@ pub mod __private {
     pub use crate::log::{Level, log};
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
-        PermissionEntry, Registration, ResourceName, Selector, index_error, index_ret, register,
-        register_permission, result_outcome, to_json, value_outcome,
+        PermissionEntry, Registration, ResourceName, Selector, enable_logins, index_error,
+        index_ret, register, register_permission, result_outcome, to_json, value_outcome,
     };
 }

@@ -15,7 +15,16 @@
 //! | [`timer`] | `@kopf.timer` | `interval`, `initial_delay`, `idle`, `sharp` |
 //! | [`daemon`] | `@kopf.daemon` | `initial_delay`, `cancellation_backoff`, `cancellation_timeout`, `cancellation_polling` |
 //! | [`probe`], [`startup`], [`cleanup`] | `@kopf.on.probe`, `.startup`, `.cleanup` | no selector, no filters |
+//! | [`login`] | `@kopf.on.login` | no selector, no filters; returns a [`ConnectionInfo`](crate::ConnectionInfo) |
+//!
+//! A login handler is called before anything touches the cluster (before the startup
+//! handlers, which may call the cluster through it), and again whenever the API server
+//! refuses its credentials (401) or they expire; it has no cluster access itself (its
+//! Kubernetes calls answer `NotAvailable`: the client it would use is the one being made).
+//! When any guest declares one, login handlers are the operator's only way in; without
+//! them, the operator uses the kubeconfig, the in-cluster account, or the client it was
+//! given.
 
 pub use kapsel_sdk_macros::{
-    cleanup, create, daemon, delete, event, field, probe, resume, startup, timer, update,
+    cleanup, create, daemon, delete, event, field, login, probe, resume, startup, timer, update,
 };

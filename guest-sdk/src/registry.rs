@@ -2,7 +2,7 @@
 //! attributes emit, and the dispatch of host calls to handlers. Hidden: only the
 //! generated code names these items (through `kapsel::__private`).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::Serialize;
 
@@ -184,7 +184,9 @@ fn entries() -> Vec<Entry> {
 ///
 /// # Panics
 /// When two different functions use the same handler id: the host cannot tell
-/// which to call, so the guest refuses to load (the panic fails `describe`).
+/// which to call, so the guest refuses to load (the panic fails `describe`). Likewise
+/// when a login handler's id is also another kind's (on the wire, a login handler is a
+/// startup registration the guest names as a login handler).
 pub(crate) fn registrations() -> Vec<Registration> {
     let registry = entries();
     for (i, a) in registry.iter().enumerate() {
@@ -196,12 +198,42 @@ pub(crate) fn registrations() -> Vec<Registration> {
                 b.function,
                 a.function,
             );
+            assert!(
+                a.id != b.id || (a.kind == HandlerKind::Login) == (b.kind == HandlerKind::Login),
+                "handler id `{}` is a login handler's and another kind's: give one an `id = \"...\"`",
+                a.id,
+            );
         }
     }
     registry
         .iter()
         .map(|entry| (entry.registration)())
         .collect()
+}
+
+/// How the login handlers are named to the host, set by the first login attribute: a
+/// guest without login handlers does not import the WIT's `login` interface.
+static LOGIN_DECLARER: OnceLock<fn(&[String])> = OnceLock::new();
+
+/// Makes `describe` name the login handlers to the host; called by the static
+/// constructor of every `#[kapsel::on::login]`.
+pub fn enable_logins() {
+    LOGIN_DECLARER.get_or_init(|| crate::host::declare_logins);
+}
+
+/// Names the login handlers to the host (WIT `login.declare`), if there are any.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn declare_logins() {
+    let Some(declare) = LOGIN_DECLARER.get() else {
+        return;
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for entry in entries() {
+        if entry.kind == HandlerKind::Login && !ids.iter().any(|id| id == entry.id) {
+            ids.push(entry.id.to_owned());
+        }
+    }
+    declare(&ids);
 }
 
 /// The handler registered under the cause's id, preferring one of its kind.
@@ -222,7 +254,14 @@ fn find(cause: &Cause, index: bool) -> Option<Entry> {
 
 /// Calls the handler the cause names.
 pub(crate) fn invoke(cause: &mut Cause) -> Outcome {
-    match find(cause, false).map(|entry| entry.handler) {
+    let entry = find(cause, false);
+    if let Some(entry) = &entry
+        && entry.kind == HandlerKind::Login
+    {
+        // The host calls it as the startup registration it is on the wire.
+        cause.kind = HandlerKind::Login;
+    }
+    match entry.map(|entry| entry.handler) {
         Some(Handler::Invoke(handler)) => crate::subhandlers::call_handler(cause, handler),
         _ => Outcome::Permanent(format!("unknown handler `{}`", cause.handler_id)),
     }

@@ -1,5 +1,5 @@
-//! RFC 3339 timestamps (the host's `started`) as [`SystemTime`]s, without a
-//! date-time dependency in every guest.
+//! RFC 3339 timestamps (the host's `started`, a login's expiration) to and from
+//! [`SystemTime`]s, without a date-time dependency in every guest.
 
 use std::time::{Duration, SystemTime};
 
@@ -58,6 +58,41 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(seconds, nanos))
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ`, to the second (a time before 1970 is 1970's start).
+pub(crate) fn format_rfc3339(time: SystemTime) -> String {
+    let seconds = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let seconds = i64::try_from(seconds).unwrap_or(i64::MAX / 2);
+    let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let (hour, minute, second) = (
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+}
+
+/// The proleptic Gregorian date of days since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
@@ -72,6 +107,19 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_what_it_parses() {
+        for text in [
+            "1970-01-01T00:00:00Z",
+            "2000-02-29T23:59:59Z",
+            "2024-12-31T12:00:01Z",
+            "2099-03-01T00:00:00Z",
+        ] {
+            let time = parse_rfc3339(text).expect("parses");
+            assert_eq!(format_rfc3339(time), text);
+        }
+    }
 
     fn unix(text: &str) -> Option<(u64, u32)> {
         parse_rfc3339(text).map(|t| {

@@ -20,7 +20,10 @@ impl Kind {
 
     /// Operator-level (activity) handlers take no resource and no filters.
     pub(crate) fn is_activity(self) -> bool {
-        matches!(self, Self::Probe | Self::Startup | Self::Cleanup)
+        matches!(
+            self,
+            Self::Probe | Self::Startup | Self::Cleanup | Self::Login
+        )
     }
 
     /// The options this kind accepts (KOPF.md §1.2), besides selector keywords.
@@ -214,6 +217,8 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     let when = when_filter(&options);
     let initial_delay = initial_delay_function(&options);
     let constructor = static_constructor();
+    // Only a guest with login handlers names them to the host (and imports WIT `login`).
+    let enable_logins = (kind == Kind::Login).then(|| quote!(#p::enable_logins();));
     Ok(quote! {
         #function
 
@@ -226,6 +231,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
             }
             #body
             extern "C" fn __kapsel_register() {
+                #enable_logins
                 #p::register(#p::Entry {
                     id: #id,
                     kind: #p::HandlerKind::#variant,

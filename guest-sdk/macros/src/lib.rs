@@ -92,4 +92,6 @@ entry_points! {
     startup => Startup, "on::startup";
     /// `kopf.on.cleanup`.
     cleanup => Cleanup, "on::cleanup";
+    /// `kopf.on.login`.
+    login => Login, "on::login";
 }

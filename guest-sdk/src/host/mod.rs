@@ -238,3 +238,8 @@ pub(crate) fn subhandler_finished(id: &str, outcome: &Outcome) {
 pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
     imp::subhandlers_pending(parent)
 }
+
+/// Names the guest's login handlers to the host (during `describe` only).
+pub(crate) fn declare_logins(ids: &[String]) {
+    imp::declare_logins(ids);
+}

@@ -1,9 +1,9 @@
-//! The host imports of the wasm build: the WIT `host`, `subhandlers` and `spawning`
+//! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning` and `login`
 //! interfaces the component imports, and the conversions of the values they exchange.
 
 use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
-use crate::bindings::kapsel::operator::{host, spawning, subhandlers};
+use crate::bindings::kapsel::operator::{host, login, spawning, subhandlers};
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
@@ -180,4 +180,8 @@ pub(super) fn subhandler_finished(id: &str, outcome: &Outcome) {
 
 pub(super) fn subhandlers_pending(parent: &str) -> Option<f64> {
     subhandlers::pending(parent)
+}
+
+pub(super) fn declare_logins(ids: &[String]) {
+    login::declare(ids);
 }
