@@ -18,6 +18,7 @@ mod guest_api;
 mod health;
 mod indexes;
 mod loading;
+mod login;
 mod memo;
 mod migration;
 mod parity;
