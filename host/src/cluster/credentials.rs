@@ -179,10 +179,9 @@ fn base64_pem(data: &str, field: &'static str) -> Result<String, CredentialsErro
     let decoded = STANDARD
         .decode(data)
         .map_err(|_| CredentialsError::NotPem(field))?;
-    if decoded.starts_with(b"-----BEGIN ") {
-        Ok(data.to_owned())
-    } else {
-        Err(CredentialsError::NotPem(field))
+    match std::str::from_utf8(&decoded).map(str::trim) {
+        Ok(pem) if pem.starts_with("-----BEGIN ") => Ok(STANDARD.encode(pem)),
+        _ => Err(CredentialsError::NotPem(field)),
     }
 }
 

@@ -367,11 +367,13 @@ mod tests {
             "sent once more, not again"
         );
         let error = api.list(&Default::default()).await.expect_err("no login");
-        assert!(
-            error.to_string().contains("no more tokens")
-                || format!("{error:?}").contains("no more tokens"),
-            "{error:?}"
-        );
+        assert!(format!("{error:?}").contains("no more tokens"), "{error:?}");
+        // The one place requests are retried gives up at once: a failed login is final.
+        let started = std::time::Instant::now();
+        let params = kube::api::ListParams::default();
+        let retried = crate::cluster::retried("listing", || api.list(&params)).await;
+        assert!(retried.is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "not retried");
     }
 
     #[tokio::test]
@@ -391,17 +393,18 @@ mod tests {
         api.list(&Default::default())
             .await
             .expect("the high one refused, the low one used");
-        // The refused token from the same handler is left out; another is taken.
+        // The refused token is not taken again from the same handler.
         let again = vec![(
             "high".to_owned(),
             info(&url, "bad", json!({"priority": 10})),
         )];
         assert_eq!(vault.populate(again).await.expect("usable"), 1);
+        // Expired credentials are dropped before use: this token would be refused.
         let expired = vec![(
             "high".to_owned(),
             info(
                 &url,
-                "better",
+                "revoked",
                 json!({"priority": 10, "expiration": "2000-01-01T00:00:00Z"}),
             ),
         )];
