@@ -373,7 +373,10 @@ mod tests {
         let params = kube::api::ListParams::default();
         let retried = crate::cluster::retried("listing", || api.list(&params)).await;
         assert!(retried.is_err());
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "not retried");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "not retried"
+        );
     }
 
     #[tokio::test]

@@ -659,4 +659,35 @@ pub(crate) mod tests {
         nan.interval_seconds = Some(f64::NAN);
         assert!(check(output(vec![nan])).is_err());
     }
+
+    #[test]
+    fn login_handlers_are_startup_registrations_and_render_as_logins() {
+        let mut login = registration("login_fn", HandlerKind::Startup);
+        login.selectors.clear();
+        let declared = DescribeOutput {
+            sdk_version: String::new(),
+            handlers: vec![login, registration("create_fn", HandlerKind::Create)],
+            permissions: Vec::new(),
+        };
+        let limits = Limits::default();
+        let logins = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
+        assert!(validate(&declared, &logins(&["login_fn"]), &limits).is_ok());
+        for wrong in ["create_fn", "nowhere"] {
+            let error = validate(&declared, &logins(&[wrong]), &limits).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "login handler {wrong:?} is not a startup registration of the guest \
+                     (login.declare names those)"
+                )
+            );
+        }
+        let rendered = describe_json(&declared, &logins(&["login_fn"]));
+        assert_eq!(rendered["handlers"][0]["kind"], "login");
+        assert_eq!(rendered["handlers"][1]["kind"], "create");
+        assert_eq!(
+            describe_json(&declared, &[])["handlers"][0]["kind"],
+            "startup"
+        );
+    }
 }
