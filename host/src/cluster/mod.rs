@@ -18,7 +18,7 @@ mod vault;
 pub(crate) mod wire;
 
 pub use client::{default_kube_client, kube_client};
-pub(crate) use credentials::ConnectionInfo;
+pub(crate) use credentials::{ConnectionInfo, LoginError};
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
 pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
@@ -27,4 +27,4 @@ pub(crate) use scope::{Scope, served_namespaces};
 #[cfg(feature = "testing")]
 pub(crate) use selectors::{FindError, find_kind, find_resource};
 pub(crate) use selectors::{Resolution, Selector, resolve};
-pub(crate) use vault::{LoginError, Vault};
+pub(crate) use vault::Vault;

@@ -147,6 +147,12 @@ mod tests {
         assert_eq!(retry_hint(&api_error(422, None)), (false, None));
         assert_eq!(retry_hint(&api_error(404, None)), (false, None));
         assert!(is_retried(None) && is_retried(Some(503)) && is_retried(Some(429)));
+        // A failed login is final: the vault fails every request until the operator stops.
+        let login = super::super::LoginError("the login handler failed".to_owned());
+        assert_eq!(
+            retry_hint(&kube::Error::Service(Box::new(login))),
+            (false, None)
+        );
         assert!(!is_retried(Some(404)) && !is_retried(Some(422)));
     }
 
