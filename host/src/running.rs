@@ -315,7 +315,8 @@ impl Operator {
     ///
     /// # Errors
     /// When the persistence settings are out of range, no cluster connection can be
-    /// made, the WebAssembly runtime cannot start, no guest can be loaded, or the
+    /// made, the guests' login handlers fail for good (at start or when logging in
+    /// again), the WebAssembly runtime cannot start, no guest can be loaded, or the
     /// initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let persistence = &self.settings.changes.persistence;
