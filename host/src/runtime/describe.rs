@@ -682,11 +682,11 @@ pub(crate) mod tests {
                 )
             );
         }
-        let rendered = describe_json(&declared, &logins(&["login_fn"]));
+        let rendered = describe_json(&declared, &[], &logins(&["login_fn"]));
         assert_eq!(rendered["handlers"][0]["kind"], "login");
         assert_eq!(rendered["handlers"][1]["kind"], "create");
         assert_eq!(
-            describe_json(&declared, &[])["handlers"][0]["kind"],
+            describe_json(&declared, &[], &[])["handlers"][0]["kind"],
             "startup"
         );
     }

@@ -535,20 +535,18 @@ mod tests {
     #[test]
     fn logins_are_declared_once_in_describe() {
         let mut state = state();
-        let refused = state
-            .declare(vec!["login".to_owned()])
-            .expect_err("not describe");
+        let refused =
+            LoginImports::declare(&mut state, vec!["login".to_owned()]).expect_err("not describe");
         assert!(
             refused.to_string().contains("outside describe"),
             "{refused}"
         );
         let mut state = super::tests::state();
         state.logins = Some(Vec::new());
-        state
-            .declare(vec!["login".to_owned()])
-            .expect("in describe");
+        LoginImports::declare(&mut state, vec!["login".to_owned()]).expect("in describe");
         assert_eq!(state.logins.as_deref(), Some(&["login".to_owned()][..]));
-        let refused = state.declare(vec!["more".to_owned()]).expect_err("twice");
+        let refused =
+            LoginImports::declare(&mut state, vec!["more".to_owned()]).expect_err("twice");
         assert!(refused.to_string().contains("twice"), "{refused}");
     }
 
