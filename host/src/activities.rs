@@ -14,10 +14,13 @@ use serde_json::Value;
 use crate::clock::{self, Clock};
 use crate::cluster::{ConnectionInfo, KubeAccess, Vault};
 use crate::handlers::execution::{self, Attempted, Retrying, Standing, Verdict};
-use crate::handlers::{About, Ended, GuestServices, Handler, HandlerSpec, Indexes, OperatorMemo};
+use crate::handlers::{
+    About, Ended, GuestServices, Handler, HandlerSpec, Indexes, OperatorMemo, SettingsAccess,
+};
 use crate::journal::Journal;
 use crate::recording::Recorder;
 use crate::runtime::{self, CallContext, Guest, HandlerKind, Pool};
+use crate::settings::SharedSettings;
 
 /// One activity handler of a loaded guest.
 pub(crate) struct Activity {
@@ -93,6 +96,9 @@ pub(crate) struct Context {
     pub(crate) clock: Arc<dyn Clock>,
     /// Kopf's operator-wide memo: every activity gets it and may change it.
     pub(crate) memo: OperatorMemo,
+    /// Kopf's settings: every activity reads them, startup handlers may change them until
+    /// they are in force.
+    pub(crate) settings: SharedSettings,
 }
 
 /// Logs in (Kopf's authentication activity): calls the login handlers of `guests` all at
@@ -268,6 +274,10 @@ impl Activity {
             recorder: context.recorder.clone(),
             sleeps: None,
             subhandlers: None,
+            settings: SettingsAccess {
+                settings: context.settings.clone(),
+                may_change: handler.spec.kind == HandlerKind::Startup,
+            },
         };
         CallContext::new(handler.spec.id.clone(), None, Arc::new(services))
             .in_pool(Pool::Activities)

@@ -35,8 +35,8 @@ pub struct Operator {
     client: Option<kube::Client>,
     /// How the reactor runs: configuration.
     pub(crate) settings: reactor::Settings,
-    /// Kopf's settings, as the user gave them: taken into `settings` once the startup
-    /// handlers are done.
+    /// Kopf's settings, as the user gave them: what startup handlers start from
+    /// (`shared.settings`), taken into `settings` once they are done.
     user_settings: Settings,
     /// What its parts share while it runs, and what observers watch (the journal, the
     /// metrics the endpoints serve, the ready signal).
@@ -342,6 +342,8 @@ impl Operator {
                 })?;
         }
         shared.recorder.observe(&shared.journal);
+        // Startup handlers may change the user's settings until they are put in force.
+        shared.settings.start_with(self.user_settings.clone());
         let served = ServedGuests::new(guests.clone());
         // Login first: nothing touches the cluster before it (KOPF.md §1.12).
         let (client, vault) = tokio::select! {
@@ -403,7 +405,7 @@ impl Operator {
         let trigger = stop.clone();
         let mut settings = self.settings;
         settings.limits = limits;
-        settings.adopt(&self.user_settings);
+        settings.adopt(&shared.settings.put_in_force());
         let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
@@ -609,5 +611,6 @@ pub(crate) fn activities_context(
         recorder: shared.recorder.clone(),
         clock: shared.clock.clone(),
         memo: shared.memo.clone(),
+        settings: shared.settings.clone(),
     }
 }

@@ -1,12 +1,15 @@
 //! [`Settings`]: what Kopf's `settings` (`kopf.OperatorSettings`) lets an operator's
 //! author change, as one model that the command line (`--setting KEY=VALUE`), the
-//! embedding API (`Operator::settings`) and, to come, startup handlers read and write.
+//! embedding API (`Operator::settings`) and startup handlers (the WIT `settings`
+//! interface, `kapsel::settings`) read and write; [`SharedSettings`]: the settings while
+//! the operator runs, which startup handlers change before they are in force.
 //! Kopf's persistence storages are `Persistence` (`Operator::persistence`, `--prefix`,
 //! `--progress-storage`, ...), beside this model for now.
 //!
 //! The names are Kopf's (`watching.server_timeout`); durations are seconds, as in Kopf.
 //! Bounds on the guests are not settings but `Limits`.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -254,6 +257,64 @@ impl Settings {
     }
 }
 
+/// The operator's settings while it runs, shared by every handler call (cheap to clone):
+/// open to startup handlers' changes while the operator starts, then in force (Kopf's
+/// `settings` kwarg, changed in `@kopf.on.startup`; changes after that have no effect
+/// there, and are refused here).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedSettings(Arc<Mutex<Phase>>);
+
+#[derive(Debug, Default)]
+struct Phase {
+    settings: Settings,
+    /// Taken into the operator's parts: no change has an effect any more.
+    in_force: bool,
+}
+
+impl SharedSettings {
+    /// Starts over with `settings`, open to changes (the operator starts).
+    pub(crate) fn start_with(&self, settings: Settings) {
+        *self.lock() = Phase {
+            settings,
+            in_force: false,
+        };
+    }
+
+    /// The settings as JSON, as a handler reads them.
+    pub(crate) fn to_json(&self) -> Value {
+        self.lock().settings.to_json()
+    }
+
+    /// Merges a startup handler's changes ([`Settings::merge`]).
+    ///
+    /// # Errors
+    /// What is wrong with the changes, or that the settings are in force already.
+    pub(crate) fn merge(&self, changes: &Value) -> Result<(), SettingsError> {
+        let mut phase = self.lock();
+        if phase.in_force {
+            return Err(SettingsError(
+                "the operator has started and its settings are in force: only the startup \
+                 handlers that run before it starts may change them (in Kopf too, changes \
+                 made later have no effect)"
+                    .into(),
+            ));
+        }
+        phase.settings.merge(changes)
+    }
+
+    /// The settings as they are now, from now on in force: later changes are refused.
+    pub(crate) fn put_in_force(&self) -> Settings {
+        let mut phase = self.lock();
+        phase.in_force = true;
+        phase.settings.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Phase> {
+        // A panic while holding it leaves whole settings: every write replaces them whole.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Merges `changes` into `whole`, refusing keys `whole` does not have.
 fn merge_into(whole: &mut Value, changes: &Value, at: &str) -> Result<(), SettingsError> {
     let (Value::Object(known), Value::Object(changes)) = (&mut *whole, changes) else {
@@ -325,6 +386,26 @@ mod tests {
         assert!(settings.peering.stealth);
         settings.set("watching.chunk_size", "null").unwrap();
         assert_eq!(settings.watching.chunk_size, None);
+    }
+
+    #[test]
+    fn shared_settings_take_changes_until_they_are_in_force() {
+        let shared = SharedSettings::default();
+        let mut given = Settings::default();
+        given.posting.level = PostingLevel::Warning;
+        shared.start_with(given);
+        shared
+            .merge(&json!({"watching": {"server_timeout": 60}}))
+            .unwrap();
+        let wrong = shared.merge(&json!({"watching": {"nonsense": 1}}));
+        assert!(wrong.unwrap_err().to_string().contains("unknown setting"));
+        let in_force = shared.put_in_force();
+        assert_eq!(in_force.watching.server_timeout, Some(60.0));
+        assert_eq!(in_force.posting.level, PostingLevel::Warning, "kept");
+        let late = shared.merge(&json!({"peering": {"stealth": true}}));
+        assert!(late.unwrap_err().to_string().contains("in force"));
+        assert_eq!(shared.to_json()["peering"]["stealth"], json!(false));
+        assert_eq!(shared.to_json()["watching"]["server_timeout"], json!(60.0));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub(crate) use journaling::{About, Ended};
 pub(crate) use memo::OperatorMemo;
 pub(crate) use registry::{Registry, ResourceHandlers, declaration, undeclared};
 pub(crate) use services::{
-    DaemonSleeps, GuestServices, SharedProgress, Stopper, Subhandling, TaskProgress, set_progress,
+    DaemonSleeps, GuestServices, SettingsAccess, SharedProgress, Stopper, Subhandling,
+    TaskProgress, set_progress,
 };
 pub(crate) use spec::{Cancellation, Handler, HandlerSpec, Schedule};

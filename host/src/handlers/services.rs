@@ -1,7 +1,8 @@
 //! [`GuestServices`]: what a guest may use during one call — its own indexes, Events
 //! about the handled object (or another), the Kubernetes calls it declared, and for
 //! daemons their stop-aware sleeps ([`DaemonSleeps`]), for changing handlers their
-//! sub-handlers ([`Subhandling`]). Handlers of objects and activities
+//! sub-handlers ([`Subhandling`]), and Kopf's settings, which startup handlers may change
+//! ([`SettingsAccess`]). Handlers of objects and activities
 //! (probes, startup, cleanup) get the same services, minus what they lack. What the guest
 //! logs goes to the journal; its Kubernetes calls to the recording when one is made.
 
@@ -23,6 +24,7 @@ use crate::runtime::{
     self, Caller, Declaration, Due, Guest, GuestEvent, HostServices, KubeError, KubeRequest,
     Outcome, StopReasons,
 };
+use crate::settings::SharedSettings;
 
 /// A changing handler's sub-handlers during one call: which of those it declares run
 /// now, and what became of them. Implemented by the changing stage, which keeps their
@@ -60,6 +62,27 @@ pub(crate) struct GuestServices {
     pub(crate) sleeps: Option<DaemonSleeps>,
     /// A changing handler's sub-handlers; other handlers may declare none.
     pub(crate) subhandlers: Option<Arc<dyn Subhandling>>,
+    /// Kopf's settings: every handler reads them, a startup handler may change them
+    /// (until they are in force).
+    pub(crate) settings: SettingsAccess,
+}
+
+/// How a call reaches the operator's settings.
+#[derive(Clone, Debug)]
+pub(crate) struct SettingsAccess {
+    pub(crate) settings: SharedSettings,
+    /// A startup handler: may merge changes.
+    pub(crate) may_change: bool,
+}
+
+impl SettingsAccess {
+    /// Reading only: every handler but startup ones.
+    pub(crate) fn read_only(settings: &SharedSettings) -> SettingsAccess {
+        SettingsAccess {
+            settings: settings.clone(),
+            may_change: false,
+        }
+    }
 }
 
 impl HostServices for GuestServices {
@@ -167,6 +190,28 @@ impl HostServices for GuestServices {
 
     fn pending_subhandlers(&self, _caller: &Caller, parent: &str) -> Option<f64> {
         self.subhandlers.as_ref()?.pending(parent)
+    }
+
+    fn settings(&self, _caller: &Caller) -> String {
+        self.settings.settings.to_json().to_string()
+    }
+
+    fn merge_settings(&self, caller: &Caller, changes: &str) -> Result<(), String> {
+        if !self.settings.may_change {
+            return Err(runtime::NOT_STARTUP.to_owned());
+        }
+        let changes: Value = serde_json::from_str(changes)
+            .map_err(|e| format!("the settings' changes are not JSON: {e}"))?;
+        self.settings
+            .settings
+            .merge(&changes)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            guest = %caller.guest,
+            handler = %caller.handler_id,
+            "The operator's settings were changed: {changes}"
+        );
+        Ok(())
     }
 }
 

@@ -38,6 +38,7 @@ use crate::metrics::Metrics;
 use crate::peering::{self, Peering};
 use crate::recording::Recorder;
 use crate::runtime::{Guest, HandlerKind, StopReasons};
+use crate::settings::SharedSettings;
 use handling::Handling;
 use observing::Trigger;
 use streams::{StreamParts, Streams};
@@ -147,6 +148,9 @@ pub(crate) struct Shared {
     pub(crate) traffic: GuestTraffic,
     /// Kopf's operator-wide memo: the activities', and every object's until it has its own.
     pub(crate) memo: OperatorMemo,
+    /// Kopf's settings as handlers read them (startup handlers change them before the
+    /// operator takes them into `Settings`).
+    pub(crate) settings: SharedSettings,
     /// What tests break on purpose.
     #[cfg(feature = "faults")]
     pub(crate) faults: crate::faults::Faults,
@@ -167,6 +171,7 @@ impl Default for Shared {
             known: KnownResources::default(),
             indexes: Indexes::default(),
             memo: OperatorMemo::default(),
+            settings: SharedSettings::default(),
             #[cfg(feature = "faults")]
             faults: crate::faults::Faults::default(),
         }

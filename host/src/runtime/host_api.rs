@@ -1,4 +1,4 @@
-//! The WIT `host`, `subhandlers` and `login` imports as the guest calls them: each one logged,
+//! The WIT `host`, `subhandlers`, `spawning`, `login` and `settings` imports as the guest calls them: each one logged,
 //! checked against the call's limits, and handed to the call's
 //! [`HostServices`](super::services::HostServices).
 
@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::bindings::{
     Declaration, Due, HostImports, KubeError, Level, LoginImports, Outcome, Selector,
-    SpawningImports, SpawningOptions, SubhandlerImports, TypesImports, WitStopReasons,
+    SettingsImports, SpawningImports, SpawningOptions, SubhandlerImports, TypesImports,
+    WitStopReasons,
 };
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest, StopReasons};
 use super::state::{HostState, over_limit};
@@ -418,6 +419,17 @@ impl LoginImports for HostState {
     }
 }
 
+// The settings are the operator's: the services keep them and check the changes.
+impl SettingsImports for HostState {
+    fn get(&mut self) -> wasmtime::Result<String> {
+        Ok(self.services.settings(&self.caller))
+    }
+
+    fn merge(&mut self, changes: String) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.services.merge_settings(&self.caller, &changes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -453,8 +465,8 @@ mod tests {
     #[tokio::test]
     async fn without_services_the_imports_answer_not_available() {
         let mut state = state();
-        let answer = state
-            .get(pods(), None, "x".to_owned())
+        // (`settings.get` is a `get` too.)
+        let answer = HostImports::get(&mut state, pods(), None, "x".to_owned())
             .await
             .expect("no trap");
         let error = answer.expect_err("no Kubernetes access");
@@ -479,6 +491,13 @@ mod tests {
         );
         assert!(state.index_keys("i".into()).expect("no trap").is_empty());
         assert!(state.log(Level::Error, "hello".into()).is_ok());
+        let settings = SettingsImports::get(&mut state).expect("no trap");
+        assert!(
+            settings.contains("\"watching\""),
+            "the defaults: {settings}"
+        );
+        let refused = state.merge("{}".into()).expect("no trap");
+        assert_eq!(refused, Err(crate::runtime::NOT_STARTUP.to_owned()));
     }
 
     /// What a guest hands over is refused past the limits, and the call remembers why.

@@ -41,7 +41,7 @@ pub(crate) use guest::{Guest, ServedGuests};
 pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
-    CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NoServices,
-    StopReasons, not_available,
+    CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NOT_STARTUP,
+    NoServices, StopReasons, not_available,
 };
 pub(crate) use slots::{Pool, Slots};

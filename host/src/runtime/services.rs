@@ -1,5 +1,5 @@
 //! [`HostServices`]: what the operator offers a guest during one call (indexes,
-//! Kubernetes calls, Events, daemon sleeps), and what one call is told: [`CallContext`]
+//! Kubernetes calls, Events, daemon sleeps, sub-handlers, settings), and what one call is told: [`CallContext`]
 //! going in, [`Caller`] as the services see it.
 
 use std::fmt;
@@ -111,6 +111,20 @@ pub(crate) trait HostServices: Send + Sync + 'static {
         let _ = (caller, parent);
         None
     }
+
+    /// `settings.get`: the operator's settings as JSON (without an operator: the
+    /// defaults).
+    fn settings(&self, caller: &Caller) -> String {
+        let _ = caller;
+        crate::settings::Settings::default().to_json().to_string()
+    }
+
+    /// `settings.merge`: merges a JSON object of changes into the operator's settings;
+    /// an error refuses them, with the reason for the guest.
+    fn merge_settings(&self, caller: &Caller, changes: &str) -> Result<(), String> {
+        let _ = (caller, changes);
+        Err(NOT_STARTUP.to_owned())
+    }
 }
 
 /// Why a timer or daemon must stop (Kopf's `DaemonStoppingReason` flags, the WIT's
@@ -192,6 +206,11 @@ impl fmt::Display for StopReasons {
         }
     }
 }
+/// Why a handler that is not a startup handler cannot change the settings (Kopf hands
+/// `settings` to activities, and what changes after the operator started has no effect).
+pub(crate) const NOT_STARTUP: &str = "only startup handlers may change the operator's \
+     settings, before the operator starts (in Kopf too, changes made later have no effect); \
+     other handlers may read them";
 
 /// Why a handler that is not a changing one cannot have sub-handlers (Kopf: "Sub-handlers
 /// of event-handlers are not supported").

@@ -15,7 +15,8 @@ use crate::handlers::execution::{
     self, Attempt, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
 };
 use crate::handlers::{
-    About, DaemonSleeps, Ended, GuestServices, Handler, Indexes, OperatorMemo, Subhandling,
+    About, DaemonSleeps, Ended, GuestServices, Handler, Indexes, OperatorMemo, SettingsAccess,
+    Subhandling,
 };
 use crate::journal::Journal;
 use crate::object_log::object_log;
@@ -23,6 +24,7 @@ use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{EventType, ObjectMemory};
 use crate::recording::Recorder;
 use crate::runtime::{self, CallContext, HandlerKind, Pool};
+use crate::settings::SharedSettings;
 
 /// What a changing handler's cause carries beyond the event (KOPF.md §1.13); daemons
 /// carry their sleeps only. (The retry and time details come from the attempt's
@@ -84,6 +86,8 @@ pub(crate) struct Calls {
     clock: Arc<dyn Clock>,
     /// What an object's memo starts as (Kopf's operator-wide memo).
     operator_memo: OperatorMemo,
+    /// Kopf's settings, in force: object handlers read them.
+    settings: SharedSettings,
 }
 
 impl Calls {
@@ -103,12 +107,19 @@ impl Calls {
             recorder,
             clock,
             operator_memo: OperatorMemo::default(),
+            settings: SharedSettings::default(),
         }
     }
 
     /// Objects' memos start as `memo` (the operator's, which startup handlers leave).
     pub(crate) fn with_operator_memo(mut self, memo: OperatorMemo) -> Calls {
         self.operator_memo = memo;
+        self
+    }
+
+    /// Handlers read these settings (the operator's, in force).
+    pub(crate) fn with_settings(mut self, settings: SharedSettings) -> Calls {
+        self.settings = settings;
         self
     }
 
@@ -148,6 +159,7 @@ impl Calls {
             recorder: self.recorder.clone(),
             sleeps,
             subhandlers,
+            settings: SettingsAccess::read_only(&self.settings),
         };
         CallContext::new(
             handler.spec.id.clone(),

@@ -205,7 +205,8 @@ impl Handling {
             shared.recorder.clone(),
             shared.clock.clone(),
         )
-        .with_operator_memo(shared.memo.clone());
+        .with_operator_memo(shared.memo.clone())
+        .with_settings(shared.settings.clone());
         let patcher = Patcher {
             client,
             recorder: shared.recorder.clone(),
