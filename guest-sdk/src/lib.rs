@@ -156,6 +156,20 @@
 //! - A sub-handler may declare sub-handlers of its own (`create_fn/item-a/step`).
 //! - Only changing handlers have sub-handlers: [`execute`] fails in any other.
 //!
+//! # Settings
+//!
+//! [`settings`] reads the operator's settings (Kopf's `settings`); a startup handler may
+//! change them before the operator starts, as in Kopf:
+//!
+//! ```
+//! // Kopf: @kopf.on.startup()
+//! //       def configure(settings, **_): settings.watching.server_timeout = 60
+//! #[kapsel::on::startup]
+//! fn configure() -> kapsel::Result<()> {
+//!     kapsel::settings::set("watching.server_timeout", 60)
+//! }
+//! ```
+//!
 //! # Testing
 //!
 //! Native `cargo test` of a guest calls the handler functions directly, with a
@@ -207,6 +221,7 @@ mod proptests;
 mod registry;
 mod renamed;
 mod selector;
+pub mod settings;
 mod stopping;
 mod subhandlers;
 #[cfg(not(target_arch = "wasm32"))]

@@ -111,6 +111,9 @@
 //! assert_eq!(progress.state, SubhandlerState::Succeeded);
 //! ```
 //!
+//! The operator's settings a handler reads and merges ([`kapsel::settings`](crate::settings))
+//! are kept too: [`settings()`], [`set_settings`].
+//!
 //! Only available in native builds.
 
 use std::time::Duration;
@@ -185,8 +188,37 @@ pub fn initial_delay(cause: &Cause) -> Option<f64> {
     registry::initial_delay(cause)
 }
 
-/// Forgets this thread's logs, events, indexes, fake API (objects, calls, scripted
-/// failures, the current namespace) and sub-handlers (declared and their progress).
+/// The operator's settings on this thread: those [`set_settings`] gave (an empty object
+/// otherwise), with what handlers merged into them ([`kapsel::settings`](crate::settings)),
+/// unchecked: only the host knows which settings there are.
+///
+/// ```
+/// #[kapsel::on::startup]
+/// fn quieter() -> kapsel::Result<()> {
+///     kapsel::settings::set("posting.level", "warning")
+/// }
+///
+/// # kapsel::testing::reset();
+/// kapsel::testing::set_settings(kapsel::json!({"posting": {"enabled": true}}));
+/// quieter().unwrap();
+/// assert_eq!(
+///     kapsel::testing::settings(),
+///     kapsel::json!({"posting": {"enabled": true, "level": "warning"}})
+/// );
+/// ```
+pub fn settings() -> Value {
+    fake::current_settings()
+}
+
+/// Makes the operator's settings `settings` (what handlers then read and merge into),
+/// e.g. the host's defaults that a handler reads.
+pub fn set_settings(settings: Value) {
+    fake::set_settings(settings);
+}
+
+/// Forgets this thread's logs, events, indexes, settings, fake API (objects, calls,
+/// scripted failures, the current namespace) and sub-handlers (declared and their
+/// progress).
 pub fn reset() {
     fake::reset();
     crate::subhandlers::reset();

@@ -1,7 +1,8 @@
 //! The host imports, as the rest of the SDK calls them (the bottom of the SDK): the
 //! real host in the wasm build (`wasm`), the thread-local fake host that
 //! `kapsel::testing` reads natively (`fake`); and the values they exchange: log
-//! [`Level`]s, [`ApiError`]s, and sub-handlers' [`Declaration`]s and [`Due`] calls.
+//! [`Level`]s, [`ApiError`]s, sub-handlers' [`Declaration`]s and [`Due`] calls, and the
+//! operator's settings as JSON.
 
 use std::fmt;
 
@@ -242,4 +243,15 @@ pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
 /// Names the guest's login handlers to the host (during `describe` only).
 pub(crate) fn declare_logins(ids: &[String]) {
     imp::declare_logins(ids);
+}
+
+/// The operator's settings, as JSON.
+pub(crate) fn settings() -> String {
+    imp::settings()
+}
+
+/// Merges a JSON object of changes into the operator's settings; an error: the host
+/// refuses them, and says why.
+pub(crate) fn merge_settings(changes: &str) -> Result<(), String> {
+    imp::merge_settings(changes)
 }

@@ -1,9 +1,9 @@
-//! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning` and `login`
-//! interfaces the component imports, and the conversions of the values they exchange.
+//! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning`, `login`
+//! and `settings` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
 
 use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
-use crate::bindings::kapsel::operator::{host, login, spawning, subhandlers};
+use crate::bindings::kapsel::operator::{host, login, settings, spawning, subhandlers};
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
@@ -184,4 +184,12 @@ pub(super) fn subhandlers_pending(parent: &str) -> Option<f64> {
 
 pub(super) fn declare_logins(ids: &[String]) {
     login::declare(ids);
+}
+
+pub(super) fn settings() -> String {
+    settings::get()
+}
+
+pub(super) fn merge_settings(changes: &str) -> Result<(), String> {
+    settings::merge(changes)
 }

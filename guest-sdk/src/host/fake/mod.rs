@@ -2,7 +2,8 @@
 //! a plain `cargo test` — per thread, so that parallel tests do not see each other. It
 //! records log lines and Events, serves indexes and daemon sleeps as a test sets them, and
 //! answers Kubernetes calls from an in-memory fake API (`api`), and keeps sub-handlers'
-//! progress across calls (`subhandlers`). `kapsel::testing` reads and sets it.
+//! progress across calls (`subhandlers`), and the operator's settings as handlers merged
+//! them (unchecked: only the host knows the settings). `kapsel::testing` reads and sets it.
 
 pub(crate) mod api;
 mod labels;
@@ -54,6 +55,9 @@ struct FakeHost {
     stopped: crate::StopReasons,
     /// What `latest_body` answers.
     latest_body: Option<String>,
+    /// The operator's settings as the test gave them and handlers merged into them;
+    /// `None`: an empty object.
+    settings: Option<Value>,
 }
 
 thread_local! {
@@ -177,6 +181,48 @@ pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
 
 /// Natively nothing is described to a host: a test calls a login handler itself.
 pub(crate) fn declare_logins(_ids: &[String]) {}
+
+pub(crate) fn settings() -> String {
+    current_settings().to_string()
+}
+
+pub(crate) fn merge_settings(changes: &str) -> Result<(), String> {
+    let changes: Value =
+        serde_json::from_str(changes).map_err(|e| format!("the changes are not JSON: {e}"))?;
+    if !changes.is_object() {
+        return Err(format!("the changes are not a JSON object: {changes}"));
+    }
+    FAKE.with_borrow_mut(|fake| {
+        let settings = fake
+            .settings
+            .get_or_insert_with(|| Value::Object(serde_json::Map::new()));
+        merge_into(settings, changes);
+    });
+    Ok(())
+}
+
+/// Merges `changes` into `whole`, object by object (a value replaces what it meets).
+fn merge_into(whole: &mut Value, changes: Value) {
+    match (whole, changes) {
+        (Value::Object(whole), Value::Object(changes)) => {
+            for (key, change) in changes {
+                merge_into(whole.entry(key).or_insert(Value::Null), change);
+            }
+        }
+        (whole, change) => *whole = change,
+    }
+}
+
+/// The settings as they are now on this thread.
+pub(crate) fn current_settings() -> Value {
+    FAKE.with_borrow(|fake| fake.settings.clone())
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+}
+
+/// Makes the settings `settings` (what handlers then read and merge into).
+pub(crate) fn set_settings(settings: Value) {
+    FAKE.with_borrow_mut(|fake| fake.settings = Some(settings));
+}
 
 /// The lines logged on this thread so far.
 pub(crate) fn logs() -> Vec<LogLine> {
