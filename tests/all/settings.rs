@@ -1,6 +1,6 @@
-//! Kopf's settings (`kapsel_host::Settings`), from the command line and the embedding
-//! API, changing what the operator does: server-side selectors on its watches, and which
-//! of the guests' Events are posted.
+//! Kopf's settings (`kapsel_host::Settings`), from the command line, the embedding API and
+//! startup handlers (`kapsel::settings`), changing what the operator does: server-side
+//! selectors on its watches, and which of the guests' Events are posted.
 
 use kapsel_cli::Runner;
 use kapsel_host::{Operator, Record, Settings};
@@ -122,6 +122,106 @@ async fn a_label_selector_setting_hides_the_other_objects_from_every_stream() {
         ["default/listed-served", "default/served"]
     );
     operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// How the handler `handler`'s attempts ended, in order.
+fn outcomes(records: &[Record], handler: &str) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::HandlerFinished {
+                handler: h,
+                outcome,
+                ..
+            } if h == handler => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Kopf's `settings` changed in `@kopf.on.startup`: the `settings` guest's startup
+/// handler sets `watching.label_selectors`, and the operator then watches with it, so the
+/// pods without the label are never seen (as with the setting given by the embedding
+/// API, above). Its event handler reads the selector in force, and its own change is
+/// refused: only startup handlers change settings, before the operator starts.
+#[tokio::test]
+async fn a_startup_handler_changes_the_settings_the_operator_then_runs_with() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let served = |name: &str| {
+        let mut pod = pod(name);
+        pod["metadata"]["labels"] = json!({"kapsel.test/served": "yes"});
+        pod
+    };
+    let pods = core("Pod", "pods");
+    create(&client, &pods, Some("default"), pod("listed-plain")).await;
+    create(&client, &pods, Some("default"), served("listed-served")).await;
+    let operator =
+        cluster.start_operator_on_handler_time(Operator::new([guest("settings")]).standalone());
+    create(&client, &pods, Some("default"), pod("plain")).await;
+    create(&client, &pods, Some("default"), served("served")).await;
+    let journal = operator.journal().clone();
+    let seen = |records: &[Record]| -> Vec<String> {
+        let mut seen: Vec<String> = calls(records, "log_event")
+            .into_iter()
+            .map(|(object, _)| object)
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    journal
+        .wait_for(PATIENCE, |records| seen(records).len() >= 2)
+        .await
+        .expect("the served pods were handled");
+    operator.settle([]).await.expect("settled");
+    let records = journal.records();
+    assert_eq!(seen(&records), ["default/listed-served", "default/served"]);
+    assert_eq!(outcomes(&records, "select"), ["success"]);
+    let logs = guest_logs(&records, "settings");
+    assert!(
+        logs.contains(&r#"saw served with "kapsel.test/served=yes""#.to_owned()),
+        "the selector in force: {logs:?}"
+    );
+    let refusals: Vec<&String> = logs.iter().filter(|l| l.starts_with("refused")).collect();
+    assert!(!refusals.is_empty(), "{logs:?}");
+    for refused in refusals {
+        assert!(
+            refused.contains("only startup handlers may change the operator's settings"),
+            "{refused}"
+        );
+    }
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// A startup handler's change the host refuses (an unknown setting) fails that handler
+/// for good, not retried (a wrong setting does not fix itself), and with it the
+/// operator's start, saying what is wrong.
+#[tokio::test]
+async fn a_startup_handler_setting_an_unknown_setting_fails_the_start_for_good() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let operator = cluster.start_operator_on_handler_time(
+        Operator::new([guest("settings")])
+            .standalone()
+            .memo(json!({"bad": true})),
+    );
+    let journal = operator.journal().clone();
+    journal
+        .wait_for(PATIENCE, |records| !outcomes(records, "select").is_empty())
+        .await
+        .expect("the startup handler ran");
+    let error = operator.stop().await.expect_err("the start failed");
+    let message = format!("{error}: {error:?}");
+    assert!(
+        message.contains("unknown setting watching.label_selector ")
+            && message.contains("watching.label_selectors"),
+        "{message}"
+    );
+    let records = journal.records();
+    assert_eq!(outcomes(&records, "select"), ["failure"], "not retried");
+    assert!(calls(&records, "log_event").is_empty(), "nothing else ran");
     cluster.shutdown().await.unwrap();
 }
 
