@@ -23,7 +23,7 @@
 //! durations are seconds; the host's documentation lists the settings it has (`kapsel run
 //! --help`, `kapsel_host::Settings`). Unlike Kopf, which accepts any attribute and value,
 //! the host checks each change: an unknown name or a value that does not fit is refused
-//! with what is wrong, as a [`PermanentError`](crate::PermanentError), so that `?` fails
+//! with what is wrong, as a [`PermanentError`], so that `?` fails
 //! the startup handler for good (a wrong setting does not fix itself on a retry), and with
 //! it the operator's start. A change from any other handler, or from a startup handler of
 //! a guest reloaded while the operator runs, is refused the same way: the settings are in
@@ -53,7 +53,7 @@ pub fn get() -> Result<Value> {
 /// `"app=web"`, `None` for none): Kopf's `settings.watching.server_timeout = 60`.
 ///
 /// # Errors
-/// A [`PermanentError`](crate::PermanentError): an unknown key, a value that does not
+/// A [`PermanentError`]: an unknown key, a value that does not
 /// fit, or not a startup handler (see the module's documentation).
 pub fn set(key: &str, value: impl Serialize) -> Result<()> {
     let value = serde_json::to_value(value)
@@ -69,7 +69,7 @@ pub fn set(key: &str, value: impl Serialize) -> Result<()> {
 /// keys not in it keep their values. All or nothing: a refused change changes nothing.
 ///
 /// # Errors
-/// A [`PermanentError`](crate::PermanentError): an unknown key, a value that does not
+/// A [`PermanentError`]: an unknown key, a value that does not
 /// fit, or not a startup handler (see the module's documentation).
 pub fn merge(changes: Value) -> Result<()> {
     host::merge_settings(&changes.to_string())

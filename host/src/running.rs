@@ -135,7 +135,8 @@ impl Operator {
     }
 
     /// Kopf's settings ([`Settings`]: watching, queueing, persistence, posting,
-    /// peering), replacing those given before.
+    /// peering), replacing those given before. The guests' startup handlers start from
+    /// these and may change them (`kapsel::settings`) before the operator runs with them.
     ///
     /// ```
     /// let mut settings = kapsel_host::Settings::default();

@@ -1,7 +1,7 @@
 //! [`Settings`]: what Kopf's `settings` (`kopf.OperatorSettings`) lets an operator's
 //! author change, as one model that the command line (`--setting KEY=VALUE`), the
 //! embedding API (`Operator::settings`) and startup handlers (the WIT `settings`
-//! interface, `kapsel::settings`) read and write; [`SharedSettings`]: the settings while
+//! interface, `kapsel::settings`) read and write; `SharedSettings`: the settings while
 //! the operator runs, which startup handlers change before they are in force.
 //! Kopf's persistence storages are `Persistence` (`Operator::persistence`, `--prefix`,
 //! `--progress-storage`, ...), beside this model for now.
@@ -19,7 +19,8 @@ use serde_json::Value;
 /// Build one with [`Settings::default`] and change fields, or by key with
 /// [`Settings::set`] (`"watching.server_timeout"`, `"60"`), or merge a JSON object
 /// with [`Settings::merge`] (`{"queueing": {"exit_timeout": 5}}`): each checks names and
-/// types and says what is wrong.
+/// types and says what is wrong. The guests' startup handlers merge their changes the
+/// same way (`kapsel::settings` in a guest) before the operator runs with them.
 ///
 /// | key | default | what it does |
 /// |---|---|---|
