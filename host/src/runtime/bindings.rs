@@ -27,9 +27,9 @@ pub(crate) use generated::kapsel::operator::host::{
     Host as HostImports, Level, StopReasons as WitStopReasons,
 };
 pub(super) use generated::kapsel::operator::login::Host as LoginImports;
+pub(super) use generated::kapsel::operator::settings::Host as SettingsImports;
 pub(super) use generated::kapsel::operator::spawning::Host as SpawningImports;
 pub(crate) use generated::kapsel::operator::spawning::Options as SpawningOptions;
-pub(super) use generated::kapsel::operator::settings::Host as SettingsImports;
 pub(super) use generated::kapsel::operator::subhandlers::Host as SubhandlerImports;
 pub(crate) use generated::kapsel::operator::subhandlers::{Declaration, Due};
 pub(super) use generated::kapsel::operator::types::Host as TypesImports;
