@@ -37,6 +37,7 @@ use serde_json::Value;
 /// | `posting.enabled` | true | post the Events handlers ask for (`kapsel::events`) |
 /// | `posting.level` | `info` | the lowest level posted: `debug`, `info` (Normal Events), `warning`, `error` |
 /// | `peering.stealth` | false | no debug line for each keep-alive |
+/// | `scanning.disabled` | false | no watching of CRDs and namespaces while the operator runs: resources are discovered once, at start, and only the plainly named namespaces of `-n` are served (for an operator without cluster-wide list rights) |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
@@ -52,6 +53,19 @@ pub struct Settings {
     /// Peering (Kopf's `settings.peering`; its name, priority and lifetime are set as
     /// the operator's peering, `Operator::peering`).
     pub peering: Peering,
+    /// Following the cluster's CRDs and namespaces (Kopf's `settings.scanning`).
+    pub scanning: Scanning,
+}
+
+/// Following the cluster's CRDs and namespaces (Kopf's `settings.scanning`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Scanning {
+    /// No watching of CRDs and namespaces: the resources the cluster serves are
+    /// discovered once, at start, and of `-n`'s patterns only the plain names are served,
+    /// assumed to exist. For an operator that may not list CRDs or namespaces.
+    pub disabled: bool,
 }
 
 /// Watch streams (Kopf's `settings.watching`).

@@ -246,3 +246,52 @@ async fn wrong_settings_are_usage_errors() {
         Value::from(64)
     );
 }
+
+/// `scanning.disabled` (Kopf's `settings.scanning.disabled`), for an operator that may not
+/// list CRDs or namespaces: it never asks for them, and of its namespace patterns it
+/// serves the plain names only (`team-a`, not `team-*`).
+#[tokio::test]
+async fn with_scanning_disabled_no_crds_or_namespaces_are_asked_for() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    for namespace in ["team-a", "team-b"] {
+        create_namespace(&client, namespace).await;
+    }
+    let mut settings = Settings::default();
+    settings.set("scanning.disabled", "true").unwrap();
+    let operator = cluster.start_operator_on_handler_time(
+        Operator::new([guest("seed")])
+            .standalone()
+            .namespaces(["team-a", "team-*"])
+            .settings(settings),
+    );
+    for namespace in ["team-a", "team-b"] {
+        create(&client, &core("Pod", "pods"), Some(namespace), pod("web")).await;
+    }
+    let journal = operator.journal().clone();
+    let pods = |records: &[Record]| -> Vec<String> {
+        let mut seen: Vec<String> = calls(records, "log_event")
+            .into_iter()
+            .map(|(object, _)| object)
+            .collect();
+        seen.dedup();
+        seen
+    };
+    journal
+        .wait_for(PATIENCE, |records| !pods(records).is_empty())
+        .await
+        .expect("the plainly named namespace's pod was handled");
+    operator.settle([]).await.expect("settled");
+    assert_eq!(pods(&journal.records()), ["team-a/web"]);
+    let asked: Vec<String> = cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| ["customresourcedefinitions", "namespaces"].contains(&c.kind.resource.as_str()))
+        .filter(|c| c.kind.verb != "create")
+        .map(|c| format!("{} {}", c.kind.verb, c.kind.resource))
+        .collect();
+    assert!(asked.is_empty(), "asked for {asked:?}");
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}

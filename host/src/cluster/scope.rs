@@ -50,6 +50,23 @@ impl Scope {
     }
 }
 
+impl Scope {
+    /// The plainly named namespaces of the patterns, assumed to exist, and how many
+    /// patterns are not plain names (Kopf serves only those when it may not list
+    /// namespaces).
+    pub(crate) fn plain_names_only(&self) -> (BTreeSet<String>, usize) {
+        match self {
+            Scope::Cluster => (BTreeSet::new(), 0),
+            Scope::Namespaces(patterns) => {
+                let names: BTreeSet<String> =
+                    patterns.iter().filter_map(Pattern::plain_name).collect();
+                let others = patterns.iter().filter(|p| p.plain_name().is_none()).count();
+                (names, others)
+            }
+        }
+    }
+}
+
 /// The namespaces a scope serves now (none for cluster-wide).
 pub(crate) async fn served_namespaces(
     client: &Client,

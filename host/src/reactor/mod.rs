@@ -69,6 +69,8 @@ pub(crate) struct Settings {
     pub(crate) error_delays: Arc<[Duration]>,
     /// Which of the guests' Events are posted (`posting`).
     pub(crate) posting: crate::settings::Posting,
+    /// No watching of CRDs and namespaces (`scanning.disabled`).
+    pub(crate) scanning_disabled: bool,
 }
 
 impl Settings {
@@ -99,6 +101,7 @@ impl Settings {
         self.changes.consistency_timeout = seconds(user.persistence.consistency_timeout);
         self.posting = user.posting.clone();
         self.peering.stealth = user.peering.stealth;
+        self.scanning_disabled = user.scanning.disabled;
     }
 }
 
@@ -114,6 +117,7 @@ impl Default for Settings {
             limits: Arc::default(),
             error_delays: Arc::from([]),
             posting: crate::settings::Posting::default(),
+            scanning_disabled: false,
         };
         // The defaults are the user settings' defaults: one place says them.
         settings.adopt(&crate::settings::Settings::default());
@@ -176,6 +180,18 @@ impl Default for Shared {
             faults: crate::faults::Faults::default(),
         }
     }
+}
+
+/// The namespaces served without listing them (`scanning.disabled`): the plain names of
+/// the patterns; the others cannot be served, which is said once.
+fn plainly_named(scope: &Scope) -> BTreeSet<String> {
+    let (names, others) = scope.plain_names_only();
+    if others > 0 {
+        tracing::warn!(
+            "Scanning is disabled: {others} namespace pattern(s) with globs or exclusions are not served, only the plainly named namespaces {names:?}."
+        );
+    }
+    names
 }
 
 /// Errors that stop the operator.
@@ -280,6 +296,9 @@ struct Reactor {
     paused: Option<String>,
     /// What the observers noticed, and what stops them.
     triggers: mpsc::UnboundedReceiver<Trigger>,
+    /// Whether observers send `triggers` (not with `scanning.disabled`): their channel
+    /// closing then ends the operator.
+    observing: bool,
     observers: CancellationToken,
     /// Guests swapped in by reloads (none once nobody reloads any more).
     swaps: Option<mpsc::Receiver<Swap>>,
@@ -336,18 +355,27 @@ impl Reactor {
 
         let discovered = cluster::scan(&client).await?;
         shared.known.replace(&discovered);
-        let namespaces = cluster::served_namespaces(&client, &settings.scope)
-            .await
-            .map_err(Error::Namespaces)?;
+        let scope = settings.scope.clone();
+        let namespaces = if settings.scanning_disabled {
+            plainly_named(&scope)
+        } else {
+            cluster::served_namespaces(&client, &scope)
+                .await
+                .map_err(Error::Namespaces)?
+        };
         let (triggers_tx, triggers) = mpsc::unbounded_channel();
         let observers = CancellationToken::new();
-        tokio::spawn(observing::observe_crds(
-            client.clone(),
-            triggers_tx.clone(),
-            observers.clone(),
-        ));
-        let scope = settings.scope.clone();
-        if matches!(scope, Scope::Namespaces(_)) && scope.plain_names().is_none() {
+        if !settings.scanning_disabled {
+            tokio::spawn(observing::observe_crds(
+                client.clone(),
+                triggers_tx.clone(),
+                observers.clone(),
+            ));
+        }
+        if !settings.scanning_disabled
+            && matches!(scope, Scope::Namespaces(_))
+            && scope.plain_names().is_none()
+        {
             tokio::spawn(observing::observe_namespaces(
                 client.clone(),
                 scope.clone(),
@@ -388,6 +416,7 @@ impl Reactor {
             pause,
             paused,
             triggers,
+            observing: !settings.scanning_disabled,
             observers,
             swaps: None,
         };
@@ -427,7 +456,7 @@ impl Reactor {
             let wake = tokio::select! {
                 () = shutdown.cancelled() => Wake::Shutdown,
                 changed = self.pause.changed(), if pause_open => Wake::Pause(changed.is_ok()),
-                trigger = self.triggers.recv() => Wake::Trigger(trigger),
+                trigger = self.triggers.recv(), if self.observing => Wake::Trigger(trigger),
                 swap = recv(swaps) => Wake::Swap(swap),
             };
             match wake {
