@@ -411,6 +411,44 @@ async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     s.shutdown().await;
 }
 
+/// `queueing.error_delays` (Kopf's setting) changes how long an object whose processing
+/// failed is throttled: with `[3]`, the conflict above holds it back for 3 s, not 1 s.
+#[tokio::test]
+async fn the_error_delays_setting_changes_the_throttling() {
+    let s = Scene::start("conflict-delays").await;
+    let mut settings = kapsel_host::Settings::default();
+    settings.set("queueing.error_delays", "[3]").unwrap();
+    let operator = s
+        .cluster
+        .start_operator_on_handler_time(changes_operator().settings(settings));
+    s.cluster.server().faults().fail_next(
+        1,
+        RequestMatcher::any().verb("patch").plural("kopfexamples"),
+        Fault::Conflict,
+    );
+    s.create(kopfexample(
+        "obj",
+        &["optional"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    until_faults_served(&s).await;
+    s.settled(&operator, &["obj"]).await;
+    advance(&operator, Duration::from_millis(2999)).await;
+    let latest = s.tracker.latest("obj").expect("seen").body;
+    assert_eq!(diff_base(&latest), None, "still throttled");
+    advance(&operator, Duration::from_millis(1)).await;
+    s.tracker
+        .wait_for("obj", "creation handled", |b| {
+            handled_with(b, &["create_quiet"])
+        })
+        .await;
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
 /// An object deleted between the two writes of a cycle: its results are written to
 /// `/status`, then the object's patch fails (500), and its retry a second later finds
 /// the object gone (404). The echo of the status write, still queued, does not say the
