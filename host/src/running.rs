@@ -320,15 +320,7 @@ impl Operator {
     /// again), the WebAssembly runtime cannot start, no guest can be loaded, or the
     /// initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
-        let persistence = &self.settings.changes.persistence;
-        persistence
-            .check()
-            .map_err(|e| Error::Persistence(Box::new(e)))?;
-        for prefix in persistence.long_prefixes() {
-            tracing::warn!(
-                "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."
-            );
-        }
+        check_persistence(&self.settings.changes.persistence)?;
         tokio::pin!(shutdown);
         let (runtime, library) = self.load_guests().await?;
         let guests = library.guests();
@@ -353,24 +345,7 @@ impl Operator {
         };
         let activities = activities_context(&client, &shared, &self.settings.scope);
         // Logs in again when the API server refuses the credentials; stopped when dropped.
-        let (login_failed, _stop_logins) = match vault {
-            Some(vault) => {
-                let relogins =
-                    activities::keep_logged_in(vault, served.clone(), activities.clone());
-                let task = tokio::spawn(relogins);
-                let abort = task.abort_handle();
-                (Some(task), Some(AbortOnDrop(abort)))
-            }
-            None => (None, None),
-        };
-        let login_failed = async move {
-            match login_failed {
-                Some(task) => task
-                    .await
-                    .unwrap_or_else(|e| format!("the login task failed: {e}")),
-                None => std::future::pending().await,
-            }
-        };
+        let (login_failed, _stop_logins) = keep_logged_in(vault, &served, &activities);
         tokio::pin!(login_failed);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
@@ -552,6 +527,47 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Refuses persistence settings out of range; warns of prefixes Kopf warns of.
+fn check_persistence(persistence: &Persistence) -> Result<(), Error> {
+    persistence
+        .check()
+        .map_err(|e| Error::Persistence(Box::new(e)))?;
+    for prefix in persistence.long_prefixes() {
+        tracing::warn!(
+            "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."
+        );
+    }
+    Ok(())
+}
+
+/// With a vault, the task that logs in again whenever the API server refuses the
+/// credentials: a future that ends (with why) only if logging in fails for good, and
+/// what aborts the task when dropped. Without a vault, a future that never ends.
+fn keep_logged_in(
+    vault: Option<Vault>,
+    served: &ServedGuests,
+    activities: &activities::Context,
+) -> (impl Future<Output = String> + use<>, Option<AbortOnDrop>) {
+    let (task, stop) = match vault {
+        Some(vault) => {
+            let relogins = activities::keep_logged_in(vault, served.clone(), activities.clone());
+            let task = tokio::spawn(relogins);
+            let abort = task.abort_handle();
+            (Some(task), Some(AbortOnDrop(abort)))
+        }
+        None => (None, None),
+    };
+    let failed = async move {
+        match task {
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| format!("the login task failed: {e}")),
+            None => std::future::pending().await,
+        }
+    };
+    (failed, stop)
 }
 
 /// Runs the startup handlers (KOPF.md §6.1): an error names those that failed for good.
