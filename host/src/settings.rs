@@ -30,6 +30,7 @@ use serde_json::Value;
 /// | `watching.label_selectors` | none | a label selector (`app=web,tier!=db`) every watch sends: objects without it are not seen at all |
 /// | `watching.field_selectors` | none | a field selector (`metadata.name!=skip`) every watch sends |
 /// | `watching.initial_streaming` | false | list by watching (`sendInitialEvents`, Kubernetes 1.27+) instead of paged lists |
+/// | `execution.default_backoff` | 60 | seconds before a handler that failed with an arbitrary error (not a `TemporaryError` with its own delay) is retried, unless it declares its `backoff` |
 /// | `queueing.exit_timeout` | 2 | how long in-flight handlers may take to finish when stopping |
 /// | `queueing.error_delays` | 1, 1, 2, 3, 5, … 610 | the pauses of an object whose processing keeps failing (Kopf's throttling) |
 /// | `queueing.objects_in_flight` | 64 (Kapsel's) | how many objects of one watch stream are handled at once (Kopf: unbounded) |
@@ -46,6 +47,8 @@ pub struct Settings {
     pub watching: Watching,
     /// Objects' processing (Kopf's `settings.queueing`).
     pub queueing: Queueing,
+    /// Handlers' retries (Kopf's `settings.execution`).
+    pub execution: Execution,
     /// The state kept on objects (Kopf's `settings.persistence`).
     pub persistence: Persistence,
     /// Events (Kopf's `settings.posting`).
@@ -123,6 +126,29 @@ impl Default for Queueing {
                 .map(f64::from)
                 .to_vec(),
             objects_in_flight: 64,
+        }
+    }
+}
+
+/// Handlers' retries (Kopf's `settings.execution`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Execution {
+    /// Seconds before a handler that failed with an arbitrary error is retried, unless
+    /// it declares its own `backoff`.
+    pub default_backoff: f64,
+}
+
+impl Execution {
+    /// Kopf's default backoff, 60 s.
+    pub const DEFAULT_BACKOFF: f64 = 60.0;
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Execution {
+            default_backoff: Execution::DEFAULT_BACKOFF,
         }
     }
 }
@@ -244,6 +270,10 @@ impl Settings {
             ),
             ("watching.server_timeout", self.watching.server_timeout),
             ("queueing.exit_timeout", Some(self.queueing.exit_timeout)),
+            (
+                "execution.default_backoff",
+                Some(self.execution.default_backoff),
+            ),
             (
                 "persistence.consistency_timeout",
                 Some(self.persistence.consistency_timeout),

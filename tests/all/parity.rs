@@ -1,7 +1,7 @@
 //! Kopf options that the other tests cover only in the host's units (issue 32, "thinly
 //! tested"): `param` through a compiled guest, `on.resume(deleted=True)` for an
-//! object deleted while the operator was down, and the `-ofDRS` keys of a ReplicaSet
-//! owned by a Deployment.
+//! object deleted while the operator was down, the `-ofDRS` keys of a ReplicaSet
+//! owned by a Deployment, and the setting `execution.default_backoff`.
 
 use kapsel_tests::*;
 use serde_json::json;
@@ -161,6 +161,47 @@ async fn a_replicaset_of_a_deployment_keeps_its_records_apart() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// Kopf's `settings.execution.default_backoff`: a handler with no `backoff` of its own is
+/// retried that long after an arbitrary error (3 s here, on handler time; Kopf's 60 s
+/// otherwise).
+#[tokio::test]
+async fn the_default_backoff_setting_paces_arbitrary_failures() {
+    let s = Scene::start("default-backoff").await;
+    let mut settings = kapsel_host::Settings::default();
+    settings.set("execution.default_backoff", "3").unwrap();
+    let operator = s
+        .cluster
+        .start_operator_on_handler_time(operator().settings(settings));
+    s.create(labelled("obj", "kapsel.test/backoff")).await;
+    let journal = operator.journal().clone();
+    let attempts = |records: &[kapsel_host::Record]| {
+        records
+            .iter()
+            .filter(|r| matches!(r, kapsel_host::Record::HandlerFinished { handler, .. } if handler == "fails_once"))
+            .count()
+    };
+    journal
+        .wait_for(PATIENCE, |records| attempts(records) == 1)
+        .await
+        .expect("the first attempt failed");
+    s.settled(&operator, &["obj"]).await;
+    operator
+        .advance(std::time::Duration::from_millis(2999))
+        .await
+        .unwrap();
+    assert_eq!(attempts(&journal.records()), 1, "not retried before 3 s");
+    operator
+        .advance(std::time::Duration::from_millis(1))
+        .await
+        .unwrap();
+    journal
+        .wait_for(PATIENCE, |records| attempts(records) == 2)
+        .await
+        .expect("retried at 3 s");
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

@@ -42,6 +42,9 @@ pub(crate) struct HandlerSpec {
     pub(crate) cancellation: Cancellation,
     /// The host's shortest retry delay, in seconds (`Limits::min_retry_delay`).
     pub(crate) min_retry_delay: f64,
+    /// The delay after an arbitrary failure when `backoff_seconds` says nothing (Kopf's
+    /// `execution.default_backoff`).
+    pub(crate) default_backoff: f64,
 }
 
 /// Kopf's `settings.background.cancellation_polling`: how often a daemon still exiting
@@ -136,7 +139,14 @@ impl HandlerSpec {
             },
             cancellation: Cancellation::default(),
             min_retry_delay: limits.min_retry_delay.as_secs_f64(),
+            default_backoff: crate::settings::Execution::DEFAULT_BACKOFF,
         }
+    }
+
+    /// With the operator's default backoff (`execution.default_backoff`).
+    pub(crate) fn with_default_backoff(mut self, seconds: f64) -> HandlerSpec {
+        self.default_backoff = seconds;
+        self
     }
 
     /// With the further options the guest declared for this timer or daemon, if any.

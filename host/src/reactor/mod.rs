@@ -71,6 +71,9 @@ pub(crate) struct Settings {
     pub(crate) posting: crate::settings::Posting,
     /// No watching of CRDs and namespaces (`scanning.disabled`).
     pub(crate) scanning_disabled: bool,
+    /// Seconds before an arbitrary failure is retried, unless the handler says
+    /// (`execution.default_backoff`).
+    pub(crate) default_backoff: f64,
 }
 
 impl Settings {
@@ -102,6 +105,7 @@ impl Settings {
         self.posting = user.posting.clone();
         self.peering.stealth = user.peering.stealth;
         self.scanning_disabled = user.scanning.disabled;
+        self.default_backoff = user.execution.default_backoff;
     }
 }
 
@@ -118,6 +122,7 @@ impl Default for Settings {
             error_delays: Arc::from([]),
             posting: crate::settings::Posting::default(),
             scanning_disabled: false,
+            default_backoff: crate::settings::Execution::DEFAULT_BACKOFF,
         };
         // The defaults are the user settings' defaults: one place says them.
         settings.adopt(&crate::settings::Settings::default());
@@ -220,7 +225,7 @@ async fn recv<T>(channel: Option<&mut mpsc::Receiver<T>>) -> Option<T> {
 
 /// Every handler of the guests (resource kinds are served by the streams, the activities
 /// beside them), their indexes declared.
-fn registry_of(guests: &[Guest], indexes: &Indexes) -> Registry {
+fn registry_of(guests: &[Guest], indexes: &Indexes, default_backoff: f64) -> Registry {
     for (guest, index) in indexes_of(guests) {
         indexes.declare(&guest, &index);
     }
@@ -230,7 +235,8 @@ fn registry_of(guests: &[Guest], indexes: &Indexes) -> Registry {
             .flat_map(|guest| {
                 guest.describe().handlers.iter().map(|registration| {
                     let spec = HandlerSpec::of(registration, guest.runtime().limits())
-                        .with_spawning(guest.spawning_options(&registration.id));
+                        .with_spawning(guest.spawning_options(&registration.id))
+                        .with_default_backoff(default_backoff);
                     warn_if_bounded(guest.name(), registration, &spec);
                     Handler {
                         guest: guest.clone(),
@@ -299,6 +305,8 @@ struct Reactor {
     /// Whether observers send `triggers` (not with `scanning.disabled`): their channel
     /// closing then ends the operator.
     observing: bool,
+    /// For the handlers of guests swapped in (`execution.default_backoff`).
+    default_backoff: f64,
     observers: CancellationToken,
     /// Guests swapped in by reloads (none once nobody reloads any more).
     swaps: Option<mpsc::Receiver<Swap>>,
@@ -350,7 +358,7 @@ impl Reactor {
         shared: Shared,
         poster: Poster,
     ) -> Result<Reactor, Error> {
-        let registry = registry_of(guests, &shared.indexes);
+        let registry = registry_of(guests, &shared.indexes, settings.default_backoff);
         let handling = Handling::new(client.clone(), poster, settings, &shared);
 
         let discovered = cluster::scan(&client).await?;
@@ -417,6 +425,7 @@ impl Reactor {
             paused,
             triggers,
             observing: !settings.scanning_disabled,
+            default_backoff: settings.default_backoff,
             observers,
             swaps: None,
         };
@@ -476,7 +485,7 @@ impl Reactor {
     /// handler serves any more retire, new ones start (once resumed, if paused); the
     /// indexes of handlers gone are dropped.
     fn on_swap(&mut self, swap: Swap) {
-        self.registry = registry_of(&swap.guests, &self.shared.indexes);
+        self.registry = registry_of(&swap.guests, &self.shared.indexes, self.default_backoff);
         let declared = indexes_of(&swap.guests);
         self.shared
             .indexes

@@ -144,6 +144,7 @@ mod tests {
             schedule: Default::default(),
             cancellation: Default::default(),
             min_retry_delay: 0.0,
+            default_backoff: crate::settings::Execution::DEFAULT_BACKOFF,
         }
     }
 

@@ -38,8 +38,11 @@ pub(crate) struct RetryPolicy {
     pub(crate) timeout: Option<f64>,
     /// Total attempts allowed.
     pub(crate) retries: Option<u32>,
-    /// Seconds to wait after an arbitrary failure (default [`DEFAULT_RETRY_DELAY`]).
+    /// Seconds to wait after an arbitrary failure (default `default_backoff`).
     pub(crate) backoff: Option<f64>,
+    /// Seconds to wait after an arbitrary failure when `backoff` says nothing (Kopf's
+    /// `execution.default_backoff`: [`DEFAULT_RETRY_DELAY`] unless set).
+    pub(crate) default_backoff: f64,
     /// The host's shortest retry delay in seconds (`Limits::min_retry_delay`): a guest
     /// asking to be retried sooner waits this long, so a failing handler cannot loop.
     pub(crate) min_delay: f64,
@@ -53,6 +56,7 @@ impl RetryPolicy {
             timeout: spec.timeout_seconds,
             retries: spec.retries,
             backoff: spec.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
+            default_backoff: spec.default_backoff,
             min_delay: spec.min_retry_delay,
         }
     }
@@ -74,6 +78,7 @@ impl Default for RetryPolicy {
             timeout: None,
             retries: None,
             backoff: None,
+            default_backoff: DEFAULT_RETRY_DELAY,
             min_delay: 0.0,
         }
     }
@@ -289,7 +294,7 @@ impl Judge<'_> {
         let backoff = self
             .policy
             .backoff
-            .unwrap_or(DEFAULT_RETRY_DELAY)
+            .unwrap_or(self.policy.default_backoff)
             .max(self.policy.min_delay);
         match self.policy.errors {
             ErrorsMode::Ignored => Decision {

@@ -144,7 +144,7 @@ mod tests {
             }
             prop_assert_eq!(fields.is_some(), patch_ok && patch.as_deref().is_some_and(|p| p.trim_start().starts_with('{')));
 
-            let policy = RetryPolicy { errors, timeout, retries, backoff, min_delay: 1.0 };
+            let policy = RetryPolicy { errors, timeout, retries, backoff, min_delay: 1.0, ..RetryPolicy::default() };
             let decision = decide("Handler 'h'", &policy, retry, chrono::TimeDelta::seconds(runtime_s), attempt);
             let outcome = decision.outcome;
             if let Some(delay) = outcome.delay {

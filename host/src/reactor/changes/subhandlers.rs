@@ -36,6 +36,8 @@ pub(crate) struct Children {
     lifecycle: Lifecycle,
     /// The host's shortest retry delay, in seconds.
     min_delay: f64,
+    /// The delay after an arbitrary failure of a sub-handler that declares no backoff.
+    default_backoff: f64,
     /// Each parent that executed its sub-handlers, in the order they did.
     families: Vec<Family>,
     /// The sub-handlers handed to the guest and not reported yet, innermost last.
@@ -69,7 +71,7 @@ impl Children {
         (root, kind): (&str, HandlerKind),
         purpose: &str,
         lifecycle: Lifecycle,
-        min_delay: f64,
+        (min_delay, default_backoff): (f64, f64),
     ) -> Self {
         Children {
             root: root.to_owned(),
@@ -77,6 +79,7 @@ impl Children {
             purpose: purpose.to_owned(),
             lifecycle,
             min_delay,
+            default_backoff,
             families: Vec::new(),
             running: Vec::new(),
         }
@@ -191,6 +194,7 @@ impl Children {
             timeout: d.timeout_seconds,
             retries: d.retries,
             backoff: d.backoff_seconds.filter(|s| s.is_finite() && *s >= 0.0),
+            default_backoff: self.default_backoff,
             min_delay: self.min_delay,
         }
     }
@@ -332,7 +336,7 @@ mod tests {
             ("create_fn", HandlerKind::Create),
             "create",
             Lifecycle::Asap,
-            0.0,
+            (0.0, 60.0),
         )
     }
 
@@ -436,7 +440,7 @@ mod tests {
             ("create_fn", HandlerKind::Create),
             "create",
             Lifecycle::Asap,
-            0.0,
+            (0.0, 60.0),
         );
         let planned = children
             .execute((&body, &storage()), "create_fn", vec![limited], later)

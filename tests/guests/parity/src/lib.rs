@@ -4,7 +4,9 @@
 //! kopfexamples labelled `kapsel.test/resume`: `resumed` and `resumed_deleted` log
 //! `resumed <name>` and `resumed-deleted <name>`, `farewell` logs `deleted <name>` and is
 //! why the objects carry the finalizer); and `-ofDRS`: `replicaset_created`, a creation
-//! handler of ReplicaSets labelled `kapsel.test/drs`, logs `created <name>`.
+//! handler of ReplicaSets labelled `kapsel.test/drs`, logs `created <name>`; and
+//! `fails_once` (kopfexamples labelled `kapsel.test/backoff`), an arbitrary error on its
+//! first attempt, with no `backoff` of its own (the operator's default backoff applies).
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-parity`.
 
@@ -41,4 +43,12 @@ fn farewell(cause: &Cause) {
 #[kapsel::on::create("apps", "v1", "replicasets", labels("kapsel.test/drs" = present))]
 fn replicaset_created(cause: &Cause) {
     kapsel::info!("created {}", cause.name().unwrap_or_default());
+}
+
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/backoff" = present))]
+fn fails_once(cause: &Cause) -> kapsel::Result<()> {
+    if cause.retry() == 0 {
+        return Err(kapsel::Error::msg("not yet"));
+    }
+    Ok(())
 }

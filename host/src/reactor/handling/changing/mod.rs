@@ -390,6 +390,7 @@ impl Changing {
             kind: handler.spec.kind,
             purpose: &details.reason,
             min_delay: handler.spec.min_retry_delay,
+            default_backoff: handler.spec.default_backoff,
         };
         let progress = self.settings.progress().clone();
         let object = (&ctx.event.body, ctx.object);

@@ -31,8 +31,9 @@ pub(super) struct Parent<'a> {
     pub(super) kind: HandlerKind,
     /// The cause's reason.
     pub(super) purpose: &'a str,
-    /// The handler's shortest retry delay, in seconds.
+    /// The handler's shortest retry delay, and its default backoff, in seconds.
     pub(super) min_delay: f64,
+    pub(super) default_backoff: f64,
 }
 
 impl Subhandlers {
@@ -46,7 +47,7 @@ impl Subhandlers {
             (parent.id, parent.kind),
             parent.purpose,
             Lifecycle::Asap,
-            parent.min_delay,
+            (parent.min_delay, parent.default_backoff),
         );
         Subhandlers {
             children: Mutex::new(children),
