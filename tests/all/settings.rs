@@ -295,3 +295,61 @@ async fn with_scanning_disabled_no_crds_or_namespaces_are_asked_for() {
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// `queueing.objects_in_flight` (Kapsel's bound on the objects of one stream handled at
+/// once; Kopf has none): at 1, a second object's handler starts only once the first
+/// object's has finished, however many calls could run at once.
+#[tokio::test]
+async fn objects_in_flight_bounds_the_objects_handled_at_once() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let mut settings = Settings::default();
+    settings.set("queueing.objects_in_flight", "1").unwrap();
+    let mut limits = kapsel_host::Limits::default();
+    limits.guest_threads = 2;
+    let operator = cluster.start_operator(
+        Operator::new([guest("activities")])
+            .standalone()
+            .limits(limits)
+            .settings(settings),
+    );
+    for name in ["first", "second"] {
+        let mut body = configmap(name, json!({"kapsel.test/linger": "yes"}));
+        body["data"] = json!({"seconds": "0.5"});
+        create(
+            &client,
+            &core("ConfigMap", "configmaps"),
+            Some("default"),
+            body,
+        )
+        .await;
+    }
+    let journal = operator.journal().clone();
+    // What happened to the lingering handler, in order: `start <name>` and `end <name>`.
+    let lingering = |records: &[Record]| -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::GuestLog { message, .. } => message
+                    .strip_prefix("lingering in ")
+                    .map(|name| format!("start {name}")),
+                Record::HandlerFinished {
+                    handler, object, ..
+                } if handler == "linger" => object.as_deref().map(|o| format!("end {o}")),
+                _ => None,
+            })
+            .collect()
+    };
+    journal
+        .wait_for(PATIENCE, |records| lingering(records).len() >= 4)
+        .await
+        .expect("both lingered");
+    let seen = lingering(&journal.records());
+    let starts_before_an_end = seen
+        .iter()
+        .take_while(|step| step.starts_with("start"))
+        .count();
+    assert_eq!(starts_before_an_end, 1, "one object at a time: {seen:?}");
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
