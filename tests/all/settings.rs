@@ -353,3 +353,42 @@ async fn objects_in_flight_bounds_the_objects_handled_at_once() {
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// `watching.initial_streaming` (Kopf's setting, Kubernetes' `sendInitialEvents`): the
+/// operator lists by watching, so the API server gets no list request for the served
+/// resource, and the objects there before the operator are still handled.
+#[tokio::test]
+async fn initial_streaming_lists_by_watching() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    create(&client, &core("Pod", "pods"), Some("default"), pod("early")).await;
+    let mut settings = Settings::default();
+    settings.set("watching.initial_streaming", "true").unwrap();
+    let operator = cluster.start_operator(
+        Operator::new([guest("seed")])
+            .standalone()
+            .settings(settings),
+    );
+    operator
+        .journal()
+        .wait_for(PATIENCE, |records| {
+            calls(records, "log_event")
+                .iter()
+                .any(|(object, _)| object == "default/early")
+        })
+        .await
+        .expect("the pod there before was handled");
+    let pod_requests: Vec<String> = cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| c.kind.resource == "pods")
+        .map(|c| c.kind.verb.clone())
+        .collect();
+    assert!(
+        pod_requests.contains(&"watch".to_owned()) && !pod_requests.contains(&"list".to_owned()),
+        "{pod_requests:?}"
+    );
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
