@@ -50,7 +50,7 @@ pub struct Settings {
     /// Handlers' retries (Kopf's `settings.execution`).
     pub execution: Execution,
     /// The state kept on objects (Kopf's `settings.persistence`).
-    pub persistence: Persistence,
+    pub persistence: PersistenceSettings,
     /// Events (Kopf's `settings.posting`).
     pub posting: Posting,
     /// Peering (Kopf's `settings.peering`; its name, priority and lifetime are set as
@@ -153,19 +153,21 @@ impl Default for Execution {
     }
 }
 
-/// The state kept on objects (Kopf's `settings.persistence`).
+/// The state kept on objects (Kopf's `settings.persistence`): its timing. Kopf's storages,
+/// finalizer and prefix are `kapsel_host::Persistence` (`Operator::persistence`), hence
+/// this name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
-pub struct Persistence {
+pub struct PersistenceSettings {
     /// Seconds to wait for the operator's own patch to come back before handling an
     /// object again.
     pub consistency_timeout: f64,
 }
 
-impl Default for Persistence {
+impl Default for PersistenceSettings {
     fn default() -> Self {
-        Persistence {
+        PersistenceSettings {
             consistency_timeout: 5.0,
         }
     }

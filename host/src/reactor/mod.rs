@@ -80,17 +80,7 @@ impl Settings {
     /// Takes the user's settings (the one model, `crate::settings`) into the parts' own.
     pub(crate) fn adopt(&mut self, user: &crate::settings::Settings) {
         use crate::settings::seconds;
-        let watching = &user.watching;
-        self.streams.inactivity_timeout = seconds(watching.inactivity_timeout);
-        self.streams.server_timeout = watching.server_timeout.map(seconds);
-        self.streams.page_size = watching.chunk_size;
-        self.streams
-            .label_selector
-            .clone_from(&watching.label_selectors);
-        self.streams
-            .field_selector
-            .clone_from(&watching.field_selectors);
-        self.streams.initial_streaming = watching.initial_streaming;
+        self.streams = StreamSettings::of(user);
         self.exit_grace = seconds(user.queueing.exit_timeout);
         self.error_delays = user
             .queueing
@@ -99,8 +89,6 @@ impl Settings {
             .copied()
             .map(seconds)
             .collect();
-        self.streams.objects_in_flight =
-            usize::try_from(user.queueing.objects_in_flight).unwrap_or(usize::MAX);
         self.changes.consistency_timeout = seconds(user.persistence.consistency_timeout);
         self.posting = user.posting.clone();
         self.peering.stealth = user.peering.stealth;
@@ -111,11 +99,12 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Self {
+        let user = crate::settings::Settings::default();
+        // Placeholders where `adopt` takes the user's values.
         let mut settings = Settings {
             scope: Scope::Cluster,
-            streams: StreamSettings::default(),
-            // Kopf's `queueing.exit_timeout`.
-            exit_grace: Duration::from_secs(2),
+            streams: StreamSettings::of(&user),
+            exit_grace: Duration::ZERO,
             changes: ChangeSettings::default(),
             peering: peering::Settings::default(),
             limits: Arc::default(),
@@ -125,7 +114,7 @@ impl Default for Settings {
             default_backoff: crate::settings::Execution::DEFAULT_BACKOFF,
         };
         // The defaults are the user settings' defaults: one place says them.
-        settings.adopt(&crate::settings::Settings::default());
+        settings.adopt(&user);
         settings
     }
 }

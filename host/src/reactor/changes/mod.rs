@@ -66,7 +66,9 @@ impl Default for ChangeSettings {
     fn default() -> Self {
         ChangeSettings {
             persistence: Persistence::default(),
-            consistency_timeout: Duration::from_secs(5),
+            consistency_timeout: crate::settings::seconds(
+                crate::settings::PersistenceSettings::default().consistency_timeout,
+            ),
         }
     }
 }

@@ -54,17 +54,20 @@ pub(crate) struct StreamSettings {
     pub(crate) objects_in_flight: usize,
 }
 
-impl Default for StreamSettings {
-    fn default() -> Self {
+impl StreamSettings {
+    /// The streams' part of the user's settings (`watching`, `queueing.objects_in_flight`).
+    pub(crate) fn of(user: &crate::settings::Settings) -> StreamSettings {
+        use crate::settings::seconds;
+        let watching = &user.watching;
         StreamSettings {
-            // Kopf's `watching.inactivity_timeout`.
-            inactivity_timeout: Duration::from_secs(70),
-            page_size: Some(500),
-            server_timeout: None,
-            label_selector: None,
-            field_selector: None,
-            initial_streaming: false,
-            objects_in_flight: 64,
+            inactivity_timeout: seconds(watching.inactivity_timeout),
+            page_size: watching.chunk_size,
+            server_timeout: watching.server_timeout.map(seconds),
+            label_selector: watching.label_selectors.clone(),
+            field_selector: watching.field_selectors.clone(),
+            initial_streaming: watching.initial_streaming,
+            objects_in_flight: usize::try_from(user.queueing.objects_in_flight)
+                .unwrap_or(usize::MAX),
         }
     }
 }
