@@ -351,6 +351,25 @@ async fn until_faults_served(s: &Scene) {
     }
 }
 
+/// Creates `obj` with its first patch answered 409, and waits until that answer went out.
+/// No finalizer for its group: the first patch is the creation cycle's merge-patch.
+async fn create_with_a_conflicting_patch(s: &Scene) {
+    s.cluster.server().faults().fail_next(
+        1,
+        RequestMatcher::any().verb("patch").plural("kopfexamples"),
+        Fault::Conflict,
+    );
+    s.create(kopfexample(
+        "obj",
+        &["optional"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    until_faults_served(s).await;
+}
+
 /// A 409 on the merge-patch is an unexpected API error (§5.5: not retried as a
 /// request): the object is throttled for 1 s (§5.4). Kopf then waits for the object's
 /// next event; Kapsel deliberately retries the same event once the throttling is over
@@ -360,21 +379,7 @@ async fn until_faults_served(s: &Scene) {
 async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
     let s = Scene::start("conflict").await;
     let operator = s.operator_on_handler_time();
-    s.cluster.server().faults().fail_next(
-        1,
-        RequestMatcher::any().verb("patch").plural("kopfexamples"),
-        Fault::Conflict,
-    );
-    // No finalizer for this group: the first patch is the creation cycle's merge-patch.
-    s.create(kopfexample(
-        "obj",
-        &["optional"],
-        json!({}),
-        json!({}),
-        json!({"field": "value"}),
-    ))
-    .await;
-    until_faults_served(&s).await;
+    create_with_a_conflicting_patch(&s).await;
     // Throttled on handler time: nothing happens until 1 s has passed.
     let calls = || {
         calls_for(
@@ -421,20 +426,7 @@ async fn the_error_delays_setting_changes_the_throttling() {
     let operator = s
         .cluster
         .start_operator_on_handler_time(changes_operator().settings(settings));
-    s.cluster.server().faults().fail_next(
-        1,
-        RequestMatcher::any().verb("patch").plural("kopfexamples"),
-        Fault::Conflict,
-    );
-    s.create(kopfexample(
-        "obj",
-        &["optional"],
-        json!({}),
-        json!({}),
-        json!({"field": "value"}),
-    ))
-    .await;
-    until_faults_served(&s).await;
+    create_with_a_conflicting_patch(&s).await;
     s.settled(&operator, &["obj"]).await;
     advance(&operator, Duration::from_millis(2999)).await;
     let latest = s.tracker.latest("obj").expect("seen").body;

@@ -7,6 +7,17 @@ use kapsel_host::{Operator, Record, Settings};
 use kapsel_tests::*;
 use serde_json::{Value, json};
 
+/// The objects the event handler `log_event` was called for, each once, sorted.
+fn handled(records: &[Record]) -> Vec<String> {
+    let mut seen: Vec<String> = calls(records, "log_event")
+        .into_iter()
+        .map(|(object, _)| object)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
 /// The reasons of the Events about a kopfexample of the scene.
 async fn reasons(s: &Scene, name: &str) -> Vec<String> {
     s.events_about(name)
@@ -103,22 +114,13 @@ async fn a_label_selector_setting_hides_the_other_objects_from_every_stream() {
     )
     .await;
     let journal = operator.journal().clone();
-    let pods = |records: &[Record]| -> Vec<String> {
-        let mut seen: Vec<String> = calls(records, "log_event")
-            .into_iter()
-            .map(|(object, _)| object)
-            .collect();
-        seen.sort();
-        seen.dedup();
-        seen
-    };
     journal
-        .wait_for(PATIENCE, |records| pods(records).len() >= 2)
+        .wait_for(PATIENCE, |records| handled(records).len() >= 2)
         .await
         .expect("the served pods were handled");
     operator.settle([]).await.expect("settled");
     assert_eq!(
-        pods(&journal.records()),
+        handled(&journal.records()),
         ["default/listed-served", "default/served"]
     );
     operator.stop().await.unwrap();
@@ -162,22 +164,16 @@ async fn a_startup_handler_changes_the_settings_the_operator_then_runs_with() {
     create(&client, &pods, Some("default"), pod("plain")).await;
     create(&client, &pods, Some("default"), served("served")).await;
     let journal = operator.journal().clone();
-    let seen = |records: &[Record]| -> Vec<String> {
-        let mut seen: Vec<String> = calls(records, "log_event")
-            .into_iter()
-            .map(|(object, _)| object)
-            .collect();
-        seen.sort();
-        seen.dedup();
-        seen
-    };
     journal
-        .wait_for(PATIENCE, |records| seen(records).len() >= 2)
+        .wait_for(PATIENCE, |records| handled(records).len() >= 2)
         .await
         .expect("the served pods were handled");
     operator.settle([]).await.expect("settled");
     let records = journal.records();
-    assert_eq!(seen(&records), ["default/listed-served", "default/served"]);
+    assert_eq!(
+        handled(&records),
+        ["default/listed-served", "default/served"]
+    );
     assert_eq!(outcomes(&records, "select"), ["success"]);
     let logs = guest_logs(&records, "settings");
     assert!(
@@ -269,20 +265,12 @@ async fn with_scanning_disabled_no_crds_or_namespaces_are_asked_for() {
         create(&client, &core("Pod", "pods"), Some(namespace), pod("web")).await;
     }
     let journal = operator.journal().clone();
-    let pods = |records: &[Record]| -> Vec<String> {
-        let mut seen: Vec<String> = calls(records, "log_event")
-            .into_iter()
-            .map(|(object, _)| object)
-            .collect();
-        seen.dedup();
-        seen
-    };
     journal
-        .wait_for(PATIENCE, |records| !pods(records).is_empty())
+        .wait_for(PATIENCE, |records| !handled(records).is_empty())
         .await
         .expect("the plainly named namespace's pod was handled");
     operator.settle([]).await.expect("settled");
-    assert_eq!(pods(&journal.records()), ["team-a/web"]);
+    assert_eq!(handled(&journal.records()), ["team-a/web"]);
     let asked: Vec<String> = cluster
         .server()
         .request_counts()

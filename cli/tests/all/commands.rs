@@ -98,6 +98,21 @@ fn verbs(documents: &[Value], group: &str, resource: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What a successful `kapsel rbac` printed: the text, and its YAML documents.
+fn manifests(output: &std::process::Output) -> (String, Vec<Value>) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents = serde_yaml::Deserializer::from_str(&stdout)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    (stdout, documents)
+}
+
 #[test]
 fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
     let dir = scratch("rbac");
@@ -124,16 +139,7 @@ fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
         .env("HOME", &dir)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let documents: Vec<Value> = serde_yaml::Deserializer::from_str(&stdout)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
+    let (_, documents) = manifests(&output);
     let kinds: Vec<&str> = documents
         .iter()
         .map(|d| d["kind"].as_str().unwrap_or_default())
@@ -193,16 +199,7 @@ fn options_are_read_from_kapsel_variables() {
         ],
         &[],
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let documents: Vec<Value> = serde_yaml::Deserializer::from_str(&stdout)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
+    let (stdout, documents) = manifests(&output);
     let named = |kind: &str| -> Vec<String> {
         documents
             .iter()
