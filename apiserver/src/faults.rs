@@ -25,16 +25,29 @@ pub enum Fault {
     Conflict,
     /// 422 Invalid, as for a JSON patch whose `test` operation failed.
     Invalid,
+    /// No failure: the request is answered as usual, only this much later (a slow or
+    /// overloaded server; a watch starts this much later).
+    Slow(Duration),
+}
+
+/// What an injected fault does to one request.
+#[derive(Debug)]
+pub(crate) enum Injected {
+    /// Answers with this error instead.
+    Error(ApiError),
+    /// Answers as usual, this much later.
+    Delay(Duration),
 }
 
 impl Fault {
-    fn error(&self, req: &RequestInfo<'_>) -> ApiError {
+    fn injected(&self, req: &RequestInfo<'_>) -> Injected {
         let target = Target {
             group: req.group.unwrap_or_default(),
             plural: req.plural.unwrap_or_default(),
             name: req.name.unwrap_or_default(),
         };
-        match self {
+        Injected::Error(match self {
+            Fault::Slow(delay) => return Injected::Delay(*delay),
             Fault::Gone => ApiError::gone("injected fault: the resource version is too old"),
             Fault::TooManyRequests { retry_after_secs } => {
                 ApiError::too_many_requests(*retry_after_secs)
@@ -52,7 +65,7 @@ impl Fault {
                     "injected fault: the request was rejected as invalid".to_owned(),
                 )],
             ),
-        }
+        })
     }
 }
 
@@ -169,7 +182,7 @@ impl FaultTable {
     }
 
     /// The fault for this request, consuming one of its uses.
-    pub(crate) fn take(&self, req: &RequestInfo<'_>) -> Option<ApiError> {
+    pub(crate) fn take(&self, req: &RequestInfo<'_>) -> Option<Injected> {
         let mut t = self.table();
         let i = t
             .rules
@@ -177,8 +190,8 @@ impl FaultTable {
             .position(|(n, m, _)| *n > 0 && m.matches(req))?;
         let (n, _, f) = &mut t.rules[i];
         *n -= 1;
-        let err = f.error(req);
+        let injected = f.injected(req);
         t.rules.retain(|(n, _, _)| *n > 0);
-        Some(err)
+        Some(injected)
     }
 }

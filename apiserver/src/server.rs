@@ -3,7 +3,7 @@
 
 use crate::auth::User;
 use crate::counts::RequestKind;
-use crate::faults::RequestInfo;
+use crate::faults::{Injected, RequestInfo};
 use crate::requests::ResPath;
 use crate::state::Shared;
 use crate::status::{ApiError, json_response};
@@ -240,13 +240,17 @@ fn request_info<'a>(route: &'a Route, method: &Method, watch_param: bool) -> Req
     }
 }
 
-/// The configured faults: a delay, then an error instead of the answer.
+/// The configured faults: a delay, then an error instead of the answer, or a later one.
 async fn inject_faults(shared: &Shared, info: &RequestInfo<'_>) -> Result<(), ApiError> {
     if let Some(d) = shared.faults.delay() {
         tokio::time::sleep(d).await;
     }
     match shared.faults.take(info) {
-        Some(err) => Err(err),
+        Some(Injected::Error(err)) => Err(err),
+        Some(Injected::Delay(delay)) => {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        }
         None => Ok(()),
     }
 }

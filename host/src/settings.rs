@@ -30,6 +30,13 @@ use serde_json::Value;
 /// | `watching.label_selectors` | none | a label selector (`app=web,tier!=db`) every watch sends: objects without it are not seen at all |
 /// | `watching.field_selectors` | none | a field selector (`metadata.name!=skip`) every watch sends |
 /// | `watching.initial_streaming` | false | list by watching (`sendInitialEvents`, Kubernetes 1.27+) instead of paged lists |
+/// | `watching.client_timeout` | none | the longest a watch request may last, client-side (none: no limit); it is then reopened from where it was |
+/// | `watching.connect_timeout` | none | how long a watch request may wait for its answer to start (none: `networking.connect_timeout`, else `networking.request_timeout`) |
+/// | `watching.reconnect_backoff` | 0.1 | the pause before a stream lists again (after its watch history expired or its listing failed) |
+/// | `networking.request_timeout` | 300 | the longest a request other than a watch may take, its answer read (none: no limit) |
+/// | `networking.connect_timeout` | none | how long a request may wait for its answer to start: the connection, then the server's first byte (none: only `request_timeout`) |
+/// | `networking.error_backoffs` | 1, 1, 2, 3, 5, 8, 13, 21 | the pauses between the attempts of the operator's own writes (patches, Events) that failed for a reason worth retrying (a connection error, a timeout, 5xx, 403, 429): one attempt more than pauses |
+/// | `networking.enforce_retry_after` | false | after a 429, pause as long as the server's `retryAfterSeconds` says even when it is shorter than the backoff (else the longer of the two) |
 /// | `execution.default_backoff` | 60 | seconds before a handler that failed with an arbitrary error (not a `TemporaryError` with its own delay) is retried, unless it declares its `backoff` |
 /// | `queueing.exit_timeout` | 2 | how long in-flight handlers may take to finish when stopping |
 /// | `queueing.error_delays` | 1, 1, 2, 3, 5, … 610 | the pauses of an object whose processing keeps failing (Kopf's throttling) |
@@ -58,6 +65,37 @@ pub struct Settings {
     pub peering: Peering,
     /// Following the cluster's CRDs and namespaces (Kopf's `settings.scanning`).
     pub scanning: Scanning,
+    /// Requests to the API server (Kopf's `settings.networking`).
+    pub networking: Networking,
+}
+
+/// Requests to the API server (Kopf's `settings.networking`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Networking {
+    /// Seconds a request other than a watch may take, its answer read; `None`: no limit.
+    pub request_timeout: Option<f64>,
+    /// Seconds a request may wait for its answer to start (the connection, then the
+    /// server's first byte); `None`: only `request_timeout` bounds it.
+    pub connect_timeout: Option<f64>,
+    /// Seconds between the attempts of the operator's own writes that failed for a
+    /// reason worth retrying; one attempt more than there are pauses.
+    pub error_backoffs: Vec<f64>,
+    /// After a 429, pause as long as the server says even when that is shorter than the
+    /// backoff (else the longer of the two).
+    pub enforce_retry_after: bool,
+}
+
+impl Default for Networking {
+    fn default() -> Self {
+        Networking {
+            request_timeout: Some(300.0),
+            connect_timeout: None,
+            error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21].map(f64::from).to_vec(),
+            enforce_retry_after: false,
+        }
+    }
 }
 
 /// Following the cluster's CRDs and namespaces (Kopf's `settings.scanning`).
@@ -88,6 +126,13 @@ pub struct Watching {
     pub field_selectors: Option<String>,
     /// List by watching (`sendInitialEvents=true`), not by paged lists.
     pub initial_streaming: bool,
+    /// Seconds a watch request may last, client-side; `None`: no limit.
+    pub client_timeout: Option<f64>,
+    /// Seconds a watch request may wait for its answer to start; `None`:
+    /// `networking.connect_timeout`, else `networking.request_timeout`.
+    pub connect_timeout: Option<f64>,
+    /// Seconds to pause before a stream lists again.
+    pub reconnect_backoff: f64,
 }
 
 impl Default for Watching {
@@ -99,6 +144,9 @@ impl Default for Watching {
             label_selectors: None,
             field_selectors: None,
             initial_streaming: false,
+            client_timeout: None,
+            connect_timeout: None,
+            reconnect_backoff: 0.1,
         }
     }
 }
@@ -280,13 +328,39 @@ impl Settings {
                 "persistence.consistency_timeout",
                 Some(self.persistence.consistency_timeout),
             ),
+            (
+                "watching.reconnect_backoff",
+                Some(self.watching.reconnect_backoff),
+            ),
         ];
         let delays = self
             .queueing
             .error_delays
             .iter()
             .map(|d| ("queueing.error_delays", Some(*d)));
-        for (key, value) in seconds.into_iter().chain(delays) {
+        let backoffs = self
+            .networking
+            .error_backoffs
+            .iter()
+            .map(|d| ("networking.error_backoffs", Some(*d)));
+        // A limit of no time fails every request: only a positive one is a limit.
+        let limits = [
+            ("networking.request_timeout", self.networking.request_timeout),
+            ("networking.connect_timeout", self.networking.connect_timeout),
+            ("watching.client_timeout", self.watching.client_timeout),
+            ("watching.connect_timeout", self.watching.connect_timeout),
+        ];
+        for (key, value) in limits {
+            if let Some(value) = value
+                && (value <= 0.0 || Duration::try_from_secs_f64(value).is_err())
+            {
+                return Err(SettingsError(format!(
+                    "{key}: {value} is not a time limit (a number of seconds above 0, or null \
+                     for none)"
+                )));
+            }
+        }
+        for (key, value) in seconds.into_iter().chain(delays).chain(backoffs) {
             if let Some(value) = value
                 && Duration::try_from_secs_f64(value).is_err()
             {
@@ -330,6 +404,12 @@ impl SharedSettings {
     /// The settings as JSON, as a handler reads them.
     pub(crate) fn to_json(&self) -> Value {
         self.lock().settings.to_json()
+    }
+
+    /// What `read` reads of the settings as they are now (the HTTP client reads its
+    /// timeouts at each request, so a startup handler's change applies to the next one).
+    pub(crate) fn read<T>(&self, read: impl FnOnce(&Settings) -> T) -> T {
+        read(&self.lock().settings)
     }
 
     /// Merges a startup handler's changes ([`Settings::merge`]).
@@ -473,6 +553,14 @@ mod tests {
         assert!(error(settings.set("queueing.objects_in_flight", "0")).contains("at least 1"));
         assert!(error(settings.set("posting.level", "loud")).contains("unknown variant"));
         assert!(error(settings.set("watching", "1")).contains("a group of settings"));
+        let no_time = error(settings.set("networking.request_timeout", "0"));
+        assert!(no_time.contains("not a time limit"), "{no_time}");
+        assert!(error(settings.set("watching.client_timeout", "-5")).contains("-5"));
+        assert!(error(settings.set("networking.error_backoffs", "[1, -1]")).contains("-1"));
+        assert!(error(settings.set("watching.reconnect_backoff", "-0.1")).contains("-0.1"));
         assert_eq!(settings, Settings::default());
+        settings.set("networking.request_timeout", "null").unwrap();
+        settings.set("networking.error_backoffs", "[]").unwrap();
+        assert_eq!(settings.networking.request_timeout, None, "no limit");
     }
 }

@@ -2,7 +2,8 @@
 //! handlers' credentials (`credentials`) and the vault that keeps them and re-authenticates
 //! on 401 (`vault`), what the cluster serves (`discovery`),
 //! which resource a selector means (`selectors`), which namespaces are served (`scope`),
-//! Kopf's retries of API requests (`requests`), Kubernetes Events (`events`), and the
+//! Kopf's retries of API requests (`requests`) and the time limits of every request
+//! (`timeouts`), Kubernetes Events (`events`), and the
 //! guests' own Kubernetes calls and Events, checked and paced (`guest_calls`), and how
 //! objects are read off the wire (`wire`). Nothing here knows about handlers.
 
@@ -14,6 +15,7 @@ mod guest_calls;
 mod requests;
 mod scope;
 mod selectors;
+mod timeouts;
 mod vault;
 pub(crate) mod wire;
 
@@ -22,9 +24,10 @@ pub(crate) use credentials::{ConnectionInfo, LoginError};
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
 pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
-pub(crate) use requests::{RequestError, retried};
+pub(crate) use requests::{RequestError, Retries, retried};
 pub(crate) use scope::{Scope, served_namespaces};
 #[cfg(feature = "testing")]
 pub(crate) use selectors::{FindError, find_kind, find_resource};
 pub(crate) use selectors::{Resolution, Selector, resolve};
+pub(crate) use timeouts::bounded;
 pub(crate) use vault::Vault;

@@ -7,10 +7,8 @@
 //! retry).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Kopf's `networking.error_backoffs`: up to 9 attempts of an API request.
-const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
 
 /// A request failed for good (after retries, or a status that is not retried).
 #[derive(Debug, thiserror::Error)]
@@ -28,21 +26,46 @@ impl RequestError {
     }
 }
 
-/// The pause before retry number `retry` (0-based) of a failed API request, or `None`
-/// when the attempts are used up. A 429's `Retry-After` is honoured as a minimum
-/// (or always, with `enforce_retry_after`).
-pub(crate) fn backoff(
-    retry: usize,
-    retry_after: Option<u64>,
+/// How a request is retried: Kopf's `networking.error_backoffs` (one attempt more than
+/// there are pauses) and `networking.enforce_retry_after`. Cheap to clone.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Retries {
+    backoffs: Arc<[Duration]>,
     enforce_retry_after: bool,
-) -> Option<Duration> {
-    let ours = *BACKOFFS.get(retry)?;
-    let secs = match retry_after {
-        Some(server) if enforce_retry_after => server,
-        Some(server) => server.max(ours),
-        None => ours,
-    };
-    Some(Duration::from_secs(secs))
+}
+
+impl Retries {
+    /// The retries the user's settings say.
+    pub(crate) fn of(networking: &crate::settings::Networking) -> Retries {
+        Retries {
+            backoffs: networking
+                .error_backoffs
+                .iter()
+                .copied()
+                .map(crate::settings::seconds)
+                .collect(),
+            enforce_retry_after: networking.enforce_retry_after,
+        }
+    }
+
+    /// The pause before retry number `retry` (0-based) of a failed API request, or `None`
+    /// when the attempts are used up. A 429's `Retry-After` is honoured as a minimum
+    /// (or always, with `enforce_retry_after`).
+    pub(crate) fn backoff(&self, retry: usize, retry_after: Option<u64>) -> Option<Duration> {
+        let ours = *self.backoffs.get(retry)?;
+        Some(match retry_after.map(Duration::from_secs) {
+            Some(server) if self.enforce_retry_after => server,
+            Some(server) => server.max(ours),
+            None => ours,
+        })
+    }
+}
+
+impl Default for Retries {
+    /// Kopf's: up to 9 attempts.
+    fn default() -> Self {
+        Retries::of(&crate::settings::Networking::default())
+    }
 }
 
 /// Which API failures are retried: connection errors and timeouts (`status: None`),
@@ -81,9 +104,10 @@ fn retry_hint(error: &kube::Error) -> (bool, Option<u64>) {
     }
 }
 
-/// Runs a request with Kopf's request retries (KOPF.md §5.5).
+/// Runs a request with Kopf's request retries (KOPF.md §5.5), as `retries` says.
 pub(crate) async fn retried<T, F, Fut>(
     what: &'static str,
+    retries: &Retries,
     mut request: F,
 ) -> Result<T, RequestError>
 where
@@ -97,7 +121,7 @@ where
             Err(error) => {
                 let (retry, retry_after) = retry_hint(&error);
                 let pause = if retry {
-                    backoff(attempt, retry_after, false)
+                    retries.backoff(attempt, retry_after)
                 } else {
                     None
                 };
@@ -158,19 +182,28 @@ mod tests {
 
     #[test]
     fn backoffs_are_kopfs_and_honour_retry_after() {
-        assert_eq!(backoff(0, None, false), Some(Duration::from_secs(1)));
-        assert_eq!(backoff(7, None, false), Some(Duration::from_secs(21)));
-        assert_eq!(backoff(8, None, false), None, "9 attempts in total");
-        assert_eq!(backoff(2, Some(10), false), Some(Duration::from_secs(10)));
-        assert_eq!(backoff(5, Some(1), false), Some(Duration::from_secs(8)));
-        assert_eq!(backoff(5, Some(1), true), Some(Duration::from_secs(1)));
+        let kopfs = Retries::default();
+        assert_eq!(kopfs.backoff(0, None), Some(Duration::from_secs(1)));
+        assert_eq!(kopfs.backoff(7, None), Some(Duration::from_secs(21)));
+        assert_eq!(kopfs.backoff(8, None), None, "9 attempts in total");
+        assert_eq!(kopfs.backoff(2, Some(10)), Some(Duration::from_secs(10)));
+        assert_eq!(kopfs.backoff(5, Some(1)), Some(Duration::from_secs(8)));
+        let mut networking = crate::settings::Networking::default();
+        networking.enforce_retry_after = true;
+        let enforced = Retries::of(&networking);
+        assert_eq!(enforced.backoff(5, Some(1)), Some(Duration::from_secs(1)));
+        assert_eq!(enforced.backoff(8, Some(1)), None, "no attempt more");
+        networking.error_backoffs = vec![0.5];
+        let short = Retries::of(&networking);
+        assert_eq!(short.backoff(0, None), Some(Duration::from_millis(500)));
+        assert_eq!(short.backoff(1, None), None, "2 attempts in total");
     }
 
     #[tokio::test(start_paused = true)]
     async fn requests_are_retried_with_backoff_then_succeed() {
         let calls = AtomicUsize::new(0);
         let started = tokio::time::Instant::now();
-        let result = retried("testing", || {
+        let result = retried("testing", &Retries::default(), || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             async move {
                 if n < 2 {
@@ -189,7 +222,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn client_errors_fail_at_once_and_retries_end() {
         let calls = AtomicUsize::new(0);
-        let result: Result<(), _> = retried("testing", || {
+        let result: Result<(), _> = retried("testing", &Retries::default(), || {
             calls.fetch_add(1, Ordering::SeqCst);
             async { Err(api_error(409, None)) }
         })
@@ -198,7 +231,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
 
         let calls = AtomicUsize::new(0);
-        let result: Result<(), _> = retried("testing", || {
+        let result: Result<(), _> = retried("testing", &Retries::default(), || {
             calls.fetch_add(1, Ordering::SeqCst);
             async { Err(api_error(500, None)) }
         })

@@ -74,6 +74,8 @@ pub(crate) struct Settings {
     /// Seconds before an arbitrary failure is retried, unless the handler says
     /// (`execution.default_backoff`).
     pub(crate) default_backoff: f64,
+    /// How the operator's own writes are retried (`networking`).
+    pub(crate) retries: cluster::Retries,
 }
 
 impl Settings {
@@ -94,6 +96,7 @@ impl Settings {
         self.peering.stealth = user.peering.stealth;
         self.scanning_disabled = user.scanning.disabled;
         self.default_backoff = user.execution.default_backoff;
+        self.retries = cluster::Retries::of(&user.networking);
     }
 }
 
@@ -112,6 +115,7 @@ impl Default for Settings {
             posting: crate::settings::Posting::default(),
             scanning_disabled: false,
             default_backoff: crate::settings::Execution::DEFAULT_BACKOFF,
+            retries: cluster::Retries::default(),
         };
         // The defaults are the user settings' defaults: one place says them.
         settings.adopt(&user);
@@ -323,7 +327,7 @@ pub(crate) async fn run(
 ) -> Result<(), Error> {
     // Events go out until the streams have stopped, then get a short grace.
     let posting = CancellationToken::new();
-    let (poster, poster_task) = Poster::start(client.clone(), posting.clone());
+    let (poster, poster_task) = Poster::start(client.clone(), settings.retries.clone(), posting.clone());
     let poster = poster.with_posting(settings.posting.clone());
     // An early return (a failed discovery) stops the poster too.
     let _stop_posting = posting.clone().drop_guard();

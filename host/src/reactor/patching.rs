@@ -26,7 +26,9 @@ use serde_json::{Value, json};
 use super::changes::{Patch, inconsistencies};
 use super::objects::object_ref;
 use crate::cluster::wire::Body;
-use crate::cluster::{ObjectRef, PostedEvent, Poster, RequestError, Resource, SENSITIVE, retried};
+use crate::cluster::{
+    ObjectRef, PostedEvent, Poster, RequestError, Resource, Retries, SENSITIVE, retried,
+};
 use crate::object_log::object_log;
 use crate::recording::Recorder;
 
@@ -80,6 +82,8 @@ pub(crate) enum Applied {
 #[derive(Clone)]
 pub(crate) struct Patcher {
     pub(crate) client: Client,
+    /// How each patch is retried (`networking.error_backoffs`).
+    pub(crate) retries: Retries,
     pub(crate) recorder: Recorder,
     /// Where refused results are reported.
     pub(crate) poster: Poster,
@@ -93,7 +97,7 @@ impl Patcher {
         body: &Value,
         patch: &Patch,
     ) -> Result<Applied, RequestError> {
-        let (applied, refused) = apply(&self.client, target, body, patch, &self.recorder).await?;
+        let (applied, refused) = apply(self, target, body, patch).await?;
         if let Some(error) = refused {
             let message = format!(
                 "The handlers' results could not be stored: the API server refused them: {}",
@@ -118,12 +122,12 @@ fn holds_credentials(resource: &Resource) -> bool {
 
 /// Applies the parts; the refusal of the results (see the module's docs) beside.
 async fn apply(
-    client: &Client,
+    patcher: &Patcher,
     target: Target<'_>,
     body: &Value,
     patch: &Patch,
-    recorder: &Recorder,
 ) -> Result<(Applied, Option<RequestError>), RequestError> {
+    let (recorder, retries) = (&patcher.recorder, &patcher.retries);
     let record = |part: &str, response: &Value| {
         recorder.write(
             target.resource,
@@ -133,7 +137,7 @@ async fn apply(
             response,
         );
     };
-    let api = target.api(client);
+    let api = target.api(&patcher.client);
     let status_subresource = target.resource.subresources.iter().any(|s| s == "status");
     let (main, status) = patch.merge_patches(status_subresource);
     let mut freshest: Option<Value> = None;
@@ -143,7 +147,8 @@ async fn apply(
         let Some(mut part) = part else { continue };
         let sent = loop {
             let shape = read_back(&part, recorder);
-            match merge(&api, target.name, &part, is_status, shape.as_ref()).await {
+            let sent = merge(&api, retries, target.name, &part, is_status, shape.as_ref()).await;
+            match sent {
                 Err(e) if refuses_results(&e.source) && part.get("status").is_some() => {
                     refused = Some(e);
                     match part.as_object_mut() {
@@ -179,7 +184,7 @@ async fn apply(
     }
     // The finalizers' JSON patch: what its next write needs of the answer.
     let shape = read_back(&Value::Null, recorder);
-    let applied = finalizers(&api, target, body, patch, freshest, record, shape).await?;
+    let applied = finalizers(&api, retries, target, body, patch, freshest, record, shape).await?;
     Ok((applied, refused))
 }
 
@@ -227,6 +232,7 @@ fn read_back(part: &Value, recorder: &Recorder) -> Option<Value> {
 /// `shape` names (see [`Body::read`]), whole without one.
 async fn merge(
     api: &Api<Body>,
+    retries: &Retries,
     name: &str,
     part: &Value,
     is_status: bool,
@@ -237,7 +243,7 @@ async fn merge(
     } else {
         "patching the object"
     };
-    retried(what, || async {
+    retried(what, retries, || async {
         let params = PatchParams::default();
         let merge = KubePatch::Merge(part);
         let answer = if is_status {
@@ -251,8 +257,10 @@ async fn merge(
 }
 
 /// The finalizer change, as a JSON patch tested against the freshest body.
+#[allow(clippy::too_many_arguments)] // each is one thing the patch needs
 async fn finalizers(
     api: &Api<Body>,
+    retries: &Retries,
     target: Target<'_>,
     body: &Value,
     patch: &Patch,
@@ -274,7 +282,7 @@ async fn finalizers(
             });
         }
     };
-    let sent = retried("patching the finalizers", || async {
+    let sent = retried("patching the finalizers", retries, || async {
         api.patch(
             target.name,
             &PatchParams::default(),

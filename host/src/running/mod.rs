@@ -344,6 +344,8 @@ impl Operator {
             connected = self.connect(&guests, &shared) => connected?,
             () = &mut shutdown => return Ok(()),
         };
+        // Every request within the settings' time limits, as they are when it starts.
+        let client = crate::cluster::bounded(client, shared.settings.clone());
         let activities = activities_context(&client, &shared, &self.settings.scope);
         // Logs in again when the API server refuses the credentials; stopped when dropped.
         let (login_failed, _stop_logins) = keep_logged_in(vault, &served, &activities);
@@ -357,6 +359,8 @@ impl Operator {
             () = &mut shutdown => return Ok(()),
             failed = &mut login_failed => return Err(Error::Login(failed)),
         }
+        // Only startup handlers change the settings: from now on they are in force.
+        let in_force = shared.settings.put_in_force();
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
             .await
@@ -376,13 +380,18 @@ impl Operator {
             activities: activities.clone(),
             events: None,
         };
-        let swapped =
-            self.start_reloading(&client, (runtime, library), reporting, (&reloads, events));
+        let retries = crate::cluster::Retries::of(&in_force.networking);
+        let swapped = self.start_reloading(
+            (&client, retries),
+            (runtime, library),
+            reporting,
+            (&reloads, events),
+        );
         let stop = CancellationToken::new();
         let trigger = stop.clone();
         let mut settings = self.settings;
         settings.limits = limits;
-        settings.adopt(&shared.settings.put_in_force());
+        settings.adopt(&in_force);
         let operator = reactor::run(client, &guests, swapped, settings, shared, stop);
         tokio::pin!(operator);
         let result = tokio::select! {
@@ -494,7 +503,7 @@ impl Operator {
     /// operator's own object, when there is one) with `events`.
     fn start_reloading(
         &self,
-        client: &kube::Client,
+        (client, retries): (&kube::Client, crate::cluster::Retries),
         (runtime, library): (runtime::Runtime, Library),
         mut reporting: Reporting,
         (reloads, events): (&CancellationToken, CancellationToken),
@@ -507,7 +516,7 @@ impl Operator {
                 &self.settings.scope,
             );
             reporting.events =
-                involved.map(|involved| (Poster::start(client.clone(), events).0, involved));
+                involved.map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
             let reloader = Reloader {
                 runtime,
                 library,

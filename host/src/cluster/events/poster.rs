@@ -16,7 +16,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{PostedEvent, event_body, event_namespace};
-use crate::cluster::requests::retried;
+use crate::cluster::requests::{Retries, retried};
 use crate::cluster::wire::Body;
 use crate::settings::{Posting, PostingLevel};
 
@@ -43,6 +43,8 @@ struct Queued {
 /// What the poster's handles and workers share.
 struct Shared {
     client: Client,
+    /// How each Event is retried (`networking.error_backoffs`).
+    retries: Retries,
     runtime: tokio::runtime::Handle,
     /// The live workers by queue key. `post` sends and workers retire under this
     /// lock, so an event is never left in the queue of a retiring worker.
@@ -84,17 +86,20 @@ impl std::fmt::Debug for Poster {
 }
 
 impl Poster {
-    /// Starts posting with `client` until `shutdown` is cancelled. The task
-    /// returned ends once the queued events went out or [`EXIT_GRACE`] passed.
+    /// Starts posting with `client` until `shutdown` is cancelled, each Event retried as
+    /// `retries` says. The task returned ends once the queued events went out or
+    /// [`EXIT_GRACE`] passed.
     ///
     /// # Panics
     /// Outside a tokio runtime.
     pub(crate) fn start(
         client: Client,
+        retries: Retries,
         shutdown: CancellationToken,
     ) -> (Poster, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared {
             client,
+            retries,
             runtime: tokio::runtime::Handle::current(),
             workers: Mutex::default(),
             retired: Notify::new(),
@@ -197,7 +202,7 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
                     () = tokio::time::sleep_until(due) => {}
                     () = shared.shutdown.cancelled() => {}
                 }
-                deliver(&shared.client, &event).await;
+                deliver(&shared.client, &shared.retries, &event).await;
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
             }
             None => {
@@ -216,7 +221,7 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
 
 /// Posts one Event, retrying what may succeed later (Kopf's request retries); logs what
 /// cannot be posted.
-async fn deliver(client: &Client, event: &PostedEvent) {
+async fn deliver(client: &Client, retries: &Retries, event: &PostedEvent) {
     // Sent as written, the answer only checked to be JSON: nothing of it is read.
     let object = Body::of(&event_body(event, Utc::now()));
     let resource = ApiResource {
@@ -229,7 +234,9 @@ async fn deliver(client: &Client, event: &PostedEvent) {
     let api: Api<Body> =
         Api::namespaced_with(client.clone(), event_namespace(&event.involved), &resource);
     let params = PostParams::default();
-    let posted = retried("posting an Event", || api.create(&params, &object)).await;
+    let posted = retried("posting an Event", retries, || {
+        api.create(&params, &object)
+    }).await;
     if let Err(error) = posted {
         tracing::warn!("Failed to post an Event for {}: {error}", describe(event));
     }
@@ -328,7 +335,7 @@ mod tests {
             .create(&PostParams::default(), &team)
             .await
             .unwrap();
-        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
 
         // The first attempt fails with a 500; the retry (after 1 s) succeeds.
         server.faults().fail_next(
@@ -416,7 +423,7 @@ mod tests {
     async fn events_go_out_at_their_turn_or_at_the_shutdown() {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
-        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
         let mut pod = pod_ref();
         pod.namespace = Some("default".into());
         let posted = tokio::time::Instant::now();
@@ -450,7 +457,7 @@ mod tests {
     async fn final_failures_are_not_retried() {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
-        let (poster, task) = Poster::start(client.clone(), shutdown.clone());
+        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
         // A namespace that does not exist: 404, final. The next event still goes out.
         let mut missing = pod_ref();
         missing.namespace = Some("nowhere".into());

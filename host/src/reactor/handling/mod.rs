@@ -209,6 +209,7 @@ impl Handling {
         .with_settings(shared.settings.clone());
         let patcher = Patcher {
             client,
+            retries: settings.retries.clone(),
             recorder: shared.recorder.clone(),
             poster,
         };

@@ -52,6 +52,8 @@ pub(crate) struct StreamSettings {
     pub(crate) initial_streaming: bool,
     /// How many of the stream's objects are handled at once.
     pub(crate) objects_in_flight: usize,
+    /// The pause before a stream lists again (Kopf's pause between its streams).
+    pub(crate) reconnect_backoff: Duration,
 }
 
 impl StreamSettings {
@@ -68,6 +70,7 @@ impl StreamSettings {
             initial_streaming: watching.initial_streaming,
             objects_in_flight: usize::try_from(user.queueing.objects_in_flight)
                 .unwrap_or(usize::MAX),
+            reconnect_backoff: seconds(watching.reconnect_backoff),
         }
     }
 }
@@ -158,6 +161,14 @@ pub(crate) async fn run(
             next = events.next() => next,
         };
         let Some(next) = next else { return };
+        // A listing again after a complete one (its watch history expired, or it failed):
+        // Kopf pauses between its streams, each a listing and its watches.
+        if matches!(next, Ok(Event::Init)) && listing.listings > 0 {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(settings.reconnect_backoff) => {}
+            }
+        }
         let event = match next {
             Ok(event) => keyed(event, &resource),
             Err(err) => {
