@@ -21,6 +21,7 @@ mod loading;
 mod login;
 mod memo;
 mod migration;
+mod networking;
 mod parity;
 mod peering;
 mod rbac;

@@ -1,7 +1,8 @@
 //! A guest for the host's integration tests of Kopf's settings changed by a startup
 //! handler (KOPF.md §1.12, §13): its startup handler serves only the pods labelled
-//! `kapsel.test/served=yes` (`watching.label_selectors`), or, when the operator's memo
-//! says `{"bad": true}`, makes a change the host refuses; its event handler on pods logs
+//! `kapsel.test/served=yes` (`watching.label_selectors`) and merges what the operator's
+//! memo has under `settings`, or, when the memo says `{"bad": true}`, makes a change the
+//! host refuses; its event handler on pods logs
 //! each pod with the selector in force, and that its own change is refused.
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-settings`.
@@ -14,6 +15,9 @@ fn select(cause: &Cause) -> kapsel::Result<()> {
     if cause.memo()["bad"] == true {
         // An unknown setting: refused, and `?` fails this handler for good.
         kapsel::settings::merge(kapsel::json!({"watching": {"label_selector": "typo"}}))?;
+    }
+    if let Some(more) = cause.memo().get("settings") {
+        kapsel::settings::merge(more.clone())?;
     }
     kapsel::settings::set("watching.label_selectors", "kapsel.test/served=yes")
 }
