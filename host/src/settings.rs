@@ -345,8 +345,14 @@ impl Settings {
             .map(|d| ("networking.error_backoffs", Some(*d)));
         // A limit of no time fails every request: only a positive one is a limit.
         let limits = [
-            ("networking.request_timeout", self.networking.request_timeout),
-            ("networking.connect_timeout", self.networking.connect_timeout),
+            (
+                "networking.request_timeout",
+                self.networking.request_timeout,
+            ),
+            (
+                "networking.connect_timeout",
+                self.networking.connect_timeout,
+            ),
             ("watching.client_timeout", self.watching.client_timeout),
             ("watching.connect_timeout", self.watching.connect_timeout),
         ];

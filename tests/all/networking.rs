@@ -18,7 +18,7 @@ use tokio::time::Instant;
 fn settings(changes: &[(&str, &str)]) -> Settings {
     let mut settings = Settings::default();
     for (key, value) in changes {
-        settings.set(key, value).unwrap();
+        settings.set(key, value).expect("a valid setting");
     }
     settings
 }
@@ -76,8 +76,14 @@ fn changes_operator_with(s: &Scene, changes: &[(&str, &str)]) -> RunningOperator
 
 /// A kopfexample with the `changes` guest's `create_quiet` handler alone.
 async fn create_quiet(s: &Scene, name: &str) {
-    s.create(kopfexample(name, &["optional"], json!({}), json!({}), json!({})))
-        .await;
+    s.create(kopfexample(
+        name,
+        &["optional"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
 }
 
 /// Waits until the result of `create_quiet` is stored on the kopfexample (its patch went
@@ -201,7 +207,13 @@ async fn a_watch_that_does_not_start_in_the_startup_handlers_connect_timeout_is_
     until_answered(&cluster, "list", "pods", 1).await;
     let mut late = pod("late");
     late["metadata"]["labels"] = json!({"kapsel.test/served": "yes"});
-    create(&cluster.client(), &core("Pod", "pods"), Some("default"), late).await;
+    create(
+        &cluster.client(),
+        &core("Pod", "pods"),
+        Some("default"),
+        late,
+    )
+    .await;
     operator
         .journal()
         .wait_for(PATIENCE, |records| {

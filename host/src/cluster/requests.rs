@@ -188,8 +188,10 @@ mod tests {
         assert_eq!(kopfs.backoff(8, None), None, "9 attempts in total");
         assert_eq!(kopfs.backoff(2, Some(10)), Some(Duration::from_secs(10)));
         assert_eq!(kopfs.backoff(5, Some(1)), Some(Duration::from_secs(8)));
-        let mut networking = crate::settings::Networking::default();
-        networking.enforce_retry_after = true;
+        let mut networking = crate::settings::Networking {
+            enforce_retry_after: true,
+            ..Default::default()
+        };
         let enforced = Retries::of(&networking);
         assert_eq!(enforced.backoff(5, Some(1)), Some(Duration::from_secs(1)));
         assert_eq!(enforced.backoff(8, Some(1)), None, "no attempt more");

@@ -81,11 +81,9 @@ impl Limits {
             }
         } else {
             let start = match (connect_timeout, request_timeout) {
-                (Some(connect), Some(total)) => Some(if connect.0 <= total.0 {
-                    connect
-                } else {
-                    total
-                }),
+                (Some(connect), Some(total)) => {
+                    Some(if connect.0 <= total.0 { connect } else { total })
+                }
                 (connect, total) => connect.or(total),
             };
             Limits {
@@ -111,9 +109,13 @@ impl Limits {
                 .map_err(|_| TimedOut { setting, limit })??,
             None => sent.await?,
         };
-        let deadline = self
-            .total
-            .map(|(limit, setting)| (Box::pin(tokio::time::sleep_until(started + limit)), limit, setting));
+        let deadline = self.total.map(|(limit, setting)| {
+            (
+                Box::pin(tokio::time::sleep_until(started + limit)),
+                limit,
+                setting,
+            )
+        });
         Ok(response.map(|inner| Bounded {
             inner,
             deadline,
@@ -153,9 +155,7 @@ impl HttpBody for Bounded {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some((limit, timer)) = &mut this.silence {
-                    timer
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + *limit);
+                    timer.as_mut().reset(tokio::time::Instant::now() + *limit);
                 }
                 return Poll::Ready(Some(Ok(frame)));
             }
@@ -210,8 +210,14 @@ mod tests {
         let mut settings = Settings::default();
         let other = Limits::of(&request("/api/v1/pods?limit=500"), &settings);
         let five_minutes = Some((Duration::from_secs(300), "networking.request_timeout"));
-        assert_eq!((other.start, other.total, other.watch), (five_minutes, five_minutes, false));
-        let watch = Limits::of(&request("/api/v1/pods?watch=true&timeoutSeconds=65"), &settings);
+        assert_eq!(
+            (other.start, other.total, other.watch),
+            (five_minutes, five_minutes, false)
+        );
+        let watch = Limits::of(
+            &request("/api/v1/pods?watch=true&timeoutSeconds=65"),
+            &settings,
+        );
         assert_eq!(watch.start, five_minutes, "Kopf's fallback");
         assert_eq!((watch.total, watch.watch), (None, true));
         assert_eq!(watch.silence, Some(Duration::from_secs(70)));
@@ -221,7 +227,10 @@ mod tests {
         let other = Limits::of(&request("/api/v1/pods"), &settings);
         let seven = Some((Duration::from_secs(7), "networking.connect_timeout"));
         assert_eq!((other.start, other.total), (seven, None));
-        assert_eq!(Limits::of(&request("/api/v1/pods?watch=1"), &settings).start, seven);
+        assert_eq!(
+            Limits::of(&request("/api/v1/pods?watch=1"), &settings).start,
+            seven
+        );
         settings.set("watching.connect_timeout", "3").unwrap();
         settings.set("watching.client_timeout", "30").unwrap();
         let watch = Limits::of(&request("/api/v1/pods?watch=true"), &settings);

@@ -327,7 +327,8 @@ pub(crate) async fn run(
 ) -> Result<(), Error> {
     // Events go out until the streams have stopped, then get a short grace.
     let posting = CancellationToken::new();
-    let (poster, poster_task) = Poster::start(client.clone(), settings.retries.clone(), posting.clone());
+    let (poster, poster_task) =
+        Poster::start(client.clone(), settings.retries.clone(), posting.clone());
     let poster = poster.with_posting(settings.posting.clone());
     // An early return (a failed discovery) stops the poster too.
     let _stop_posting = posting.clone().drop_guard();

@@ -184,7 +184,16 @@ async fn apply(
     }
     // The finalizers' JSON patch: what its next write needs of the answer.
     let shape = read_back(&Value::Null, recorder);
-    let applied = finalizers(&api, retries, target, body, patch, freshest, record, shape).await?;
+    let applied = finalizers(
+        (&api, retries),
+        target,
+        body,
+        patch,
+        freshest,
+        record,
+        shape,
+    )
+    .await?;
     Ok((applied, refused))
 }
 
@@ -257,10 +266,8 @@ async fn merge(
 }
 
 /// The finalizer change, as a JSON patch tested against the freshest body.
-#[allow(clippy::too_many_arguments)] // each is one thing the patch needs
 async fn finalizers(
-    api: &Api<Body>,
-    retries: &Retries,
+    (api, retries): (&Api<Body>, &Retries),
     target: Target<'_>,
     body: &Value,
     patch: &Patch,

@@ -515,8 +515,8 @@ impl Operator {
                 &self.settings.peering,
                 &self.settings.scope,
             );
-            reporting.events =
-                involved.map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
+            reporting.events = involved
+                .map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
             let reloader = Reloader {
                 runtime,
                 library,

@@ -234,9 +234,7 @@ async fn deliver(client: &Client, retries: &Retries, event: &PostedEvent) {
     let api: Api<Body> =
         Api::namespaced_with(client.clone(), event_namespace(&event.involved), &resource);
     let params = PostParams::default();
-    let posted = retried("posting an Event", retries, || {
-        api.create(&params, &object)
-    }).await;
+    let posted = retried("posting an Event", retries, || api.create(&params, &object)).await;
     if let Err(error) = posted {
         tracing::warn!("Failed to post an Event for {}: {error}", describe(event));
     }
