@@ -381,3 +381,72 @@ async fn mandatory_peering_stays_paused_until_the_object_exists() {
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// The peer records of the `default` ClusterKopfPeering with this priority.
+async fn records_of_priority(client: &kube::Client, priority: i64) -> Vec<String> {
+    let status = peers(client, None).await;
+    status
+        .as_object()
+        .map(|records| {
+            records
+                .iter()
+                .filter(|(_, record)| record["priority"] == priority)
+                .map(|(identity, _)| identity.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kopf's `peering.stealth` only silences the keep-alives that went well: a stealth
+/// operator still writes its record (its peers see it) and still pauses for a peer of
+/// higher priority; it just logs no `Keep-alive ...: ok.` line, where one without it does.
+#[tokio::test]
+async fn a_stealth_operator_peers_as_any_other_without_logging_its_keepalives() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    apply_peering_manifests(&client, true).await;
+    let seed = guest("seed");
+    let seed = seed.to_string_lossy();
+    let stealthy = kapsel_cli::Runner::start_on(
+        client.clone(),
+        ["run", "-A", "--priority", "5", "--setting", "peering.stealth=true", &seed],
+    )
+    .await
+    .expect("started");
+    wait_for_peers(&client, None, "the stealth operator's record", |s| {
+        s.as_object()
+            .is_some_and(|r| r.values().any(|r| r["priority"] == 5))
+    })
+    .await;
+    let loud = kapsel_cli::Runner::start_on(client.clone(), ["run", "-A", "--priority", "6", &seed])
+        .await
+        .expect("started");
+    wait_for_peers(&client, None, "the louder operator's record", |s| {
+        s.as_object()
+            .is_some_and(|r| r.values().any(|r| r["priority"] == 6))
+    })
+    .await;
+    let louder = records_of_priority(&client, 6).await.remove(0);
+    // It obeys: it pauses in favour of the peer of higher priority ...
+    wait_paused_for(stealthy.journal(), &louder).await;
+    // ... which knew of it from its record, written by the keep-alive it did not log.
+    assert_eq!(records_of_priority(&client, 5).await.len(), 1);
+    let quiet = stealthy.output();
+    assert!(
+        !quiet.contains("Keep-alive in 'default'"),
+        "a stealth operator logs no keep-alive: {quiet}"
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !loud.output().contains("Keep-alive in 'default' cluster-wide: ok.") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "an operator without stealth logs its keep-alives: {}",
+            loud.output()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert_eq!(loud.stop().await.exit_code, 0);
+    assert_eq!(stealthy.stop().await.exit_code, 0);
+    cluster.shutdown().await.unwrap();
+}
