@@ -4,7 +4,8 @@
 //! What is granted, and nothing more:
 //! - the framework's needs: observing CRDs; posting Events; the peering resource of the
 //!   mode in use (`clusterkopfpeerings` cluster-wide, `kopfpeerings` for `-n`, none
-//!   `--standalone`); listing namespaces when `-n` has globs;
+//!   `--standalone`) in each group the cluster serves it in (`kopf.dev`, the legacy
+//!   `zalando.org`; `kopf.dev` when neither); listing namespaces when `-n` has globs;
 //! - every resource a handler watches: `list`, `watch`, and `patch` when any handler
 //!   but an index writes to its objects (results, progress records, finalizers), with
 //!   `patch` on `<plural>/status` too when the resource has a status subresource (the
@@ -30,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{self, DiscoveryError, Resolution, Resource, Scope, Selector};
 use crate::handlers::{declaration, undeclared};
+use crate::peering::resources as peering;
 use crate::runtime::{Guest, HandlerKind};
 
 /// What the guests' selectors and permissions mean on a cluster (KOPF.md §2.3), for
@@ -46,6 +48,8 @@ pub(crate) struct GuestNeeds {
     /// Handlers the operator will not serve on a resource (Secrets not declared), and
     /// what their guest must declare for it.
     pub(crate) refused: Vec<String>,
+    /// The peering resources the cluster serves, of both modes.
+    pub(crate) peering: Vec<Resource>,
 }
 
 /// Resolves every handler selector and every permission of `guests` on the cluster.
@@ -57,7 +61,13 @@ pub(crate) async fn guest_needs(
     guests: &[Guest],
 ) -> Result<GuestNeeds, DiscoveryError> {
     let discovered = cluster::scan(client).await?;
-    let mut needs = GuestNeeds::default();
+    let mut needs = GuestNeeds {
+        peering: [true, false]
+            .into_iter()
+            .flat_map(|clusterwide| peering::served(&discovered, clusterwide))
+            .collect(),
+        ..GuestNeeds::default()
+    };
     let resolve = |wit: &crate::runtime::Selector, needs: &mut GuestNeeds| {
         let selector = Selector::from_wit(wit);
         match cluster::resolve(&selector, &discovered) {
@@ -197,14 +207,26 @@ fn grants(needs: &GuestNeeds, mode: &Mode) -> Grants {
         grants.grant(Some(&["default".to_owned()]), "", "events", &["create"]);
     }
     if let Some(name) = &mode.peering {
-        let (where_, resource) = match mode.scope {
-            Scope::Cluster => (None, "clusterkopfpeerings"),
-            Scope::Namespaces(_) => (named, "kopfpeerings"),
-        };
-        // Following the peers is listing and watching the object by name (a field
-        // selector), which RBAC authorizes by resource; our record's patches name it.
-        grants.grant(where_, "kopf.dev", resource, &["list", "watch"]);
-        grants.grant_on(where_, ("kopf.dev", resource, Some(name)), &["patch"]);
+        let clusterwide = mode.scope == Scope::Cluster;
+        let where_ = if clusterwide { None } else { named };
+        let resource = peering::plural(clusterwide);
+        // The operator peers through every group serving it; without any, the one
+        // `deploy/` installs.
+        let mut groups: Vec<&str> = needs
+            .peering
+            .iter()
+            .filter(|r| r.plural == resource)
+            .map(|r| r.group.as_str())
+            .collect();
+        if groups.is_empty() {
+            groups.push(peering::GROUPS[0]);
+        }
+        for group in groups {
+            // Following the peers is listing and watching the object by name (a field
+            // selector), which RBAC authorizes by resource; our record's patches name it.
+            grants.grant(where_, group, resource, &["list", "watch"]);
+            grants.grant_on(where_, (group, resource, Some(name)), &["patch"]);
+        }
     }
 
     for (resource, patches) in &needs.watched {
@@ -364,6 +386,7 @@ mod tests {
             ],
             unresolved: vec!["widgets".into()],
             refused: Vec::new(),
+            peering: Vec::new(),
         }
     }
 
@@ -533,6 +556,35 @@ mod tests {
             verbs(cluster, "kopf.dev", "kopfexamples"),
             ["list", "patch", "watch"]
         );
+    }
+
+    #[test]
+    fn peering_is_granted_in_the_groups_the_cluster_serves_it_in() {
+        let cluster_scoped = |group: &str, plural: &str| Resource {
+            namespaced: false,
+            ..resource(group, plural, false)
+        };
+        let legacy = GuestNeeds {
+            peering: vec![
+                cluster_scoped("zalando.org", "clusterkopfpeerings"),
+                resource("kopf.dev", "kopfpeerings", false),
+                resource("zalando.org", "kopfpeerings", false),
+            ],
+            ..needs()
+        };
+        let text = manifests(&legacy, &subject(), &mode(&[], Some("default")));
+        let role = &documents(&text)[1];
+        let group = "zalando.org";
+        assert_eq!(verbs(role, group, "clusterkopfpeerings"), ["list", "watch"]);
+        assert_eq!(verbs(role, group, "clusterkopfpeerings:default"), ["patch"]);
+        assert!(verbs(role, "kopf.dev", "clusterkopfpeerings").is_empty());
+
+        let text = manifests(&legacy, &subject(), &mode(&["a"], Some("default")));
+        let role = &documents(&text)[3];
+        for group in ["kopf.dev", "zalando.org"] {
+            assert_eq!(verbs(role, group, "kopfpeerings"), ["list", "watch"]);
+            assert_eq!(verbs(role, group, "kopfpeerings:default"), ["patch"]);
+        }
     }
 
     #[test]

@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff;
-use kapsel_host::testing::{Cluster, RunningOperator};
+use kapsel_host::testing::{Cluster, RunningOperator, ServerConfig};
 use kapsel_host::{Freezer, Journal, Operator, Record};
 use kapsel_tests::*;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
 /// Short records, so that expiry shows within a test (keep-alives come every second).
@@ -18,9 +19,14 @@ const LIFETIME: Duration = Duration::from_secs(3);
 
 /// The status of the `default` peering object: cluster-wide, or in a namespace.
 async fn peers(client: &kube::Client, namespace: Option<&str>) -> Value {
+    peers_of(client, "kopf.dev", namespace).await
+}
+
+/// As [`peers`], in the peering resource of an API group (`kopf.dev`, `zalando.org`).
+async fn peers_of(client: &kube::Client, group: &str, namespace: Option<&str>) -> Value {
     let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &namespaced_peerings()),
-        None => Api::all_with(client.clone(), &cluster_peerings()),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &namespaced_peerings_of(group)),
+        None => Api::all_with(client.clone(), &cluster_peerings_of(group)),
     };
     let object = api.get("default").await.expect("the peering object");
     object.data.get("status").cloned().unwrap_or(json!({}))
@@ -33,9 +39,20 @@ async fn wait_for_peers(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) {
+    wait_for_peers_of(client, "kopf.dev", namespace, what, check).await;
+}
+
+/// As [`wait_for_peers`], in the peering resource of an API group.
+async fn wait_for_peers_of(
+    client: &kube::Client,
+    group: &str,
+    namespace: Option<&str>,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let status = peers(client, namespace).await;
+        let status = peers_of(client, group, namespace).await;
         if check(&status) {
             return;
         }
@@ -409,7 +426,15 @@ async fn a_stealth_operator_peers_as_any_other_without_logging_its_keepalives() 
     let seed = seed.to_string_lossy();
     let stealthy = kapsel_cli::Runner::start_on(
         client.clone(),
-        ["run", "-A", "--priority", "5", "--setting", "peering.stealth=true", &seed],
+        [
+            "run",
+            "-A",
+            "--priority",
+            "5",
+            "--setting",
+            "peering.stealth=true",
+            &seed,
+        ],
     )
     .await
     .expect("started");
@@ -418,9 +443,10 @@ async fn a_stealth_operator_peers_as_any_other_without_logging_its_keepalives() 
             .is_some_and(|r| r.values().any(|r| r["priority"] == 5))
     })
     .await;
-    let loud = kapsel_cli::Runner::start_on(client.clone(), ["run", "-A", "--priority", "6", &seed])
-        .await
-        .expect("started");
+    let loud =
+        kapsel_cli::Runner::start_on(client.clone(), ["run", "-A", "--priority", "6", &seed])
+            .await
+            .expect("started");
     wait_for_peers(&client, None, "the louder operator's record", |s| {
         s.as_object()
             .is_some_and(|r| r.values().any(|r| r["priority"] == 6))
@@ -437,7 +463,10 @@ async fn a_stealth_operator_peers_as_any_other_without_logging_its_keepalives() 
         "a stealth operator logs no keep-alive: {quiet}"
     );
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !loud.output().contains("Keep-alive in 'default' cluster-wide: ok.") {
+    while !loud
+        .output()
+        .contains("Keep-alive in 'default' cluster-wide: ok.")
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "an operator without stealth logs its keep-alives: {}",
@@ -448,5 +477,168 @@ async fn a_stealth_operator_peers_as_any_other_without_logging_its_keepalives() 
 
     assert_eq!(loud.stop().await.exit_code, 0);
     assert_eq!(stealthy.stop().await.exit_code, 0);
+    cluster.shutdown().await.unwrap();
+}
+
+/// The identities of the records of priority `priority` in a peering object's status.
+fn of_priority(status: &Value, priority: i64) -> Vec<String> {
+    status
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, record)| record["priority"] == priority)
+        .map(|(identity, _)| identity.clone())
+        .collect()
+}
+
+/// A client acting as the ServiceAccount `default/<name>` of a cluster with RBAC on.
+async fn service_account_client(cluster: &Cluster, name: &str) -> kube::Client {
+    let server = cluster.server();
+    let token = server
+        .service_account_token("default", name, Duration::from_secs(3600))
+        .expect("a token");
+    let text = server.kubeconfig().replace(&server.admin_token(), &token);
+    let kubeconfig = Kubeconfig::from_yaml(&text).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kapsel_host::kube_client(config).expect("client")
+}
+
+/// Creates what `kapsel rbac` wrote: the ServiceAccount, the ClusterRole, its binding.
+async fn apply_rbac(admin: &kube::Client, manifests: &str) {
+    for document in serde_yaml::Deserializer::from_str(manifests) {
+        let document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        let (group, plural) = match document["kind"].as_str() {
+            Some("ServiceAccount") => ("", "serviceaccounts"),
+            Some("ClusterRole") => ("rbac.authorization.k8s.io", "clusterroles"),
+            Some("ClusterRoleBinding") => ("rbac.authorization.k8s.io", "clusterrolebindings"),
+            other => panic!("kapsel rbac wrote an unexpected {other:?}"),
+        };
+        let api_version = document["apiVersion"].as_str().expect("apiVersion");
+        let resource = ApiResource {
+            group: group.into(),
+            version: "v1".into(),
+            api_version: api_version.into(),
+            kind: document["kind"].as_str().unwrap_or_default().into(),
+            plural: plural.into(),
+        };
+        let namespace = document["metadata"]["namespace"]
+            .as_str()
+            .map(str::to_owned);
+        create(admin, &resource, namespace.as_deref(), document).await;
+    }
+}
+
+/// Kopf's legacy peering resources (`zalando.org/v1`), the only ones installed: the
+/// operators find them by discovery and peer through them, with what `kapsel rbac`
+/// grants and nothing more (so without a request to the absent `kopf.dev` group, and
+/// without a refusal), and `freeze`/`resume` write there too.
+#[tokio::test]
+async fn operators_peer_through_the_legacy_group_when_only_it_is_installed() {
+    let cluster = Cluster::start_with(ServerConfig::default().rbac(true))
+        .await
+        .unwrap();
+    let admin = {
+        let kubeconfig = Kubeconfig::from_yaml(&cluster.server().kubeconfig()).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kapsel_host::kube_client(config).unwrap()
+    };
+    apply_peering_manifests_of(&admin, "zalando.org", true).await;
+    let seed = guest("seed");
+    let request = kapsel_host::RbacRequest::new([&seed]).service_account("op", "default");
+    let manifests = kapsel_host::rbac(&request, admin.clone()).await.unwrap();
+    apply_rbac(&admin, &manifests).await;
+    let client = service_account_client(&cluster, "op").await;
+    let seed = seed.to_string_lossy();
+
+    let deployed = kapsel_cli::Runner::start_on(client.clone(), ["run", "-A", &seed])
+        .await
+        .expect("started");
+    wait_for_peers_of(&admin, "zalando.org", None, "the deployed record", |s| {
+        of_priority(s, 0).len() == 1
+    })
+    .await;
+    let dev = kapsel_cli::Runner::start_on(client.clone(), ["run", "-A", "--dev", &seed])
+        .await
+        .expect("started");
+    wait_for_peers_of(&admin, "zalando.org", None, "the dev record", |s| {
+        of_priority(s, 666).len() == 1
+    })
+    .await;
+    let status = peers_of(&admin, "zalando.org", None).await;
+    let dev_identity = of_priority(&status, 666).remove(0);
+    wait_paused_for(deployed.journal(), &dev_identity).await;
+    assert!(pauses(&dev.journal().records()).is_empty(), "dev runs");
+    assert_eq!(dev.stop().await.exit_code, 0);
+    deployed
+        .journal()
+        .wait_for(PATIENCE, |r| resumes(r) == 1)
+        .await
+        .expect("resumes once the dev operator left");
+
+    // `freeze` and `resume` find the legacy group as well.
+    let freezer = Freezer::new("default")
+        .identity("admin@console")
+        .client(admin.clone());
+    freezer
+        .clone()
+        .freeze(Duration::from_secs(600))
+        .await
+        .unwrap();
+    let status = peers_of(&admin, "zalando.org", None).await;
+    assert_eq!(status["admin@console"]["priority"], 100, "{status}");
+    wait_paused_for(deployed.journal(), "admin@console").await;
+    freezer.resume().await.unwrap();
+    deployed
+        .journal()
+        .wait_for(PATIENCE, |r| resumes(r) == 2)
+        .await
+        .expect("resumes once the freeze is lifted");
+    assert_eq!(deployed.stop().await.exit_code, 0);
+
+    let counts = cluster.server().request_counts();
+    let refused: Vec<_> = counts.iter().filter(|c| c.kind.code == 403).collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    let absent: Vec<_> = counts
+        .iter()
+        .filter(|c| c.kind.group == "kopf.dev")
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "no request to the absent group: {absent:?}"
+    );
+    cluster.shutdown().await.unwrap();
+}
+
+/// Peering follows discovery: with `--peering` and no peering resource at all, the
+/// operator waits paused, says why, and peers once the (legacy) CRDs are deployed and
+/// the object is created, without a restart.
+#[tokio::test]
+async fn peering_crds_deployed_while_running_are_peered_through() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let operator = cluster.start_operator(seed("op").peering("default"));
+    wait_paused_for(operator.journal(), "no peering resource is served").await;
+    create_while_paused(&client, &operator, "early").await;
+
+    apply_peering_manifests_of(&client, "zalando.org", false).await;
+    create(
+        &client,
+        &cluster_peerings_of("zalando.org"),
+        None,
+        json!({"apiVersion": "zalando.org/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "default"}}),
+    )
+    .await;
+    handled_after_resume(&operator, "early").await;
+    wait_for_peers_of(&client, "zalando.org", None, "the operator's record", |s| {
+        has_peer(s, "op")
+    })
+    .await;
+
+    operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }

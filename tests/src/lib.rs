@@ -231,21 +231,31 @@ pub fn crds() -> ApiResource {
 
 /// Kopf's `ClusterKopfPeering` (`kopf.dev/v1`).
 pub fn cluster_peerings() -> ApiResource {
+    cluster_peerings_of("kopf.dev")
+}
+
+/// Kopf's `KopfPeering` (`kopf.dev/v1`).
+pub fn namespaced_peerings() -> ApiResource {
+    namespaced_peerings_of("kopf.dev")
+}
+
+/// `ClusterKopfPeering` of an API group: `kopf.dev`, or the legacy `zalando.org`.
+pub fn cluster_peerings_of(group: &str) -> ApiResource {
     ApiResource {
-        group: "kopf.dev".into(),
+        group: group.into(),
         version: "v1".into(),
-        api_version: "kopf.dev/v1".into(),
+        api_version: format!("{group}/v1"),
         kind: "ClusterKopfPeering".into(),
         plural: "clusterkopfpeerings".into(),
     }
 }
 
-/// Kopf's `KopfPeering` (`kopf.dev/v1`).
-pub fn namespaced_peerings() -> ApiResource {
+/// `KopfPeering` of an API group: `kopf.dev`, or the legacy `zalando.org`.
+pub fn namespaced_peerings_of(group: &str) -> ApiResource {
     ApiResource {
         kind: "KopfPeering".into(),
         plural: "kopfpeerings".into(),
-        ..cluster_peerings()
+        ..cluster_peerings_of(group)
     }
 }
 
@@ -255,18 +265,28 @@ pub fn namespaced_peerings() -> ApiResource {
 /// # Panics
 /// When the manifests cannot be read or the API server refuses them.
 pub async fn apply_peering_manifests(client: &kube::Client, objects: bool) {
+    apply_peering_manifests_of(client, "kopf.dev", objects).await;
+}
+
+/// As [`apply_peering_manifests`], in an API group of one's choice: Kopf's legacy
+/// `zalando.org` (the same CRDs and objects, in that group).
+///
+/// # Panics
+/// When the manifests cannot be read or the API server refuses them.
+pub async fn apply_peering_manifests_of(client: &kube::Client, group: &str, objects: bool) {
     let deploy = workspace().join("deploy").join("operator");
     let read = |file: &str| std::fs::read_to_string(deploy.join(file)).expect(file);
     let text = read("peering-crds.yaml") + "\n---\n" + &read("peering-default.yaml");
+    let text = text.replace("kopf.dev", group);
     for doc in text.split("\n---") {
         let doc: Value = serde_yaml::from_str(doc).expect("YAML");
         match doc["kind"].as_str() {
             Some("CustomResourceDefinition") => create(client, &crds(), None, doc).await,
             Some("ClusterKopfPeering") if objects => {
-                create(client, &cluster_peerings(), None, doc).await
+                create(client, &cluster_peerings_of(group), None, doc).await
             }
             Some("KopfPeering") if objects => {
-                create(client, &namespaced_peerings(), Some("default"), doc).await
+                create(client, &namespaced_peerings_of(group), Some("default"), doc).await
             }
             _ => continue,
         };

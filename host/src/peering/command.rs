@@ -1,9 +1,10 @@
 //! `kapsel freeze` and `kapsel resume` (Kopf's `kopf freeze`/`kopf resume`,
-//! KOPF.md §8.4): write one peer record and exit.
+//! KOPF.md §8.4): write one peer record, through each peering group the cluster
+//! serves (`kopf.dev/v1`, the legacy `zalando.org/v1`), and exit.
 
 use std::time::Duration;
 
-use super::{Target, describe, identity, patch, peering_api, peers};
+use super::{Target, describe, identity, patch, peering_api, peers, resources};
 use crate::Error;
 use crate::cluster::{Scope, served_namespaces};
 
@@ -136,26 +137,45 @@ impl Freezer {
                 format!("no namespace matches {}", self.namespaces.join(", ")).into(),
             ));
         }
+        let clusterwide = self.namespaces.is_empty();
+        let resources = resources::discover(&client, clusterwide).await;
+        if resources.is_empty() {
+            return Err(Error::Peering(
+                format!(
+                    "{} (deploy the peering CRDs)",
+                    resources::missing(clusterwide)
+                )
+                .into(),
+            ));
+        }
         let identity = self.identity.unwrap_or_else(identity::for_command);
         let body = peers::touch_patch(&identity, self.priority, lifetime, peers::now());
         let mut missing = Vec::new();
         for target in &targets {
-            let api = peering_api(&client, target);
-            let found = patch(&api, &self.peering, &body)
-                .await
-                .map_err(|e| Error::Peering(Box::new(e)))?;
             let where_ = describe(target);
-            if found {
+            // As Kopf, through every peering group served (both while a cluster moves).
+            let mut found = false;
+            for resource in &resources {
+                let api = peering_api(&client, resource, target);
+                if !patch(&api, &self.peering, &body)
+                    .await
+                    .map_err(|e| Error::Peering(Box::new(e)))?
+                {
+                    continue;
+                }
+                found = true;
                 tracing::info!(
-                    "Peer record of '{identity}' in '{}' {where_}: {}.",
+                    "Peer record of '{identity}' in '{}' {where_} ({}): {}.",
                     self.peering,
+                    resources::name(&resource.group, clusterwide),
                     if lifetime > 0 {
                         format!("priority {}, lifetime {lifetime} s", self.priority)
                     } else {
                         "removed".to_owned()
                     }
                 );
-            } else {
+            }
+            if !found {
                 missing.push(where_);
             }
         }

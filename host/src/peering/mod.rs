@@ -1,16 +1,18 @@
 //! Peering, compatible with Kopf's (KOPF.md §8): operators that share a
-//! peering object (`kopf.dev/v1` ClusterKopfPeering for cluster-wide
-//! operators, KopfPeering in each served namespace for namespaced ones) write
+//! peering object (ClusterKopfPeering for cluster-wide operators, KopfPeering
+//! in each served namespace for namespaced ones; `kopf.dev/v1`, the legacy
+//! `zalando.org/v1`, or both, whichever discovery finds served) write
 //! keep-alive records into its status and pause while a live peer has a
 //! higher priority, or the same one. Peering is a pause signal, not leader
 //! election: there are no per-object locks.
 //!
-//! The operator starts a [`Peering`] and follows its pause signal; `freeze`
-//! and `resume` write one record and exit ([`Freezer`]).
+//! The operator starts a [`Peering`], tells it what discovery finds, and follows
+//! its pause signal; `freeze` and `resume` write one record and exit ([`Freezer`]).
 
 mod command;
 mod identity;
 mod peers;
+pub(crate) mod resources;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use rand::Rng;
@@ -28,6 +30,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Resource;
 pub use command::Freezer;
 use peers::{Review, Verdict};
 
@@ -81,26 +84,32 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// else a namespace (KopfPeering).
 type Target = Option<String>;
 
-/// The peering resource: ClusterKopfPeering or KopfPeering.
-fn peering_resource(clusterwide: bool) -> ApiResource {
-    let (kind, plural) = if clusterwide {
-        ("ClusterKopfPeering", "clusterkopfpeerings")
-    } else {
-        ("KopfPeering", "kopfpeerings")
-    };
-    ApiResource {
-        group: "kopf.dev".into(),
-        version: "v1".into(),
-        api_version: "kopf.dev/v1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
+/// One peering object: the API group of its resource, and where it lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Place {
+    group: String,
+    target: Target,
+}
+
+impl Place {
+    /// Says where a pause comes from: the namespace, and the group when it is the
+    /// legacy one (when both groups are served, the same peer blocks in each).
+    fn locate(&self, reason: &str) -> String {
+        let legacy = (self.group != resources::GROUPS[0]).then_some(self.group.as_str());
+        match (&self.target, legacy) {
+            (None, None) => reason.to_owned(),
+            (None, Some(group)) => format!("{reason} ({group})"),
+            (Some(ns), None) => format!("{reason} (in '{ns}')"),
+            (Some(ns), Some(group)) => format!("{reason} (in '{ns}', {group})"),
+        }
     }
 }
 
-fn peering_api(client: &Client, target: &Target) -> Api<DynamicObject> {
+fn peering_api(client: &Client, resource: &Resource, target: &Target) -> Api<DynamicObject> {
+    let resource = resource.api_resource();
     match target {
-        None => Api::all_with(client.clone(), &peering_resource(true)),
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &peering_resource(false)),
+        None => Api::all_with(client.clone(), &resource),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
     }
 }
 
@@ -124,10 +133,11 @@ async fn patch(api: &Api<DynamicObject>, name: &str, body: &Value) -> Result<boo
     }
 }
 
-/// Why the operator must pause, per peering object; their sum is published.
+/// Why the operator must pause, per peering object (`None`: no peering resource is
+/// served, with `--peering`); their sum is published.
 #[derive(Clone)]
 struct Blocks {
-    reasons: Arc<Mutex<BTreeMap<Target, String>>>,
+    reasons: Arc<Mutex<BTreeMap<Option<Place>, String>>>,
     signal: Arc<watch::Sender<Option<String>>>,
 }
 
@@ -140,18 +150,19 @@ impl Blocks {
     }
 
     /// Records (or clears, with `None`) what blocks us at one peering object.
-    fn set(&self, target: &Target, reason: Option<String>) {
+    fn set(&self, place: Option<&Place>, reason: Option<String>) {
         let sum = {
             let mut reasons = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
+            let key = place.cloned();
             match reason {
-                Some(reason) => reasons.insert(target.clone(), reason),
-                None => reasons.remove(target),
+                Some(reason) => reasons.insert(key, reason),
+                None => reasons.remove(&key),
             };
             let parts: Vec<String> = reasons
                 .iter()
-                .map(|(target, reason)| match target {
+                .map(|(place, reason)| match place {
                     None => reason.clone(),
-                    Some(ns) => format!("{reason} (in '{ns}')"),
+                    Some(place) => place.locate(reason),
                 })
                 .collect();
             (!parts.is_empty()).then(|| parts.join("; "))
@@ -177,17 +188,25 @@ pub(crate) struct Peering {
     shared: Arc<Shared>,
     /// Whether the operator serves the whole cluster (one ClusterKopfPeering).
     clusterwide: bool,
-    tasks: HashMap<Target, (CancellationToken, JoinHandle<()>)>,
+    /// The peering resources of its mode the cluster serves, as discovery found them last.
+    resources: Vec<Resource>,
+    /// The namespaces it serves (a namespaced operator).
+    namespaces: BTreeSet<String>,
+    /// Whether it was said that no peering resource is served (said once per absence).
+    told_missing: bool,
+    tasks: HashMap<Place, (CancellationToken, JoinHandle<()>)>,
 }
 
 impl Peering {
     /// Starts peering for a cluster-wide operator, or for a namespaced one in
-    /// these namespaces. With `--peering` the pause signal is on from the start.
+    /// these namespaces, through the peering resources among those discovered.
+    /// With `--peering` the pause signal is on from the start.
     pub(crate) fn start(
         client: Client,
         settings: Settings,
         clusterwide: bool,
         namespaces: &BTreeSet<String>,
+        discovered: &[Resource],
     ) -> Peering {
         let identity = settings
             .identity
@@ -208,13 +227,12 @@ impl Peering {
                 blocks: Blocks::new(),
             }),
             clusterwide,
+            resources: resources::served(discovered, clusterwide),
+            namespaces: namespaces.clone(),
+            told_missing: false,
             tasks: HashMap::new(),
         };
-        if clusterwide {
-            peering.start_target(None);
-        } else {
-            peering.serve_namespaces(namespaces);
-        }
+        peering.reconcile();
         peering
     }
 
@@ -226,45 +244,104 @@ impl Peering {
     /// Follows the served namespaces of a namespaced operator: peers in new
     /// ones, leaves those no longer served.
     pub(crate) fn serve_namespaces(&mut self, namespaces: &BTreeSet<String>) {
-        if self.clusterwide {
+        namespaces.clone_into(&mut self.namespaces);
+        self.reconcile();
+    }
+
+    /// Follows what discovery finds: peers through a peering resource once it is
+    /// served (a CRD deployed meanwhile), leaves one no longer served.
+    pub(crate) fn serve_resources(&mut self, discovered: &[Resource]) {
+        let resources = resources::served(discovered, self.clusterwide);
+        if resources != self.resources {
+            self.resources = resources;
+            self.reconcile();
+        }
+    }
+
+    /// Starts a task for each peering object to follow (each served peering resource,
+    /// cluster-wide or in each served namespace), stops the others.
+    fn reconcile(&mut self) {
+        if self.shared.settings.mode == Mode::Standalone {
             return;
         }
-        let gone: Vec<Target> = self
+        self.tell_missing();
+        let targets: Vec<Target> = if self.clusterwide {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        };
+        let wanted: BTreeMap<Place, Resource> = self
+            .resources
+            .iter()
+            .flat_map(|resource| {
+                targets.iter().map(move |target| {
+                    let place = Place {
+                        group: resource.group.clone(),
+                        target: target.clone(),
+                    };
+                    (place, resource.clone())
+                })
+            })
+            .collect();
+        let gone: Vec<Place> = self
             .tasks
             .keys()
-            .filter(|t| !t.as_ref().is_some_and(|ns| namespaces.contains(ns)))
+            .filter(|place| !wanted.contains_key(place))
             .cloned()
             .collect();
-        for target in gone {
-            if let Some((cancel, _task)) = self.tasks.remove(&target) {
+        for place in gone {
+            if let Some((cancel, _task)) = self.tasks.remove(&place) {
                 // The task removes its record and its block when it ends.
                 cancel.cancel();
             }
         }
-        for ns in namespaces {
-            if !self.tasks.contains_key(&Some(ns.clone())) {
-                self.start_target(Some(ns.clone()));
+        for (place, resource) in wanted {
+            if self.tasks.contains_key(&place) {
+                continue;
             }
+            if self.shared.settings.mode == Mode::Mandatory {
+                // Set before the task runs, so that no stream starts in between.
+                self.shared.blocks.set(
+                    Some(&place),
+                    Some(waiting_reason(&self.shared.settings.name)),
+                );
+            }
+            let cancel = CancellationToken::new();
+            let task = tokio::spawn(serve_target(
+                self.shared.clone(),
+                resource,
+                place.clone(),
+                cancel.clone(),
+            ));
+            self.tasks.insert(place, (cancel, task));
         }
     }
 
-    fn start_target(&mut self, target: Target) {
-        if self.shared.settings.mode == Mode::Standalone {
-            return;
+    /// Without any peering resource, `--peering` pauses (Kopf's "peering CRD is
+    /// missing") and auto-detection runs on; either is said once, when it happens.
+    fn tell_missing(&mut self) {
+        let settings = &self.shared.settings;
+        let mandatory = settings.mode == Mode::Mandatory;
+        let missing = self
+            .resources
+            .is_empty()
+            .then(|| resources::missing(self.clusterwide));
+        if let Some(missing) = &missing
+            && !self.told_missing
+        {
+            if mandatory {
+                tracing::warn!(
+                    "Peering through '{}': {missing}: paused until one is (deploy the peering CRDs).",
+                    settings.name
+                );
+            } else {
+                tracing::info!(
+                    "Running without peering: {missing} (deploy the peering CRDs, or use --standalone)."
+                );
+            }
         }
-        if self.shared.settings.mode == Mode::Mandatory {
-            // Set before the task runs, so that no stream starts in between.
-            self.shared
-                .blocks
-                .set(&target, Some(waiting_reason(&self.shared.settings.name)));
-        }
-        let cancel = CancellationToken::new();
-        let task = tokio::spawn(serve_target(
-            self.shared.clone(),
-            target.clone(),
-            cancel.clone(),
-        ));
-        self.tasks.insert(target, (cancel, task));
+        self.told_missing = missing.is_some();
+        self.shared.blocks.set(None, missing.filter(|_| mandatory));
     }
 
     /// Stops peering and removes our records (bounded in time).
@@ -288,7 +365,9 @@ fn waiting_reason(name: &str) -> String {
 /// The state of one peering object, as one task follows it.
 struct Follower {
     shared: Arc<Shared>,
-    target: Target,
+    place: Place,
+    /// `clusterkopfpeerings.kopf.dev`, as messages name the resource.
+    resource: String,
     api: Api<DynamicObject>,
     /// Kopf's `conflicts_found` toggle for this object.
     blocked: bool,
@@ -296,23 +375,33 @@ struct Follower {
     present: bool,
     /// Whether the current listing contained the object.
     listed: bool,
-    /// Whether the "not served" warning was given.
-    warned_unserved: bool,
+    /// Whether watching fails, and that was warned about: the further failures of the
+    /// streak are logged at debug level only, however long it lasts.
+    watch_failing: bool,
+    /// The same for writing our record.
+    touch_failing: bool,
 }
 
 /// Keeps our record alive in one peering object and follows its peers.
-async fn serve_target(shared: Arc<Shared>, target: Target, cancel: CancellationToken) {
+async fn serve_target(
+    shared: Arc<Shared>,
+    resource: Resource,
+    place: Place,
+    cancel: CancellationToken,
+) {
     let name = shared.settings.name.clone();
     let lifetime = shared.settings.lifetime;
-    let api = peering_api(&shared.client, &target);
+    let api = peering_api(&shared.client, &resource, &place.target);
     let mut follower = Follower {
         blocked: shared.settings.mode == Mode::Mandatory,
         shared,
-        target,
+        resource: resources::name(&resource.group, place.target.is_none()),
+        place,
         api: api.clone(),
         present: false,
         listed: false,
-        warned_unserved: false,
+        watch_failing: false,
+        touch_failing: false,
     };
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -337,6 +426,7 @@ async fn serve_target(shared: Arc<Shared>, target: Target, cancel: CancellationT
             }
             event = events.next() => {
                 let was_present = follower.present;
+                let failed = matches!(event, Some(Err(_)));
                 // Some(when to look again) after a review or a disappearance;
                 // None leaves the expiry timer as it is.
                 let expiry_update = match event {
@@ -363,6 +453,9 @@ async fn serve_target(shared: Arc<Shared>, target: Target, cancel: CancellationT
                         None
                     }
                 };
+                if !failed {
+                    follower.watch_failing = false;
+                }
                 if follower.present && !was_present {
                     // Just appeared: announce ourselves now, not a keep-alive period later.
                     keepalive.as_mut().reset(Instant::now());
@@ -376,7 +469,7 @@ async fn serve_target(shared: Arc<Shared>, target: Target, cancel: CancellationT
             }
         }
     }
-    follower.shared.blocks.set(&follower.target, None);
+    follower.shared.blocks.set(Some(&follower.place), None);
     // Leave as Kopf does: a record with no lifetime, i.e. removal.
     if tokio::time::timeout(LEAVE_TIMEOUT, follower.touch(0))
         .await
@@ -384,7 +477,7 @@ async fn serve_target(shared: Arc<Shared>, target: Target, cancel: CancellationT
     {
         tracing::warn!(
             "Could not remove ourselves from the peering object {}: timed out.",
-            describe(&follower.target)
+            follower.where_()
         );
     }
 }
@@ -398,28 +491,48 @@ impl Follower {
         self.shared.settings.mode == Mode::Mandatory
     }
 
+    /// Where the object is, as messages say it: Kopf's words, and the group when it is
+    /// the legacy one.
+    fn where_(&self) -> String {
+        let where_ = describe(&self.place.target);
+        if self.place.group == resources::GROUPS[0] {
+            where_
+        } else {
+            format!("{where_} ({})", self.place.group)
+        }
+    }
+
     /// Writes our record (removes it with `lifetime` 0).
-    async fn touch(&self, lifetime: i64) {
+    async fn touch(&mut self, lifetime: i64) {
         let body = peers::touch_patch(
             &self.shared.identity,
             self.shared.settings.priority,
             lifetime,
             peers::now(),
         );
-        let where_ = describe(&self.target);
-        match patch(&self.api, self.name(), &body).await {
+        let where_ = self.where_();
+        let result = patch(&self.api, self.name(), &body).await;
+        let failing = result.is_err();
+        match result {
             // Kopf's stealth mode keeps quiet about keep-alives, unless the object is gone.
             Ok(true) if self.shared.settings.stealth => {}
             Ok(found) => {
                 let result = if found { "ok" } else { "not found" };
                 tracing::debug!("Keep-alive in '{}' {where_}: {result}.", self.name());
             }
-            Err(error) => tracing::warn!(
+            // Once per streak of failures (a missing grant fails every keep-alive).
+            Err(error) if !self.touch_failing => tracing::warn!(
                 "Keep-alive in '{}' {where_} failed: {}",
                 self.name(),
                 crate::error_chain(&error)
             ),
+            Err(error) => tracing::debug!(
+                "Keep-alive in '{}' {where_} failed again: {}",
+                self.name(),
+                crate::error_chain(&error)
+            ),
         }
+        self.touch_failing = failing;
     }
 
     /// Reviews the peers after an event of the peering object (Kopf's
@@ -436,7 +549,7 @@ impl Follower {
         if !review.dead.is_empty() {
             tracing::debug!(
                 "Removing dead peers {}: {}",
-                describe(&self.target),
+                self.where_(),
                 peers::identities(&review.dead)
             );
             if let Err(error) =
@@ -494,7 +607,7 @@ impl Follower {
                 tracing::info!(
                     "Pausing operations: the peering object '{}' is gone {}.",
                     self.name(),
-                    describe(&self.target)
+                    self.where_()
                 );
             }
             self.block(waiting_reason(self.name()));
@@ -504,45 +617,63 @@ impl Follower {
         }
     }
 
-    /// Watching failed; 404 means the peering resource is not served (no CRD).
+    /// Watching failed. A 404: the peering resource is not served any more (its CRD was
+    /// deleted; discovery stops this task soon); a 403: the operator may not read it.
+    /// Either means no peering through this object: `--peering` stays paused,
+    /// auto-detection runs on. Each streak of failures is warned about once, so that a
+    /// missing grant is said once, not at every retry.
     fn failed(&mut self, error: &watcher::Error) {
-        let unserved = matches!(
-            error,
-            watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404
-        );
-        if !unserved {
-            tracing::warn!(
-                "Watching the peering object {} failed, retrying: {}",
-                describe(&self.target),
-                crate::error_chain(error)
-            );
-            return;
+        let code = match error {
+            watcher::Error::InitialListFailed(kube::Error::Api(status))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+            | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
+            watcher::Error::WatchError(status) => Some(status.code),
+            _ => None,
+        };
+        let resource = &self.resource;
+        let (reason, advice) = match code {
+            Some(404) => (
+                format!("the peering resource {resource} is not served"),
+                "deploy the peering CRDs",
+            ),
+            Some(403) => (
+                format!("reading the peering resource {resource} is forbidden"),
+                "grant list and watch of it, as `kapsel rbac` does",
+            ),
+            _ => {
+                let where_ = self.where_();
+                let error = crate::error_chain(error);
+                if self.watch_failing {
+                    tracing::debug!("Watching the peering object {where_} failed again: {error}");
+                } else {
+                    tracing::warn!(
+                        "Watching the peering object {where_} failed, retrying: {error}"
+                    );
+                }
+                self.watch_failing = true;
+                return;
+            }
+        };
+        if !self.watch_failing {
+            let where_ = self.where_();
+            if self.mandatory() {
+                tracing::warn!("Paused {where_}: {reason} ({advice}).");
+            } else {
+                tracing::warn!("No peering {where_}: {reason} ({advice}, or use --standalone).");
+            }
         }
-        let plural = &peering_resource(self.target.is_none()).plural;
         if self.mandatory() {
-            if !self.warned_unserved {
-                tracing::warn!(
-                    "The peering resource {plural}.kopf.dev is not served: paused until it is (deploy the peering CRDs)."
-                );
-            }
-            self.block(format!(
-                "the peering resource {plural}.kopf.dev is not served"
-            ));
+            self.block(reason);
         } else {
-            if !self.warned_unserved {
-                tracing::warn!(
-                    "The peering resource {plural}.kopf.dev is not served: running standalone until it is (deploy the peering CRDs, or use --standalone)."
-                );
-            }
             self.present = false;
             self.unblock();
         }
-        self.warned_unserved = true;
+        self.watch_failing = true;
     }
 
     fn block(&mut self, reason: String) {
         self.blocked = true;
-        self.shared.blocks.set(&self.target, Some(reason));
+        self.shared.blocks.set(Some(&self.place), Some(reason));
     }
 
     fn unblock(&mut self) {
@@ -552,7 +683,7 @@ impl Follower {
             );
         }
         self.blocked = false;
-        self.shared.blocks.set(&self.target, None);
+        self.shared.blocks.set(Some(&self.place), None);
     }
 }
 
@@ -560,21 +691,50 @@ impl Follower {
 mod tests {
     use super::*;
 
+    fn place(group: &str, target: Option<&str>) -> Place {
+        Place {
+            group: group.to_owned(),
+            target: target.map(str::to_owned),
+        }
+    }
+
     #[test]
     fn the_pause_signal_sums_every_peering_object() {
         let blocks = Blocks::new();
         let signal = blocks.signal.subscribe();
-        blocks.set(&Some("a".into()), Some("in favour of dev".into()));
-        blocks.set(&Some("b".into()), Some("waiting".into()));
+        let (a, b) = (place("kopf.dev", Some("a")), place("kopf.dev", Some("b")));
+        blocks.set(Some(&a), Some("in favour of dev".into()));
+        blocks.set(Some(&b), Some("waiting".into()));
         assert_eq!(
             signal.borrow().as_deref(),
             Some("in favour of dev (in 'a'); waiting (in 'b')")
         );
-        blocks.set(&Some("a".into()), None);
+        blocks.set(Some(&a), None);
         assert_eq!(signal.borrow().as_deref(), Some("waiting (in 'b')"));
-        blocks.set(&Some("b".into()), None);
+        blocks.set(Some(&b), None);
         assert_eq!(*signal.borrow(), None);
-        blocks.set(&None, Some("in favour of x".into()));
+        blocks.set(
+            Some(&place("kopf.dev", None)),
+            Some("in favour of x".into()),
+        );
         assert_eq!(signal.borrow().as_deref(), Some("in favour of x"));
+    }
+
+    #[test]
+    fn pauses_through_the_legacy_group_say_so() {
+        let blocks = Blocks::new();
+        let signal = blocks.signal.subscribe();
+        blocks.set(
+            Some(&place("zalando.org", Some("a"))),
+            Some("in favour of dev".into()),
+        );
+        blocks.set(Some(&place("zalando.org", None)), Some("waiting".into()));
+        blocks.set(None, Some("no peering resource is served".into()));
+        assert_eq!(
+            signal.borrow().as_deref(),
+            Some(
+                "no peering resource is served; waiting (zalando.org); in favour of dev (in 'a', zalando.org)"
+            )
+        );
     }
 }

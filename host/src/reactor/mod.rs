@@ -391,6 +391,7 @@ impl Reactor {
             settings.peering.clone(),
             scope == Scope::Cluster,
             &namespaces,
+            &discovered,
         );
         let mut pause = peering.pause();
         let paused = pause.borrow_and_update().clone();
@@ -521,6 +522,8 @@ impl Reactor {
                 self.discovered.retain(|r| r.group != group);
                 self.discovered.extend(fresh);
                 self.shared.known.replace(&self.discovered);
+                // A peering CRD deployed or deleted: peering follows.
+                self.peering.serve_resources(&self.discovered);
             }
             Trigger::NamespaceAdded(ns) => {
                 self.namespaces.insert(ns);
