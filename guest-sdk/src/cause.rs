@@ -513,6 +513,14 @@ impl Cause {
             .filter(Value::is_object)
     }
 
+    /// Everything the host's discovery says of the object's resource (Kopf's `resource`
+    /// kwarg, beyond [`Cause::resource`]): singular name, short names, categories,
+    /// subresources, whether the version is preferred, and the served verbs. One host
+    /// call each time. `None` in calls about no object (activities), and in native tests.
+    pub fn resource_info(&self) -> Option<crate::ResourceInfo> {
+        crate::host::resource_info()
+    }
+
     /// The memo to send back, if the handler touched it.
     pub(crate) fn memo_json(&self) -> Option<String> {
         self.memo_touched.then(|| self.memo.to_string())

@@ -238,6 +238,7 @@ pub use hierarchies::{
     adjust_namespace, adopt, append_owner_reference, build_owner_reference, harmonize_naming,
     label, remove_owner_reference,
 };
+pub use host::ResourceInfo;
 #[doc(inline)]
 pub use kapsel_sdk_macros::index;
 #[doc(inline)]

@@ -278,6 +278,7 @@ impl Activity {
                 settings: context.settings.clone(),
                 may_change: handler.spec.kind == HandlerKind::Startup,
             },
+            resource: None,
         };
         CallContext::new(handler.spec.id.clone(), None, Arc::new(services))
             .in_pool(Pool::Activities)

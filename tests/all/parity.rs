@@ -1,7 +1,8 @@
 //! Kopf options that the other tests cover only in the host's units (issue 32, "thinly
 //! tested"): `param` through a compiled guest, `on.resume(deleted=True)` for an
 //! object deleted while the operator was down, the `-ofDRS` keys of a ReplicaSet
-//! owned by a Deployment, and the setting `execution.default_backoff`.
+//! owned by a Deployment, the setting `execution.default_backoff`, and the full
+//! `resource` kwarg (`Cause::resource_info`).
 
 use kapsel_tests::*;
 use serde_json::json;
@@ -202,6 +203,62 @@ async fn the_default_backoff_setting_paces_arbitrary_failures() {
         .wait_for(PATIENCE, |records| attempts(records) == 2)
         .await
         .expect("retried at 3 s");
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// Kopf's `resource` kwarg in full: a handler reads what discovery says of its object's
+/// resource, beyond the cause's group, version, plural, kind and namespaced: the CRD's
+/// singular, short names, categories, its status subresource, the preferred version and
+/// the served verbs.
+#[tokio::test]
+async fn a_handler_reads_the_full_description_of_its_resource() {
+    let mut crd = manifest("kopfexamples-crd.yaml");
+    crd["spec"]["names"]["categories"] = json!(["all", "kopf"]);
+    crd["spec"]["names"]["shortNames"] = json!(["kex", "kexes"]);
+    let s = Scene::start_with_crd(
+        "resource-info",
+        kapsel_host::testing::ServerConfig::default(),
+        crd,
+    )
+    .await;
+    let operator = s.cluster.start_operator(operator());
+    s.create(labelled("described", "kapsel.test/resource"))
+        .await;
+    let journal = operator.journal();
+    journal
+        .wait_for(PATIENCE, |records| {
+            guest_logs(records, "parity")
+                .iter()
+                .any(|l| l.starts_with("resource "))
+        })
+        .await
+        .expect("the handler logged its resource");
+    let line = guest_logs(&journal.records(), "parity")
+        .into_iter()
+        .find(|l| l.starts_with("resource "))
+        .unwrap_or_default();
+    let info: serde_json::Value =
+        serde_json::from_str(line.trim_start_matches("resource ")).expect("JSON");
+    assert_eq!(info["group"], "kopf.dev", "{info}");
+    assert_eq!(info["version"], "v1", "{info}");
+    assert_eq!(info["plural"], "kopfexamples", "{info}");
+    assert_eq!(info["kind"], "KopfExample", "{info}");
+    assert_eq!(info["singular"], "kopfexample", "{info}");
+    assert_eq!(info["shortcuts"], json!(["kex", "kexes"]), "{info}");
+    assert_eq!(info["categories"], json!(["all", "kopf"]), "{info}");
+    assert_eq!(info["subresources"], json!(["status"]), "{info}");
+    assert_eq!(info["namespaced"], true, "{info}");
+    assert_eq!(info["preferred"], true, "{info}");
+    let verbs: Vec<&str> = info["verbs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for verb in ["get", "list", "watch", "patch", "create", "delete"] {
+        assert!(verbs.contains(&verb), "{verb} in {info}");
+    }
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

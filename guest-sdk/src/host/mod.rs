@@ -1,8 +1,9 @@
 //! The host imports, as the rest of the SDK calls them (the bottom of the SDK): the
 //! real host in the wasm build (`wasm`), the thread-local fake host that
 //! `kapsel::testing` reads natively (`fake`); and the values they exchange: log
-//! [`Level`]s, [`ApiError`]s, sub-handlers' [`Declaration`]s and [`Due`] calls, and the
-//! operator's settings as JSON.
+//! [`Level`]s, [`ApiError`]s, sub-handlers' [`Declaration`]s and [`Due`] calls, the
+//! operator's settings as JSON, and the full description of a call's resource
+//! ([`ResourceInfo`]).
 
 use std::fmt;
 
@@ -116,6 +117,35 @@ pub(crate) struct Due {
     /// RFC 3339 time of the first attempt.
     pub(crate) started: String,
     pub(crate) runtime_seconds: f64,
+}
+
+/// Everything discovery says of the resource a handler's object belongs to (Kopf's
+/// `resource` kwarg): what `Cause::resource` says, and more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version (`v1`).
+    pub version: String,
+    /// Plural name (`kopfexamples`).
+    pub plural: String,
+    /// Kind (`KopfExample`).
+    pub kind: String,
+    /// Singular name (`kopfexample`).
+    pub singular: String,
+    /// Short names (`kex`).
+    pub shortcuts: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Subresources served beside it (`status`, `scale`).
+    pub subresources: Vec<String>,
+    /// `true` for namespaced resources.
+    pub namespaced: bool,
+    /// Whether this version is its group's preferred one.
+    pub preferred: bool,
+    /// The verbs the API server serves for it (`get`, `list`, `watch`, `patch`, ...).
+    pub verbs: Vec<String>,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -243,6 +273,11 @@ pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
 /// Names the guest's login handlers to the host (during `describe` only).
 pub(crate) fn declare_logins(ids: &[String]) {
     imp::declare_logins(ids);
+}
+
+/// The resource of the call's object, as the host discovered it.
+pub(crate) fn resource_info() -> Option<ResourceInfo> {
+    imp::resource_info()
 }
 
 /// The operator's settings, as JSON.

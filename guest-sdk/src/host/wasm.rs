@@ -1,9 +1,9 @@
-//! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning`, `login`
-//! and `settings` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
+//! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning`, `login`,
+//! `settings` and `resources` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
 
 use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
-use crate::bindings::kapsel::operator::{host, login, settings, spawning, subhandlers};
+use crate::bindings::kapsel::operator::{host, login, resources, settings, spawning, subhandlers};
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
@@ -188,6 +188,22 @@ pub(super) fn declare_logins(ids: &[String]) {
 
 pub(super) fn settings() -> String {
     settings::get()
+}
+
+pub(super) fn resource_info() -> Option<super::ResourceInfo> {
+    resources::current().map(|info| super::ResourceInfo {
+        group: info.group,
+        version: info.version,
+        plural: info.plural,
+        kind: info.kind,
+        singular: info.singular,
+        shortcuts: info.shortcuts,
+        categories: info.categories,
+        subresources: info.subresources,
+        namespaced: info.namespaced,
+        preferred: info.preferred,
+        verbs: info.verbs,
+    })
 }
 
 pub(super) fn merge_settings(changes: &str) -> Result<(), String> {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::indexes::Indexes;
 use crate::clock::Clock;
-use crate::cluster::{KubeAccess, Poster, from_guest};
+use crate::cluster::{KubeAccess, Poster, Resource, from_guest};
 use crate::journal::{Journal, Record};
 use crate::recording::Recorder;
 use crate::runtime::{
@@ -65,6 +65,8 @@ pub(crate) struct GuestServices {
     /// Kopf's settings: every handler reads them, a startup handler may change them
     /// (until they are in force).
     pub(crate) settings: SettingsAccess,
+    /// The handled object's resource, as discovery found it (`None` for activities).
+    pub(crate) resource: Option<Arc<Resource>>,
 }
 
 /// How a call reaches the operator's settings.
@@ -194,6 +196,23 @@ impl HostServices for GuestServices {
 
     fn settings(&self, _caller: &Caller) -> String {
         self.settings.settings.to_json().to_string()
+    }
+
+    fn resource_info(&self, _caller: &Caller) -> Option<runtime::ResourceInfo> {
+        let resource = self.resource.as_deref()?;
+        Some(runtime::ResourceInfo {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            plural: resource.plural.clone(),
+            kind: resource.kind.clone(),
+            singular: resource.singular.clone(),
+            shortcuts: resource.short_names.clone(),
+            categories: resource.categories.clone(),
+            subresources: resource.subresources.clone(),
+            namespaced: resource.namespaced,
+            preferred: resource.preferred,
+            verbs: resource.verbs.clone(),
+        })
     }
 
     fn merge_settings(&self, caller: &Caller, changes: &str) -> Result<(), String> {

@@ -1,4 +1,4 @@
-//! The WIT `host`, `subhandlers`, `spawning`, `login` and `settings` imports as the guest calls them: each one logged,
+//! The WIT `host`, `subhandlers`, `spawning`, `login`, `settings` and `resources` imports as the guest calls them: each one logged,
 //! checked against the call's limits, and handed to the call's
 //! [`HostServices`](super::services::HostServices).
 
@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bindings::{
-    Declaration, Due, HostImports, KubeError, Level, LoginImports, Outcome, Selector,
-    SettingsImports, SpawningImports, SpawningOptions, SubhandlerImports, TypesImports,
-    WitStopReasons,
+    Declaration, Due, HostImports, KubeError, Level, LoginImports, Outcome, ResourceInfo,
+    ResourcesImports, Selector, SettingsImports, SpawningImports, SpawningOptions,
+    SubhandlerImports, TypesImports, WitStopReasons,
 };
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest, StopReasons};
 use super::state::{HostState, over_limit};
@@ -427,6 +427,13 @@ impl SettingsImports for HostState {
 
     fn merge(&mut self, changes: String) -> wasmtime::Result<Result<(), String>> {
         Ok(self.services.merge_settings(&self.caller, &changes))
+    }
+}
+
+// What discovery found of the object's resource: the services know the call's object.
+impl ResourcesImports for HostState {
+    fn current(&mut self) -> wasmtime::Result<Option<ResourceInfo>> {
+        Ok(self.services.resource_info(&self.caller))
     }
 }
 

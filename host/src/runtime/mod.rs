@@ -31,8 +31,8 @@ mod turns;
 
 pub(crate) use bindings::{
     Cause, Declaration, Due, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level,
-    Matcher, MetaFilter, Outcome, Permission, Registration, Resource, ResourceName, Selector,
-    SpawningOptions,
+    Matcher, MetaFilter, Outcome, Permission, Registration, Resource, ResourceInfo, ResourceName,
+    Selector, SpawningOptions,
 };
 pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;

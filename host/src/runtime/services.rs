@@ -125,6 +125,13 @@ pub(crate) trait HostServices: Send + Sync + 'static {
         let _ = (caller, changes);
         Err(NOT_STARTUP.to_owned())
     }
+
+    /// `resources.current`: the resource of the call's object, as discovery found it
+    /// (without an object: none).
+    fn resource_info(&self, caller: &Caller) -> Option<super::bindings::ResourceInfo> {
+        let _ = caller;
+        None
+    }
 }
 
 /// Why a timer or daemon must stop (Kopf's `DaemonStoppingReason` flags, the WIT's

@@ -160,6 +160,7 @@ impl Calls {
             sleeps,
             subhandlers,
             settings: SettingsAccess::read_only(&self.settings),
+            resource: Some(ctx.stream.resource.clone()),
         };
         CallContext::new(
             handler.spec.id.clone(),

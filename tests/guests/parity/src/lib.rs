@@ -6,7 +6,9 @@
 //! why the objects carry the finalizer); and `-ofDRS`: `replicaset_created`, a creation
 //! handler of ReplicaSets labelled `kapsel.test/drs`, logs `created <name>`; and
 //! `fails_once` (kopfexamples labelled `kapsel.test/backoff`), an arbitrary error on its
-//! first attempt, with no `backoff` of its own (the operator's default backoff applies).
+//! first attempt, with no `backoff` of its own (the operator's default backoff applies);
+//! and `described`, an event handler of kopfexamples labelled `kapsel.test/resource` that
+//! logs `resource <JSON>`: the full description of its resource (Kopf's `resource` kwarg).
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-parity`.
 
@@ -51,4 +53,20 @@ fn fails_once(cause: &Cause) -> kapsel::Result<()> {
         return Err(kapsel::Error::msg("not yet"));
     }
     Ok(())
+}
+
+/// Logs what the host says of the object's resource (Kopf's `resource` kwarg).
+#[kapsel::on::event("kopfexamples", labels("kapsel.test/resource" = present))]
+fn described(cause: &Cause) {
+    let text = match cause.resource_info() {
+        Some(info) => json!({
+            "group": info.group, "version": info.version, "plural": info.plural,
+            "kind": info.kind, "singular": info.singular, "shortcuts": info.shortcuts,
+            "categories": info.categories, "subresources": info.subresources,
+            "namespaced": info.namespaced, "preferred": info.preferred, "verbs": info.verbs,
+        })
+        .to_string(),
+        None => "none".to_owned(),
+    };
+    kapsel::info!("resource {text}");
 }
