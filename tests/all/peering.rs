@@ -491,6 +491,15 @@ fn of_priority(status: &Value, priority: i64) -> Vec<String> {
         .collect()
 }
 
+/// A client of the admin of a cluster with RBAC on.
+async fn admin_client(cluster: &Cluster) -> kube::Client {
+    let kubeconfig = Kubeconfig::from_yaml(&cluster.server().kubeconfig()).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kapsel_host::kube_client(config).expect("client")
+}
+
 /// A client acting as the ServiceAccount `default/<name>` of a cluster with RBAC on.
 async fn service_account_client(cluster: &Cluster, name: &str) -> kube::Client {
     let server = cluster.server();
@@ -539,14 +548,7 @@ async fn operators_peer_through_the_legacy_group_when_only_it_is_installed() {
     let cluster = Cluster::start_with(ServerConfig::default().rbac(true))
         .await
         .unwrap();
-    let admin = {
-        let kubeconfig = Kubeconfig::from_yaml(&cluster.server().kubeconfig()).unwrap();
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .unwrap();
-        kapsel_host::kube_client(config).unwrap()
-    };
+    let admin = admin_client(&cluster).await;
     apply_peering_manifests_of(&admin, "zalando.org", true).await;
     let seed = guest("seed");
     let request = kapsel_host::RbacRequest::new([&seed]).service_account("op", "default");
@@ -640,5 +642,61 @@ async fn peering_crds_deployed_while_running_are_peered_through() {
     .await;
 
     operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// An operator whose grants lack the peering resource (`kapsel rbac --standalone`'s) is
+/// refused reading it: it says so once, however often its watch retries, and runs
+/// without peering.
+#[tokio::test]
+async fn a_forbidden_peering_resource_is_warned_about_once_and_peering_is_off() {
+    let cluster = Cluster::start_with(ServerConfig::default().rbac(true))
+        .await
+        .unwrap();
+    let admin = admin_client(&cluster).await;
+    apply_peering_manifests(&admin, true).await;
+    let seed = guest("seed");
+    let request = kapsel_host::RbacRequest::new([&seed])
+        .service_account("op", "default")
+        .standalone();
+    apply_rbac(
+        &admin,
+        &kapsel_host::rbac(&request, admin.clone()).await.unwrap(),
+    )
+    .await;
+    let client = service_account_client(&cluster, "op").await;
+    let operator = kapsel_cli::Runner::start_on(client, ["run", "-A", &seed.to_string_lossy()])
+        .await
+        .expect("started");
+    create(&admin, &core("Pod", "pods"), Some("default"), pod("p")).await;
+    wait_handled(operator.journal(), "default/p").await;
+    // The watch of the peering object is refused, retried, refused again.
+    let refused_watches = || {
+        cluster
+            .server()
+            .request_counts()
+            .iter()
+            .filter(|c| c.kind.resource == "clusterkopfpeerings" && c.kind.code == 403)
+            .filter(|c| c.kind.verb == "list" || c.kind.verb == "watch")
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while refused_watches() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watch is retried: {:?}",
+            cluster.server().request_counts()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let output = operator.output();
+    let warned = output
+        .lines()
+        .filter(|l| l.contains("clusterkopfpeerings.kopf.dev is forbidden"))
+        .count();
+    assert_eq!(warned, 1, "said once: {output}");
+    assert!(pauses(&operator.journal().records()).is_empty());
+    assert_eq!(operator.stop().await.exit_code, 0);
     cluster.shutdown().await.unwrap();
 }

@@ -426,7 +426,12 @@ async fn serve_target(
             }
             event = events.next() => {
                 let was_present = follower.present;
-                let failed = matches!(event, Some(Err(_)));
+                // Only what a listing or a watch delivered ends a streak of failures: each
+                // retry starts with `Init` before it fails again.
+                let succeeded = matches!(
+                    event,
+                    Some(Ok(Event::InitApply(_) | Event::InitDone | Event::Apply(_) | Event::Delete(_)))
+                );
                 // Some(when to look again) after a review or a disappearance;
                 // None leaves the expiry timer as it is.
                 let expiry_update = match event {
@@ -453,7 +458,7 @@ async fn serve_target(
                         None
                     }
                 };
-                if !failed {
+                if succeeded {
                     follower.watch_failing = false;
                 }
                 if follower.present && !was_present {
