@@ -38,12 +38,18 @@ use serde_json::Value;
 /// | `networking.error_backoffs` | 1, 1, 2, 3, 5, 8, 13, 21 | the pauses between the attempts of the operator's own writes (patches, Events) that failed for a reason worth retrying (a connection error, a timeout, 5xx, 403, 429): one attempt more than pauses |
 /// | `networking.enforce_retry_after` | false | after a 429, pause as long as the server's `retryAfterSeconds` says even when it is shorter than the backoff (else the longer of the two) |
 /// | `execution.default_backoff` | 60 | seconds before a handler that failed with an arbitrary error (not a `TemporaryError` with its own delay) is retried, unless it declares its `backoff` |
+/// | `execution.lifecycle` | `asap` | which of the due changing handlers (and sub-handlers) run in one cycle, each cycle ending with a patch: `asap` (one, the fewest retries first), `one_by_one` (the first declared), `all_at_once` (all), `randomized` (one at random), `shuffled` (all, in random order). Kopf: `kopf.operator(lifecycle=…)`, `kopf.set_default_lifecycle()` |
 /// | `queueing.exit_timeout` | 2 | how long in-flight handlers may take to finish when stopping |
 /// | `queueing.error_delays` | 1, 1, 2, 3, 5, … 610 | the pauses of an object whose processing keeps failing (Kopf's throttling) |
 /// | `queueing.objects_in_flight` | 64 (Kapsel's) | how many objects of one watch stream are handled at once (Kopf: unbounded) |
+/// | `queueing.worker_limit` | none | how many objects of all streams together are handled at once (none: no bound but `objects_in_flight`'s). Kopf's bounds the workers of one stream, idle ones included |
+/// | `queueing.idle_timeout` | 5 | seconds an object's worker waits for its next event before it leaves (the next event starts a new one) |
+/// | `queueing.batch_window` | — | accepted and ignored, with a warning, as Kopf 1.45 does (time-based batching was removed) |
+/// | `batching.*` | — | Kopf's deprecated name of `queueing.*`: accepted as it, with a warning |
 /// | `persistence.consistency_timeout` | 5 | how long to wait for the operator's own patch to come back before going on |
 /// | `posting.enabled` | true | post the Events handlers ask for (`kapsel::events`) |
 /// | `posting.level` | `info` | the lowest level posted: `debug`, `info` (Normal Events), `warning`, `error` |
+/// | `posting.loggers` | false | post what changing, timer and daemon handlers log, and the operator's line about how each of their calls ended, at `posting.level` or above, as Events too, with reason `Logging` and a type by level (`Debug`, `Normal`, `Warning`, `Error`); never for event and index handlers |
 /// | `peering.stealth` | false | no debug line for each keep-alive |
 /// | `scanning.disabled` | false | no watching of CRDs and namespaces while the operator runs: resources are discovered once, at start, and only the plainly named namespaces of `-n` are served (for an operator without cluster-wide list rights) |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -164,6 +170,11 @@ pub struct Queueing {
     /// How many objects of one watch stream are handled at once (Kapsel's bound on
     /// memory; Kopf's is unbounded). At least 1.
     pub objects_in_flight: u32,
+    /// How many objects of all the streams together are handled at once; `None`: no
+    /// bound beside `objects_in_flight`. At least 1.
+    pub worker_limit: Option<u32>,
+    /// Seconds an object's worker waits for the object's next event before it leaves.
+    pub idle_timeout: f64,
 }
 
 impl Default for Queueing {
@@ -174,6 +185,8 @@ impl Default for Queueing {
                 .map(f64::from)
                 .to_vec(),
             objects_in_flight: 64,
+            worker_limit: None,
+            idle_timeout: 5.0,
         }
     }
 }
@@ -186,6 +199,28 @@ pub struct Execution {
     /// Seconds before a handler that failed with an arbitrary error is retried, unless
     /// it declares its own `backoff`.
     pub default_backoff: f64,
+    /// Which of the due changing handlers and sub-handlers run in one cycle.
+    pub lifecycle: Lifecycle,
+}
+
+/// Which of the due changing handlers (or sub-handlers of one handler) run in one
+/// processing cycle, each cycle ending with a patch (Kopf's `kopf.lifecycles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Lifecycle {
+    /// One handler, the one with the fewest retries, ties in declaration order (Kopf's
+    /// default): a failing handler does not hold up the next.
+    #[default]
+    Asap,
+    /// One handler, the first declared.
+    OneByOne,
+    /// Every due handler, in declaration order.
+    AllAtOnce,
+    /// One handler chosen at random.
+    Randomized,
+    /// Every due handler, in a random order.
+    Shuffled,
 }
 
 impl Execution {
@@ -197,6 +232,7 @@ impl Default for Execution {
     fn default() -> Self {
         Execution {
             default_backoff: Execution::DEFAULT_BACKOFF,
+            lifecycle: Lifecycle::Asap,
         }
     }
 }
@@ -231,6 +267,10 @@ pub struct Posting {
     /// The lowest level posted: Normal Events are `info`, Warning ones `warning`, Kopf's
     /// `exception` ones `error`.
     pub level: PostingLevel,
+    /// Post what changing, timer and daemon handlers log, and the operator's line about
+    /// how each of their calls ended, at `level` or above, as Events with reason `Logging`
+    /// (Kopf 1.44's default: no).
+    pub loggers: bool,
 }
 
 impl Default for Posting {
@@ -238,6 +278,7 @@ impl Default for Posting {
         Posting {
             enabled: true,
             level: PostingLevel::Info,
+            loggers: false,
         }
     }
 }
@@ -295,6 +336,7 @@ impl Settings {
     /// An unknown key (the error lists the known ones) or a value that does not fit;
     /// the settings are then left as they were.
     pub fn merge(&mut self, changes: &Value) -> Result<(), SettingsError> {
+        let changes = &without_deprecated(changes)?;
         let mut whole = serde_json::to_value(&*self)
             .map_err(|e| SettingsError(format!("the settings cannot be written: {e}")))?;
         merge_into(&mut whole, changes, "")?;
@@ -320,6 +362,7 @@ impl Settings {
             ),
             ("watching.server_timeout", self.watching.server_timeout),
             ("queueing.exit_timeout", Some(self.queueing.exit_timeout)),
+            ("queueing.idle_timeout", Some(self.queueing.idle_timeout)),
             (
                 "execution.default_backoff",
                 Some(self.execution.default_backoff),
@@ -380,8 +423,64 @@ impl Settings {
                 "queueing.objects_in_flight: at least 1 object must be handled at once".into(),
             ));
         }
+        if self.queueing.worker_limit == Some(0) {
+            return Err(SettingsError(
+                "queueing.worker_limit: at least 1 object must be handled at once \
+                 (none: no bound)"
+                    .into(),
+            ));
+        }
         Ok(())
     }
+}
+
+/// `changes` without Kopf's deprecated names, each with a warning, as Kopf 1.45 warns:
+/// `batching` is `queueing` (renamed in Kopf 1.29), and `queueing.batch_window` has no
+/// effect (time-based batching was removed in Kopf 1.42). What `queueing` itself says
+/// wins over what `batching` says.
+fn without_deprecated(changes: &Value) -> Result<Value, SettingsError> {
+    let mut changes = changes.clone();
+    let Value::Object(groups) = &mut changes else {
+        return Ok(changes);
+    };
+    if let Some(batching) = groups.remove("batching") {
+        let Value::Object(batching) = batching else {
+            return Err(SettingsError(
+                "batching is a group of settings, not a value".into(),
+            ));
+        };
+        for key in batching.keys() {
+            tracing::warn!(
+                "Batching settings are queueing settings now: batching.{key} is read as \
+                 queueing.{key}; please rename it."
+            );
+        }
+        let queueing = groups
+            .entry("queueing")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        let Value::Object(queueing) = queueing else {
+            return Err(SettingsError(
+                "queueing is a group of settings, not a value".into(),
+            ));
+        };
+        for (key, value) in batching {
+            queueing.entry(key).or_insert(value);
+        }
+    }
+    if let Some(Value::Object(queueing)) = groups.get_mut("queueing")
+        && let Some(window) = queueing.remove("batch_window")
+    {
+        if window.as_f64().is_none_or(|w| !(w >= 0.0 && w.is_finite())) {
+            return Err(SettingsError(format!(
+                "queueing.batch_window: {window} is not a number of seconds (0 or more)"
+            )));
+        }
+        tracing::warn!(
+            "queueing.batch_window has no effect: time-based event batching was removed \
+             (as in Kopf 1.45); please stop setting it."
+        );
+    }
+    Ok(changes)
 }
 
 /// The operator's settings while it runs, shared by every handler call (cheap to clone):
@@ -564,9 +663,74 @@ mod tests {
         assert!(error(settings.set("watching.client_timeout", "-5")).contains("-5"));
         assert!(error(settings.set("networking.error_backoffs", "[1, -1]")).contains("-1"));
         assert!(error(settings.set("watching.reconnect_backoff", "-0.1")).contains("-0.1"));
+        assert!(error(settings.set("queueing.worker_limit", "0")).contains("at least 1"));
+        let idle = error(settings.set("queueing.idle_timeout", "-5"));
+        assert!(idle.contains("queueing.idle_timeout: -5"), "{idle}");
+        let lifecycle = error(settings.set("execution.lifecycle", "sometimes"));
+        assert!(
+            lifecycle.contains("unknown variant `sometimes`") && lifecycle.contains("one_by_one"),
+            "{lifecycle}"
+        );
+        let window = error(settings.set("queueing.batch_window", "soon"));
+        assert!(window.contains("queueing.batch_window"), "{window}");
+        assert!(error(settings.set("batching", "1")).contains("a group of settings"));
+        assert!(error(settings.set("batching.nonsense", "1")).contains("unknown setting"));
         assert_eq!(settings, Settings::default());
         settings.set("networking.request_timeout", "null").unwrap();
         settings.set("networking.error_backoffs", "[]").unwrap();
         assert_eq!(settings.networking.request_timeout, None, "no limit");
+    }
+
+    #[test]
+    fn lifecycles_queueing_and_loggers_are_settings() {
+        let mut settings = Settings::default();
+        assert_eq!(
+            settings.execution.lifecycle,
+            Lifecycle::Asap,
+            "Kopf's default"
+        );
+        for (name, lifecycle) in [
+            ("one_by_one", Lifecycle::OneByOne),
+            ("all_at_once", Lifecycle::AllAtOnce),
+            ("randomized", Lifecycle::Randomized),
+            ("shuffled", Lifecycle::Shuffled),
+            ("asap", Lifecycle::Asap),
+        ] {
+            settings.set("execution.lifecycle", name).unwrap();
+            assert_eq!(settings.execution.lifecycle, lifecycle);
+            assert_eq!(settings.to_json()["execution"]["lifecycle"], json!(name));
+        }
+        assert_eq!(
+            settings.queueing.worker_limit, None,
+            "Kopf's default: no bound"
+        );
+        settings.set("queueing.worker_limit", "3").unwrap();
+        settings.set("queueing.idle_timeout", "0.5").unwrap();
+        settings.set("posting.loggers", "true").unwrap();
+        assert_eq!(settings.queueing.worker_limit, Some(3));
+        assert_eq!(settings.queueing.idle_timeout, 0.5);
+        assert!(settings.posting.loggers);
+        settings.set("queueing.worker_limit", "null").unwrap();
+        assert_eq!(settings.queueing.worker_limit, None);
+    }
+
+    #[test]
+    fn kopfs_deprecated_batching_names_are_read_as_queueing() {
+        let mut settings = Settings::default();
+        settings.set("batching.worker_limit", "2").unwrap();
+        settings.set("batching.idle_timeout", "1.5").unwrap();
+        assert_eq!(settings.queueing.worker_limit, Some(2));
+        assert_eq!(settings.queueing.idle_timeout, 1.5);
+        let before = settings.clone();
+        settings.set("queueing.batch_window", "0.3").unwrap();
+        settings.set("batching.batch_window", "0.3").unwrap();
+        assert_eq!(settings, before, "no effect");
+        settings
+            .merge(&json!({"batching": {"exit_timeout": 7, "idle_timeout": 9},
+                           "queueing": {"idle_timeout": 3}}))
+            .unwrap();
+        assert_eq!(settings.queueing.exit_timeout, 7.0);
+        assert_eq!(settings.queueing.idle_timeout, 3.0, "queueing's own wins");
+        assert!(settings.to_json().get("batching").is_none());
     }
 }
