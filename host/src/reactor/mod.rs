@@ -92,6 +92,7 @@ impl Settings {
             .map(seconds)
             .collect();
         self.changes.consistency_timeout = seconds(user.persistence.consistency_timeout);
+        self.changes.lifecycle = user.execution.lifecycle;
         self.posting = user.posting.clone();
         self.peering.stealth = user.peering.stealth;
         self.scanning_disabled = user.scanning.disabled;

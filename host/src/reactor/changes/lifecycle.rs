@@ -3,8 +3,8 @@
 //!
 //! [`begin`] loads the records of this resource's handlers, creates fresh ones for the
 //! newly selected handlers, reports and purges superseded causes, and plans the
-//! handlers to run by the lifecycle (default `asap`: the awakened one with the fewest
-//! retries, ties in declaration order). The caller runs them (guest calls, with the
+//! handlers to run by the lifecycle (`execution.lifecycle`; default `asap`: the awakened
+//! one with the fewest retries, ties in declaration order). The caller runs them (guest calls, with the
 //! prechecks of `retries`) and hands the outcomes to [`finish`], which writes the
 //! changed records and the results, and when everything is finished purges the records
 //! and stores the new diff-base. [`after_patch`] decides the sleep/touch wake-up.
@@ -12,6 +12,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use rand::Rng;
+use rand::seq::{IndexedRandom, SliceRandom};
 
 use super::causes::{ChangingCause, capitalize, title};
 use super::essence::DiffBaseStorage;
@@ -21,39 +23,39 @@ use crate::clock;
 use crate::handlers::execution::{Outcome, usable_delay};
 use crate::pyformat::py_eq;
 
-/// Which of the awakened handlers run in one cycle (Kopf's `kopf.lifecycles`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Lifecycle {
-    /// One handler per cycle: the fewest retries first (Kopf's default).
-    #[default]
-    Asap,
-    /// Every awakened handler in this cycle.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "selectable once the lifecycle becomes a setting")
-    )]
-    AllAtOnce,
-    /// The first awakened handler in declaration order.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "selectable once the lifecycle becomes a setting")
-    )]
-    OneByOne,
-}
+pub(crate) use crate::settings::Lifecycle;
 
 impl Lifecycle {
-    /// Pick from the awakened handlers (in declaration order).
+    /// Picks from the awakened handlers (in declaration order, with their retries) those
+    /// to run in this cycle, in order (Kopf's `kopf.lifecycles`).
     pub(crate) fn plan(self, awakened: &[(String, u32)]) -> Vec<String> {
+        self.plan_with(awakened, &mut rand::rng())
+    }
+
+    /// [`Lifecycle::plan`], with the random choices of `randomized` and `shuffled` made
+    /// by `rng`.
+    pub(crate) fn plan_with(self, awakened: &[(String, u32)], rng: &mut impl Rng) -> Vec<String> {
+        let ids = awakened.iter().map(|(id, _)| id.clone());
         match self {
-            Lifecycle::AllAtOnce => awakened.iter().map(|(id, _)| id.clone()).collect(),
-            Lifecycle::OneByOne => awakened.iter().take(1).map(|(id, _)| id.clone()).collect(),
-            // `sorted()` is stable: ties keep the declaration order.
+            Lifecycle::AllAtOnce => ids.collect(),
+            Lifecycle::OneByOne => ids.take(1).collect(),
+            // Kopf's `sorted()` is stable: ties keep the declaration order.
             Lifecycle::Asap => awakened
                 .iter()
                 .min_by_key(|(_, r)| *r)
                 .map(|(id, _)| id.clone())
                 .into_iter()
                 .collect(),
+            Lifecycle::Randomized => awakened
+                .choose(rng)
+                .map(|(id, _)| id.clone())
+                .into_iter()
+                .collect(),
+            Lifecycle::Shuffled => {
+                let mut all: Vec<String> = ids.collect();
+                all.shuffle(rng);
+                all
+            }
         }
     }
 }
@@ -420,8 +422,50 @@ mod tests {
             "fewest retries, first declared"
         );
         assert_eq!(Lifecycle::OneByOne.plan(&awake), vec!["a"]);
-        assert_eq!(Lifecycle::AllAtOnce.plan(&awake).len(), 3);
-        assert!(Lifecycle::Asap.plan(&[]).is_empty());
+        assert_eq!(Lifecycle::AllAtOnce.plan(&awake), vec!["a", "b", "c"]);
+        for lifecycle in [
+            Lifecycle::Asap,
+            Lifecycle::OneByOne,
+            Lifecycle::AllAtOnce,
+            Lifecycle::Randomized,
+            Lifecycle::Shuffled,
+        ] {
+            assert!(lifecycle.plan(&[]).is_empty(), "{lifecycle:?}");
+        }
+    }
+
+    /// `randomized` runs one awakened handler, any of them; `shuffled` all of them, in
+    /// any order (Kopf's `random.choice` and `random.sample`): with seeded choices, each
+    /// handler is picked and each order comes up, and nothing else does.
+    #[test]
+    fn random_lifecycles_pick_by_their_rng() {
+        use rand::SeedableRng;
+        let awake: Vec<(String, u32)> = ["a", "b", "c"]
+            .iter()
+            .map(|id| ((*id).to_owned(), 0))
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(32);
+        let mut picked = std::collections::BTreeSet::new();
+        let mut orders = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let one = Lifecycle::Randomized.plan_with(&awake, &mut rng);
+            assert_eq!(one.len(), 1, "{one:?}");
+            picked.insert(one[0].clone());
+            let all = Lifecycle::Shuffled.plan_with(&awake, &mut rng);
+            let mut sorted = all.clone();
+            sorted.sort();
+            assert_eq!(sorted, ["a", "b", "c"], "each once: {all:?}");
+            orders.insert(all);
+        }
+        assert_eq!(picked.len(), 3, "every handler is picked: {picked:?}");
+        assert_eq!(orders.len(), 6, "every order comes up: {orders:?}");
+        let mut same = rand::rngs::StdRng::seed_from_u64(7);
+        let mut again = rand::rngs::StdRng::seed_from_u64(7);
+        assert_eq!(
+            Lifecycle::Shuffled.plan_with(&awake, &mut same),
+            Lifecycle::Shuffled.plan_with(&awake, &mut again),
+            "the choices are the rng's alone"
+        );
     }
 
     #[test]

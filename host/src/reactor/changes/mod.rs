@@ -60,6 +60,8 @@ pub(crate) struct ChangeSettings {
     pub(crate) persistence: Persistence,
     /// How long to wait for our own patch to come back before going on.
     pub(crate) consistency_timeout: Duration,
+    /// Which of the due handlers and sub-handlers run in one cycle.
+    pub(crate) lifecycle: Lifecycle,
 }
 
 impl Default for ChangeSettings {
@@ -69,6 +71,7 @@ impl Default for ChangeSettings {
             consistency_timeout: crate::settings::seconds(
                 crate::settings::PersistenceSettings::default().consistency_timeout,
             ),
+            lifecycle: Lifecycle::default(),
         }
     }
 }

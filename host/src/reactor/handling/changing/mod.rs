@@ -19,8 +19,8 @@ use crate::handlers::execution::{Outcome, Retrying, Standing};
 use crate::handlers::{Handler, Subhandling};
 use crate::object_log::object_log;
 use crate::reactor::changes::{
-    self, ChangeSettings, ChangingCause, CycleContext, FinalizerChange, FinalizerDecision,
-    Lifecycle, Patch, Reason, Wakeup,
+    self, ChangeSettings, ChangingCause, CycleContext, FinalizerChange, FinalizerDecision, Patch,
+    Reason, Wakeup,
 };
 use crate::reactor::objects::ObjectMemory;
 use crate::reactor::patching::{Applied, Patcher, Target};
@@ -321,7 +321,7 @@ impl Changing {
             selected: &selected,
             now,
         };
-        let cycle = changes::begin(&cycle_ctx, cause, Lifecycle::Asap, patch);
+        let cycle = changes::begin(&cycle_ctx, cause, settings.lifecycle, patch);
         for warning in &cycle.warnings {
             object_log!(warn, object, "{warning}");
         }
@@ -397,7 +397,7 @@ impl Changing {
         let subhandlers = Arc::new(Subhandlers::new(
             &parent,
             object,
-            progress,
+            (progress, self.settings.lifecycle),
             self.clock.clone(),
         ));
         let shared: Arc<dyn Subhandling> = subhandlers.clone();

@@ -40,13 +40,13 @@ impl Subhandlers {
     pub(super) fn new(
         parent: &Parent<'_>,
         (body, object): (&Arc<Value>, &str),
-        storage: ProgressStorage,
+        (storage, lifecycle): (ProgressStorage, Lifecycle),
         clock: Arc<dyn Clock>,
     ) -> Subhandlers {
         let children = Children::new(
             (parent.id, parent.kind),
             parent.purpose,
-            Lifecycle::Asap,
+            lifecycle,
             (parent.min_delay, parent.default_backoff),
         );
         Subhandlers {
