@@ -400,6 +400,7 @@ impl Reactor {
             client: client.clone(),
             handling: handling.clone(),
             settings: settings.streams.clone(),
+            operator_turns: settings.streams.worker_limit.map(objects::turns),
             exit_grace: settings.exit_grace,
             metrics: shared.metrics.clone(),
             recorder: shared.recorder.clone(),

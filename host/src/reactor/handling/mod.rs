@@ -27,7 +27,8 @@ use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{
-    self, EventType, Memories, ObjectEvent, ObjectMemory, QueuedEvent, Streak, object_ref,
+    EventType, Memories, ObjectEvent, ObjectMemory, QueuedEvent, Streak, TurnPermit, Turns,
+    object_ref,
 };
 use crate::reactor::patching::Patcher;
 use crate::reactor::{Settings, Shared};
@@ -88,7 +89,7 @@ pub(crate) struct StreamContext {
     /// The timer and daemon tasks of the stream's objects, awaited when it stops.
     pub(crate) tasks: TaskTracker,
     /// The turns its objects take to be handled (`objects::memory`).
-    pub(crate) turns: Arc<tokio::sync::Semaphore>,
+    pub(crate) turns: Turns,
 }
 
 impl StreamContext {
@@ -97,7 +98,7 @@ impl StreamContext {
         resource: Arc<Resource>,
         handlers: ResourceHandlers,
         stopping: CancellationToken,
-        objects_in_flight: usize,
+        turns: Turns,
     ) -> Self {
         StreamContext {
             id,
@@ -106,7 +107,7 @@ impl StreamContext {
             stopping,
             stop_reasons: Arc::default(),
             tasks: TaskTracker::new(),
-            turns: objects::turns(objects_in_flight),
+            turns,
         }
     }
 
@@ -259,7 +260,7 @@ impl Handling {
         &self,
         stream: &Arc<StreamContext>,
         event: QueuedEvent,
-        turn: Option<tokio::sync::OwnedSemaphorePermit>,
+        turn: Option<TurnPermit>,
     ) {
         let memory = self.memories.get(&event.key);
         if let Some(turn) = turn {

@@ -4,8 +4,9 @@
 //! change the server refused (422) that the next cycle retries, and its own writes in a
 //! row (`self_triggers`).
 //!
-//! Memories outlive the per-object workers (which idle out after 5 s) and the watch
-//! streams (which stop while paused); they are forgotten when the object is deleted.
+//! Memories outlive the per-object workers (which idle out: `queueing.idle_timeout`) and
+//! the watch streams (which stop while paused); they are forgotten when the object is
+//! deleted.
 //! Each memory also counts the events routed to the object, so that the object's sleeps
 //! (delays, consistency waits, throttling) end as soon as a newer event is queued.
 //!
@@ -16,7 +17,8 @@
 //! events only, and its worker starts holding the turn it was given). An object gives its
 //! turn back while it sleeps or waits for the indexes, so a sleeping object never holds
 //! up the others; each stream has turns of its own, so a slow resource never holds up
-//! another.
+//! another. With `queueing.worker_limit`, an object also takes one of the operator's turns,
+//! which all streams share ([`Turns`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,9 +52,59 @@ pub(crate) struct Memories {
 #[cfg(test)]
 pub(crate) const OBJECTS_IN_FLIGHT: usize = 64;
 
-/// A stream's turns (see the module's documentation): `objects` at once.
+/// `objects` turns to share (see the module's documentation): a stream's, or the
+/// operator's.
 pub(crate) fn turns(objects: usize) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(objects.clamp(1, Semaphore::MAX_PERMITS)))
+}
+
+/// Where a stream's objects take their turns: the stream's own turns
+/// (`queueing.objects_in_flight`), and the operator's, which all streams share, when
+/// `queueing.worker_limit` bounds the objects handled at once across the operator.
+#[derive(Debug, Clone)]
+pub(crate) struct Turns {
+    stream: Arc<Semaphore>,
+    operator: Option<Arc<Semaphore>>,
+}
+
+/// One object's turn: one of its stream's, and one of the operator's if they are
+/// bounded. Given back when dropped.
+#[derive(Debug)]
+pub(crate) struct TurnPermit {
+    stream: OwnedSemaphorePermit,
+    operator: Option<OwnedSemaphorePermit>,
+}
+
+impl Turns {
+    /// `objects` turns for one stream, within the operator's turns if any.
+    pub(crate) fn new(objects: usize, operator: Option<Arc<Semaphore>>) -> Turns {
+        Turns {
+            stream: turns(objects),
+            operator,
+        }
+    }
+
+    /// Waits for a turn: the stream's first, then the operator's, always in this
+    /// order, so that no two objects each hold what the other waits for. `None` only
+    /// if a semaphore were closed (none ever is): handling without a turn.
+    pub(crate) async fn take(&self) -> Option<TurnPermit> {
+        let stream = Arc::clone(&self.stream).acquire_owned().await.ok()?;
+        let operator = match &self.operator {
+            Some(operator) => Some(Arc::clone(operator).acquire_owned().await.ok()?),
+            None => None,
+        };
+        Some(TurnPermit { stream, operator })
+    }
+}
+
+impl TurnPermit {
+    /// Where it came from, to take another one there.
+    fn turns(&self) -> Turns {
+        Turns {
+            stream: Arc::clone(self.stream.semaphore()),
+            operator: self.operator.as_ref().map(|p| Arc::clone(p.semaphore())),
+        }
+    }
 }
 
 /// How many deleted objects [`Memories::has_seen`] remembers as seen.
@@ -167,7 +219,7 @@ pub(crate) struct ObjectMemory {
     /// Its running timers and daemons (KOPF.md §1.9, §1.10).
     pub(crate) tasks: ObjectTasks,
     /// The turn its worker holds to be handled (from its stream's turns).
-    turn: Mutex<Option<OwnedSemaphorePermit>>,
+    turn: Mutex<Option<TurnPermit>>,
 }
 
 impl Default for ObjectMemory {
@@ -234,35 +286,33 @@ struct MemoryState {
 }
 
 impl ObjectMemory {
-    fn turn(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+    fn turn(&self) -> MutexGuard<'_, Option<TurnPermit>> {
         self.turn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits for the object's turn to be handled; it lasts until the returned guard is
     /// dropped, except while the object sleeps ([`ObjectMemory::sleep_unless_newer`]) or
     /// [`ObjectMemory::waits_outside_its_turn`].
-    pub(crate) async fn take_turn(&self, turns: &Arc<Semaphore>) -> Turn<'_> {
+    pub(crate) async fn take_turn(&self, turns: &Turns) -> Turn<'_> {
         self.hold_turn(turns).await;
         Turn(self)
     }
 
     /// Hands the object a turn its worker started with (kept unless it holds one).
-    pub(crate) fn hand_turn(&self, turn: OwnedSemaphorePermit) {
+    pub(crate) fn hand_turn(&self, turn: TurnPermit) {
         self.turn().get_or_insert(turn);
     }
 
-    async fn hold_turn(&self, turns: &Arc<Semaphore>) {
+    async fn hold_turn(&self, turns: &Turns) {
         if self.turn().is_none() {
-            // The semaphore is never closed: an error cannot happen, and would only mean
-            // handling without a turn.
-            let permit = turns.clone().acquire_owned().await.ok();
+            let permit = turns.take().await;
             *self.turn() = permit;
         }
     }
 
     /// Gives the turn back: where it came from, if it held one.
-    fn give_turn(&self) -> Option<Arc<Semaphore>> {
-        self.turn().take().map(|permit| permit.semaphore().clone())
+    fn give_turn(&self) -> Option<Turns> {
+        self.turn().take().map(|permit| permit.turns())
     }
 
     /// Waits for `wait` without holding a turn (others are handled meanwhile), then
@@ -602,7 +652,7 @@ mod tests {
     #[tokio::test]
     async fn objects_take_turns_and_give_them_back_while_sleeping() {
         let memories = Memories::default();
-        let stream = turns(OBJECTS_IN_FLIGHT);
+        let stream = Turns::new(OBJECTS_IN_FLIGHT, None);
         let keys: Vec<ObjectKey> = (0..=OBJECTS_IN_FLIGHT)
             .map(|n| format!("uid-{n}"))
             .collect();
@@ -637,6 +687,39 @@ mod tests {
         let all: Vec<_> =
             futures::future::join_all(held.iter().map(|m| m.take_turn(&stream))).await;
         assert_eq!(all.len(), OBJECTS_IN_FLIGHT);
+    }
+
+    /// `queueing.worker_limit`: the operator's turns bound the objects of every stream
+    /// together, each stream's own turns still bounding its objects; a sleeping object
+    /// gives back both.
+    #[tokio::test]
+    async fn the_operators_turns_bound_all_streams_together() {
+        let memories = Memories::default();
+        let operator = turns(2);
+        let (a, b) = (
+            Turns::new(2, Some(Arc::clone(&operator))),
+            Turns::new(2, Some(Arc::clone(&operator))),
+        );
+        let objects: Vec<Arc<ObjectMemory>> =
+            (0..3).map(|n| memories.get(&format!("uid-{n}"))).collect();
+        let first = objects[0].take_turn(&a).await;
+        let second = objects[1].take_turn(&b).await;
+        let third = tokio::time::timeout(Duration::from_millis(50), objects[2].take_turn(&b));
+        assert!(
+            third.await.is_err(),
+            "two objects of two streams take both turns"
+        );
+        assert_eq!(a.stream.available_permits(), 1, "stream a still has one");
+
+        let seq = objects[0].begin_event(None);
+        let sleeping = objects[0].sleep_unless_newer(seq, sleep(Duration::from_millis(200)));
+        let other = async {
+            drop(objects[2].take_turn(&b).await);
+        };
+        let (newer, ()) = tokio::join!(sleeping, other);
+        assert!(!newer, "the sleeper let another stream's object in");
+        drop((first, second));
+        assert_eq!(operator.available_permits(), 2, "every turn is back");
     }
 
     #[test]

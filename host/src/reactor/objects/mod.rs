@@ -10,7 +10,7 @@ mod self_triggers;
 mod tasks;
 
 pub(crate) use events::{EventType, KeyFields, ObjectEvent, QueuedEvent, key_from, object_ref};
-pub(crate) use memory::{Memories, ObjectMemory, turns};
+pub(crate) use memory::{Memories, ObjectMemory, TurnPermit, Turns, turns};
 pub(crate) use queue::Router;
 pub(crate) use self_triggers::Streak;
 pub(crate) use tasks::RunningTask;

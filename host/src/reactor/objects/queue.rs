@@ -12,22 +12,20 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::events::{EventType, QueuedEvent};
+use super::memory::{TurnPermit, Turns};
 use crate::handlers::ObjectKey;
 use crate::metrics::Gauge;
-
-/// Kopf's `queueing.idle_timeout`: a worker with nothing to do goes away.
-const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Routes each object's events to that object's inbox, and starts a worker for an
 /// object that has none as soon as one of the stream's turns is free. One router serves
 /// one stream.
 ///
-/// A worker with nothing to do for [`WORKER_IDLE_TIMEOUT`] takes its inbox out of the map
-/// and ends: an idle object costs no task, no inbox and no entry here (its memory lives
+/// A worker with nothing to do for the idle timeout (`queueing.idle_timeout`, 5 s by
+/// default, Kopf's) takes its inbox out of the map and ends: an idle object costs no task, no inbox and no entry here (its memory lives
 /// on in `objects::memory`). Routing and retiring happen under the map's lock, so an
 /// event is never left in an inbox whose worker is retiring.
 pub(crate) struct Router<F> {
@@ -40,7 +38,9 @@ struct Shared<F> {
     workers: Mutex<Workers>,
     process: F,
     /// The stream's turns: a worker starts holding one.
-    turns: Arc<Semaphore>,
+    turns: Turns,
+    /// How long a worker waits for its object's next event before it leaves.
+    idle_timeout: Duration,
     /// An object began to wait for a worker.
     waiting: Notify,
 }
@@ -158,16 +158,17 @@ impl Drop for EndOnDrop {
 
 impl<F, Fut> Router<F>
 where
-    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
+    F: Fn(QueuedEvent, Option<TurnPermit>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     /// A router whose workers start holding one of `turns` (handed to `process` with the
-    /// worker's first event).
-    pub(crate) fn new(turns: Arc<Semaphore>, process: F) -> Self {
+    /// worker's first event), and leave after `idle_timeout` without an event.
+    pub(crate) fn new(turns: Turns, idle_timeout: Duration, process: F) -> Self {
         let shared = Arc::new(Shared {
             workers: Mutex::default(),
             process,
             turns,
+            idle_timeout,
             waiting: Notify::new(),
         });
         let starter = tokio::spawn(start_workers(Arc::clone(&shared)));
@@ -260,7 +261,7 @@ impl<F> Drop for Router<F> {
 /// Starts the worker of the longest-waiting object each time a turn is free.
 async fn start_workers<F, Fut>(shared: Arc<Shared<F>>)
 where
-    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
+    F: Fn(QueuedEvent, Option<TurnPermit>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -279,8 +280,8 @@ where
             queued.await;
             continue;
         }
-        // The semaphore is never closed; if it were, objects would start without a turn.
-        let turn = Arc::clone(&shared.turns).acquire_owned().await.ok();
+        // The semaphores are never closed; if they were, objects would start without a turn.
+        let turn = shared.turns.take().await;
         let mut workers = lock(&shared.workers);
         // Only this task takes from the queue (shutdown aside): it is still there.
         let Some(inbox) = workers.waiting.pop_front() else {
@@ -292,10 +293,10 @@ where
 }
 
 /// An object's worker: processes its inbox's events in order, the first one holding
-/// `turn`, until the inbox is closed or has been idle for [`WORKER_IDLE_TIMEOUT`].
-async fn work<F, Fut>(shared: Arc<Shared<F>>, inbox: Arc<Inbox>, turn: Option<OwnedSemaphorePermit>)
+/// `turn`, until the inbox is closed or has been idle for the idle timeout.
+async fn work<F, Fut>(shared: Arc<Shared<F>>, inbox: Arc<Inbox>, turn: Option<TurnPermit>)
 where
-    F: Fn(QueuedEvent, Option<OwnedSemaphorePermit>) -> Fut + Send + Sync + 'static,
+    F: Fn(QueuedEvent, Option<TurnPermit>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let _end = EndOnDrop(Arc::clone(&inbox));
@@ -306,8 +307,8 @@ where
     }
 }
 
-/// The inbox's next event; none once it is closed and drained, or idle for
-/// [`WORKER_IDLE_TIMEOUT`] (then the inbox leaves the map, under its lock).
+/// The inbox's next event; none once it is closed and drained, or idle for the idle
+/// timeout (then the inbox leaves the map, under its lock).
 async fn next_event<F>(shared: &Shared<F>, inbox: &Arc<Inbox>) -> Option<QueuedEvent> {
     loop {
         let arrived = inbox.arrived.notified();
@@ -322,7 +323,7 @@ async fn next_event<F>(shared: &Shared<F>, inbox: &Arc<Inbox>) -> Option<QueuedE
                 return None;
             }
         }
-        if tokio::time::timeout(WORKER_IDLE_TIMEOUT, arrived)
+        if tokio::time::timeout(shared.idle_timeout, arrived)
             .await
             .is_err()
         {
@@ -350,9 +351,16 @@ async fn next_event<F>(shared: &Shared<F>, inbox: &Arc<Inbox>) -> Option<QueuedE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reactor::objects::turns;
     use serde_json::json;
     use std::sync::Mutex;
+    use tokio::sync::Semaphore;
+
+    /// Kopf's default `queueing.idle_timeout`.
+    const IDLE: Duration = Duration::from_secs(5);
+
+    fn turns(objects: usize) -> Turns {
+        Turns::new(objects, None)
+    }
 
     fn ev(key: &str, n: u64) -> QueuedEvent {
         QueuedEvent {
@@ -368,7 +376,7 @@ mod tests {
         let log = seen.clone();
         // "a" waits until "b" is done: only objects processed in parallel get there.
         let b_done = Arc::new(tokio::sync::Semaphore::new(0));
-        let mut router = Router::new(turns(64), move |e: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), IDLE, move |e: QueuedEvent, _turn| {
             let (log, b_done) = (log.clone(), b_done.clone());
             async move {
                 let n = e.clone().parsed(true).body["n"]
@@ -410,7 +418,7 @@ mod tests {
     async fn idle_workers_leave_and_come_back() {
         let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
         let log = seen.clone();
-        let mut router = Router::new(turns(64), move |e: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), IDLE, move |e: QueuedEvent, _turn| {
             let log = log.clone();
             async move {
                 let n = e.clone().parsed(true).body["n"]
@@ -420,7 +428,7 @@ mod tests {
             }
         });
         router.route(ev("a", 0));
-        tokio::time::sleep(WORKER_IDLE_TIMEOUT * 2).await;
+        tokio::time::sleep(IDLE * 2).await;
         assert_eq!(
             lock(&router.shared.workers).by_key.len(),
             0,
@@ -430,6 +438,20 @@ mod tests {
         router.route(ev("a", 2));
         router.shutdown(Duration::from_secs(5)).await;
         assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2]);
+    }
+
+    /// `queueing.idle_timeout`: a worker stays that long after its last event, and no
+    /// longer.
+    #[tokio::test(start_paused = true)]
+    async fn workers_leave_after_the_idle_timeout_given() {
+        let mut router = Router::new(turns(64), Duration::from_secs(30), |_, _turn| async {});
+        router.route(ev("a", 0));
+        let workers = |router: &Router<_>| lock(&router.shared.workers).by_key.len();
+        tokio::time::sleep(IDLE * 2).await;
+        assert_eq!(workers(&router), 1, "still waiting for an event at 10 s");
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert_eq!(workers(&router), 0, "gone at 35 s");
+        router.shutdown(Duration::from_secs(1)).await;
     }
 
     fn queued(metrics: &crate::metrics::Metrics) -> Option<String> {
@@ -456,7 +478,7 @@ mod tests {
         let metrics = crate::metrics::Metrics::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let held = gate.clone();
-        let mut router = Router::new(turns(64), move |_: QueuedEvent, _turn| {
+        let mut router = Router::new(turns(64), IDLE, move |_: QueuedEvent, _turn| {
             let held = held.clone();
             async move {
                 let _ = held.acquire().await.map(|p| p.forget());
@@ -491,11 +513,10 @@ mod tests {
 
     #[tokio::test]
     async fn objects_wait_for_a_turn_as_events_without_a_worker() {
-        let turns = Arc::new(Semaphore::new(2));
         let gate = Arc::new(Semaphore::new(0));
         let started: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
         let (log, held) = (started.clone(), gate.clone());
-        let mut router = Router::new(turns, move |e: QueuedEvent, turn| {
+        let mut router = Router::new(turns(2), IDLE, move |e: QueuedEvent, turn| {
             let (log, held) = (log.clone(), held.clone());
             async move {
                 log.lock().unwrap().push((e.key.clone(), turn.is_some()));

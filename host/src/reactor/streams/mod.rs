@@ -29,7 +29,7 @@ use crate::handlers::{Registry, ResourceHandlers};
 use crate::journal::{Journal, Record};
 use crate::metrics::Metrics;
 use crate::reactor::handling::{Handling, StreamContext};
-use crate::reactor::objects::{EventType, Router};
+use crate::reactor::objects::{EventType, Router, Turns};
 use crate::recording::Recorder;
 use crate::runtime::StopReasons;
 use watching::{StreamSignal, Watch};
@@ -58,6 +58,9 @@ pub(crate) struct StreamParts {
     pub(crate) client: Client,
     pub(crate) handling: Handling,
     pub(crate) settings: StreamSettings,
+    /// The turns every stream's objects take too when `queueing.worker_limit` bounds
+    /// them all together.
+    pub(crate) operator_turns: Option<Arc<tokio::sync::Semaphore>>,
     /// How long in-flight handlers may take to finish when a stream stops.
     pub(crate) exit_grace: Duration,
     /// Where streams report restarts, queue depth and their death.
@@ -173,7 +176,10 @@ impl Streams {
             resource,
             handlers.clone(),
             cancel.clone(),
-            self.parts.settings.objects_in_flight,
+            Turns::new(
+                self.parts.settings.objects_in_flight,
+                self.parts.operator_turns.clone(),
+            ),
         ));
         if !handlers.index.is_empty() {
             self.parts.handling.readiness().expect_stream(&context.id);
@@ -295,7 +301,8 @@ async fn run_stream(
     let readiness = parts.handling.readiness().clone();
     let memories = parts.handling.memories().clone();
     let (handling, ctx) = (parts.handling.clone(), context.clone());
-    let mut router = Router::new(context.turns.clone(), move |event, turn| {
+    let idle_timeout = parts.settings.idle_timeout;
+    let mut router = Router::new(context.turns.clone(), idle_timeout, move |event, turn| {
         let (handling, ctx) = (handling.clone(), ctx.clone());
         async move { handling.process(&ctx, event, turn).await }
     })

@@ -54,10 +54,15 @@ pub(crate) struct StreamSettings {
     pub(crate) objects_in_flight: usize,
     /// The pause before a stream lists again (Kopf's pause between its streams).
     pub(crate) reconnect_backoff: Duration,
+    /// How many objects of all streams together are handled at once (`None`: no bound).
+    pub(crate) worker_limit: Option<usize>,
+    /// How long an object's worker waits for its next event before it leaves.
+    pub(crate) idle_timeout: Duration,
 }
 
 impl StreamSettings {
-    /// The streams' part of the user's settings (`watching`, `queueing.objects_in_flight`).
+    /// The streams' part of the user's settings (`watching`, `queueing.objects_in_flight`,
+    /// `worker_limit`, `idle_timeout`).
     pub(crate) fn of(user: &crate::settings::Settings) -> StreamSettings {
         use crate::settings::seconds;
         let watching = &user.watching;
@@ -71,6 +76,11 @@ impl StreamSettings {
             objects_in_flight: usize::try_from(user.queueing.objects_in_flight)
                 .unwrap_or(usize::MAX),
             reconnect_backoff: seconds(watching.reconnect_backoff),
+            worker_limit: user
+                .queueing
+                .worker_limit
+                .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX)),
+            idle_timeout: seconds(user.queueing.idle_timeout),
         }
     }
 }
