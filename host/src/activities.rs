@@ -270,6 +270,7 @@ impl Activity {
             guest: handler.guest.clone(),
             object: Arc::new(Value::Null),
             poster: None,
+            posts_logs: false,
             kube: context.kube.clone(),
             recorder: context.recorder.clone(),
             sleeps: None,

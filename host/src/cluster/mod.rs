@@ -22,7 +22,7 @@ pub(crate) mod wire;
 pub use client::{default_kube_client, kube_client};
 pub(crate) use credentials::{ConnectionInfo, LoginError};
 pub(crate) use discovery::{Error as DiscoveryError, Resource, scan, scan_group};
-pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest};
+pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest, from_log, posting_level};
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
 pub(crate) use requests::{RequestError, Retries, retried};
 pub(crate) use scope::{Scope, served_namespaces};

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::indexes::Indexes;
 use crate::clock::Clock;
-use crate::cluster::{KubeAccess, Poster, Resource, from_guest};
+use crate::cluster::{KubeAccess, Poster, Resource, from_guest, from_log, posting_level};
 use crate::journal::{Journal, Record};
 use crate::recording::Recorder;
 use crate::runtime::{
@@ -54,6 +54,9 @@ pub(crate) struct GuestServices {
     pub(crate) object: Arc<Value>,
     /// Where Events go; `None` where they cannot be posted (activities, about no object).
     pub(crate) poster: Option<Poster>,
+    /// What the handler logs is posted as Events too when `posting.loggers` is on:
+    /// changing, timer and daemon handlers, not event and index ones (as in Kopf).
+    pub(crate) posts_logs: bool,
     /// The cluster for the guest's Kubernetes calls; `None` where there is none.
     pub(crate) kube: Option<KubeAccess>,
     /// Where `--record` writes each Kubernetes call and its answer.
@@ -96,6 +99,14 @@ impl HostServices for GuestServices {
             level: level.as_str().to_owned(),
             message: message.to_owned(),
         });
+        if self.posts_logs
+            && let (Some(poster), Some(kube)) = (&self.poster, &self.kube)
+            && poster.admits_log(posting_level(level))
+            && let Some(event) = from_log(&self.object, level, message)
+            && let Some(turn) = kube.admit_logged_event(caller, &event.involved)
+        {
+            poster.post_after(event, turn);
+        }
     }
 
     fn index_lookup(&self, caller: &Caller, index: &str, key: &str) -> Option<Vec<String>> {

@@ -23,7 +23,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::runtime::GuestEvent;
+use crate::runtime::{GuestEvent, Level};
+use crate::settings::PostingLevel;
 
 pub(crate) use poster::Poster;
 
@@ -174,6 +175,34 @@ pub(crate) fn from_guest(
         reason: event.reason,
         // Cut now: the Event may wait for its turn, and only this much of it goes out.
         message: shorten(&event.message),
+    })
+}
+
+/// The level `posting.level` compares a log line of `level` with.
+pub(crate) fn posting_level(level: Level) -> PostingLevel {
+    match level {
+        Level::Debug => PostingLevel::Debug,
+        Level::Info => PostingLevel::Info,
+        Level::Warning => PostingLevel::Warning,
+        Level::Error => PostingLevel::Error,
+    }
+}
+
+/// What a handler logged at `level` about the object `current`, as Kopf posts it when
+/// `posting.loggers` is on: reason `Logging`, a type by level (`Debug`, `Normal`,
+/// `Warning`, `Error`); `None` when the object has no name to refer to.
+pub(crate) fn from_log(current: &Value, level: Level, message: &str) -> Option<PostedEvent> {
+    let event_type = match level {
+        Level::Debug => "Debug",
+        Level::Info => "Normal",
+        Level::Warning => "Warning",
+        Level::Error => "Error",
+    };
+    Some(PostedEvent {
+        involved: ObjectRef::of(current)?,
+        event_type: event_type.to_owned(),
+        reason: "Logging".to_owned(),
+        message: shorten(message),
     })
 }
 

@@ -133,6 +133,12 @@ impl Poster {
         self.posting.enabled && level >= self.posting.level
     }
 
+    /// Whether a handler's log line at `level` is posted as an Event too (Kopf's
+    /// `posting.loggers`, with `posting.enabled` and `posting.level`).
+    pub(crate) fn admits_log(&self, level: PostingLevel) -> bool {
+        self.posting.enabled && self.posting.loggers && level >= self.posting.level
+    }
+
     /// Queues an Event to go out; returns at once. Events about Events are skipped.
     pub(crate) fn post(&self, event: PostedEvent) {
         self.post_after(event, Duration::ZERO);
@@ -321,6 +327,37 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Kopf's `K8sPoster.filter`: a log line is posted only with `posting.enabled` and
+    /// `posting.loggers` on, at `posting.level` or above.
+    #[tokio::test]
+    async fn log_lines_are_posted_only_when_loggers_are_on() {
+        let (_server, client) = cluster().await;
+        let (poster, _task) = Poster::start(client, CancellationToken::new());
+        let with = |enabled: bool, loggers: bool, level: PostingLevel| {
+            poster.clone().with_posting(Posting {
+                enabled,
+                level,
+                loggers,
+            })
+        };
+        let (debug, info, error) = (PostingLevel::Debug, PostingLevel::Info, PostingLevel::Error);
+        assert!(
+            !with(true, false, debug).admits_log(error),
+            "off by default"
+        );
+        assert!(with(true, true, info).admits_log(info));
+        assert!(!with(true, true, info).admits_log(debug), "below the level");
+        assert!(with(true, true, debug).admits_log(debug));
+        assert!(
+            !with(false, true, debug).admits_log(error),
+            "posting disabled"
+        );
+        assert!(
+            with(true, false, info).admits("Normal"),
+            "a handler's own Events need no loggers"
+        );
     }
 
     #[tokio::test]

@@ -154,6 +154,20 @@ impl KubeAccess {
             .admit_event(&caller.guest, caller.deadline.get())
             .await
     }
+
+    /// Lets an Event made of a log line of `caller` about the object it handles
+    /// (`involved`) go, if its namespace is served and the guest's pace has room: how
+    /// long until it may be posted; `None`: it is not posted.
+    pub(crate) fn admit_logged_event(
+        &self,
+        caller: &Caller,
+        involved: &ObjectRef,
+    ) -> Option<Duration> {
+        self.scope
+            .includes(event_namespace(involved))
+            .then(|| self.traffic.admit_logged_event(&caller.guest))
+            .flatten()
+    }
 }
 
 /// Sends a checked request; answers the object (or list) as JSON, `""` for a deletion.

@@ -160,6 +160,22 @@ impl GuestTraffic {
     }
 }
 
+impl GuestTraffic {
+    /// Gives an Event made of one of `guest`'s log lines (`posting.loggers`) its turn at
+    /// the guest's Event pace, without waiting: `None` when the guest's queue of waiting
+    /// Events is full, and the line is then not posted (a log line never holds up the
+    /// call, and Kopf drops what it fails to post of them too).
+    pub(crate) fn admit_logged_event(&self, guest: &str) -> Option<Duration> {
+        let (limiter, rate, _) = self.limiter(guest, Lane::Events);
+        let queued = self.paces().max_queued_events;
+        let horizon = Duration::from_secs_f64(f64::from(queued) / rate);
+        let turn = limiter.reserve_within(Some(horizon)).ok();
+        let waits = turn.is_none_or(|wait| !wait.is_zero());
+        self.metrics.guest_request(guest, "event", waits);
+        turn
+    }
+}
+
 /// A guest's request or Event refused for its pace.
 fn too_many_requests(message: String) -> KubeError {
     KubeError {

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::EventContext;
 use crate::clock::Clock;
-use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster};
+use crate::cluster::{KubeAccess, ObjectRef, PostedEvent, Poster, from_log, posting_level};
 use crate::handlers::execution::{
     self, Attempt, Attempted, Called, Decision, Executed, IndexEntries, Retrying, Standing, Verdict,
 };
@@ -23,7 +23,7 @@ use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{EventType, ObjectMemory};
 use crate::recording::Recorder;
-use crate::runtime::{self, CallContext, HandlerKind, Pool};
+use crate::runtime::{self, CallContext, HandlerKind, Level, Pool};
 use crate::settings::SharedSettings;
 
 /// What a changing handler's cause carries beyond the event (KOPF.md §1.13); daemons
@@ -53,6 +53,13 @@ pub(super) enum Success {
     Info,
     Debug,
     Silent,
+}
+
+/// Whether what a handler of `kind` logs, and Kopf's lines about its attempts, are posted
+/// as Events when `posting.loggers` is on: Kopf posts the lines of its object logger
+/// (changing handlers, timers, daemons), never those about raw event and index handlers.
+fn posts_logs(kind: HandlerKind) -> bool {
+    !matches!(kind, HandlerKind::Event | HandlerKind::Index)
 }
 
 /// How a stage attempts a handler about the event's object.
@@ -155,6 +162,7 @@ impl Calls {
             guest: handler.guest.clone(),
             object: ctx.event.body.clone(),
             poster: Some(self.poster.clone()),
+            posts_logs: posts_logs(handler.spec.kind),
             kube: Some(self.kube.clone()),
             recorder: self.recorder.clone(),
             sleeps,
@@ -374,15 +382,32 @@ impl Calls {
         success: Success,
     ) {
         let (object, line, verdict) = (ctx.object, decision.line.as_str(), decision.verdict);
-        match (verdict, success) {
-            (Verdict::Success, Success::Info) => object_log!(info, object, "{line}"),
-            (Verdict::Success, Success::Debug) => object_log!(debug, object, "{line}"),
-            (Verdict::Success, Success::Silent) => {}
-            (Verdict::Pending, _) => object_log!(debug, object, "{line}"),
+        let logged = match (verdict, success) {
+            (Verdict::Success, Success::Info) => {
+                object_log!(info, object, "{line}");
+                Some(Level::Info)
+            }
+            (Verdict::Success, Success::Debug) => {
+                object_log!(debug, object, "{line}");
+                Some(Level::Debug)
+            }
+            (Verdict::Success, Success::Silent) => None,
+            (Verdict::Pending, _) => {
+                object_log!(debug, object, "{line}");
+                Some(Level::Debug)
+            }
             _ => {
                 object_log!(error, object, "{line}");
                 handler.record_failed(&self.journal, Self::about(ctx), line);
+                Some(Level::Error)
             }
+        };
+        if let Some(level) = logged
+            && posts_logs(handler.spec.kind)
+            && self.poster.admits_log(posting_level(level))
+            && let Some(event) = from_log(&ctx.event.body, level, line)
+        {
+            self.poster.post(event);
         }
         let ended = Ended {
             elapsed: called.elapsed,
