@@ -17,6 +17,7 @@ mod finalizers;
 mod guest_api;
 mod health;
 mod indexes;
+mod lifecycles;
 mod loading;
 mod login;
 mod memo;

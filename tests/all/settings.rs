@@ -1,9 +1,13 @@
 //! Kopf's settings (`kapsel_host::Settings`), from the command line, the embedding API and
 //! startup handlers (`kapsel::settings`), changing what the operator does: server-side
-//! selectors on its watches, and which of the guests' Events are posted.
+//! selectors on its watches, which of the guests' Events and log lines are posted, how
+//! many objects are handled at once, how long a stop waits, and how long the operator
+//! waits for its own patch to come back. (The lifecycles: `lifecycles`.)
 
 use kapsel_cli::Runner;
 use kapsel_host::{Operator, Record, Settings};
+use std::time::{Duration, Instant};
+
 use kapsel_tests::*;
 use serde_json::{Value, json};
 
@@ -284,6 +288,50 @@ async fn with_scanning_disabled_no_crds_or_namespaces_are_asked_for() {
     cluster.shutdown().await.unwrap();
 }
 
+/// A ConfigMap in `namespace` that the `activities` guest's `linger` spends `seconds` of
+/// wall-clock time on.
+async fn lingering_configmap(client: &kube::Client, namespace: &str, name: &str, seconds: f64) {
+    let mut body = configmap(name, json!({"kapsel.test/linger": "yes"}));
+    body["data"] = json!({"seconds": seconds.to_string()});
+    create(
+        client,
+        &core("ConfigMap", "configmaps"),
+        Some(namespace),
+        body,
+    )
+    .await;
+}
+
+/// What happened to the `activities` guest's lingering handler, in order: `start <name>`
+/// and `end <namespace/name>`.
+fn lingering(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GuestLog { message, .. } => message
+                .strip_prefix("lingering in ")
+                .map(|name| format!("start {name}")),
+            Record::HandlerFinished {
+                handler, object, ..
+            } if handler == "linger" => object.as_deref().map(|o| format!("end {o}")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many lingering handlers started before the first one ended, once both ended.
+async fn starts_before_an_end(operator: &kapsel_host::testing::RunningOperator) -> usize {
+    let journal = operator.journal().clone();
+    journal
+        .wait_for(PATIENCE, |records| lingering(records).len() >= 4)
+        .await
+        .expect("both lingered");
+    let seen = lingering(&journal.records());
+    seen.iter()
+        .take_while(|step| step.starts_with("start"))
+        .count()
+}
+
 /// `queueing.objects_in_flight` (Kapsel's bound on the objects of one stream handled at
 /// once; Kopf has none): at 1, a second object's handler starts only once the first
 /// object's has finished, however many calls could run at once.
@@ -302,43 +350,97 @@ async fn objects_in_flight_bounds_the_objects_handled_at_once() {
             .settings(settings),
     );
     for name in ["first", "second"] {
-        let mut body = configmap(name, json!({"kapsel.test/linger": "yes"}));
-        body["data"] = json!({"seconds": "0.5"});
-        create(
-            &client,
-            &core("ConfigMap", "configmaps"),
-            Some("default"),
-            body,
-        )
-        .await;
+        lingering_configmap(&client, "default", name, 0.5).await;
     }
-    let journal = operator.journal().clone();
-    // What happened to the lingering handler, in order: `start <name>` and `end <name>`.
-    let lingering = |records: &[Record]| -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| match r {
-                Record::GuestLog { message, .. } => message
-                    .strip_prefix("lingering in ")
-                    .map(|name| format!("start {name}")),
-                Record::HandlerFinished {
-                    handler, object, ..
-                } if handler == "linger" => object.as_deref().map(|o| format!("end {o}")),
-                _ => None,
-            })
-            .collect()
-    };
-    journal
-        .wait_for(PATIENCE, |records| lingering(records).len() >= 4)
-        .await
-        .expect("both lingered");
-    let seen = lingering(&journal.records());
-    let starts_before_an_end = seen
-        .iter()
-        .take_while(|step| step.starts_with("start"))
-        .count();
-    assert_eq!(starts_before_an_end, 1, "one object at a time: {seen:?}");
+    assert_eq!(
+        starts_before_an_end(&operator).await,
+        1,
+        "one object at a time"
+    );
     operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// `queueing.worker_limit` (Kopf's setting; here across the whole operator): at 1, the
+/// objects of two streams (one per namespace served) are handled one at a time, while
+/// each stream alone would let its object in.
+#[tokio::test]
+async fn worker_limit_bounds_the_objects_handled_at_once_across_streams() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    for namespace in ["team-a", "team-b"] {
+        create_namespace(&client, namespace).await;
+    }
+    let mut settings = Settings::default();
+    settings.set("queueing.worker_limit", "1").unwrap();
+    let mut limits = kapsel_host::Limits::default();
+    limits.guest_threads = 2;
+    let operator = cluster.start_operator(
+        Operator::new([guest("activities")])
+            .standalone()
+            .namespaces(["team-a", "team-b"])
+            .limits(limits)
+            .settings(settings),
+    );
+    for namespace in ["team-a", "team-b"] {
+        lingering_configmap(&client, namespace, "slow", 0.5).await;
+    }
+    assert_eq!(
+        starts_before_an_end(&operator).await,
+        1,
+        "one object of all streams at a time"
+    );
+    operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// Stops `operator` once its lingering handler has started for the ConfigMap `name` (in
+/// `default`); how long the stop took, and whether the handler finished.
+async fn stop_while_lingering(
+    operator: kapsel_host::testing::RunningOperator,
+    name: &str,
+) -> (Duration, bool) {
+    let journal = operator.journal().clone();
+    let start = format!("start {name}");
+    journal
+        .wait_for(PATIENCE, |records| lingering(records).contains(&start))
+        .await
+        .expect("the handler started");
+    let started = Instant::now();
+    operator.stop().await.expect("stopped");
+    let end = format!("end default/{name}");
+    let finished = lingering(&journal.records()).contains(&end);
+    (started.elapsed(), finished)
+}
+
+/// `queueing.exit_timeout` (Kopf's setting): when the operator stops, a handler in flight
+/// gets that long to finish. At 6 s, a call of 3 s finishes (the default, 2 s, would
+/// abandon it); at 0.5 s, a call of 30 s is abandoned and the operator exits long before
+/// the call would have ended.
+#[tokio::test]
+async fn exit_timeout_is_how_long_a_call_in_flight_may_finish() {
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let operator_with = |exit_timeout: &str| {
+        let mut settings = Settings::default();
+        settings.set("queueing.exit_timeout", exit_timeout).unwrap();
+        cluster.start_operator(
+            Operator::new([guest("activities")])
+                .standalone()
+                .settings(settings),
+        )
+    };
+
+    let operator = operator_with("6");
+    lingering_configmap(&client, "default", "short", 3.0).await;
+    let (_, finished) = stop_while_lingering(operator, "short").await;
+    assert!(finished, "the call of 3 s finished within the 6 s given");
+
+    let operator = operator_with("0.5");
+    lingering_configmap(&client, "default", "endless", 30.0).await;
+    let (took, finished) = stop_while_lingering(operator, "endless").await;
+    assert!(!finished, "the call of 30 s was abandoned");
+    assert!(took < Duration::from_secs(10), "the stop took {took:?}");
     cluster.shutdown().await.unwrap();
 }
 
@@ -379,4 +481,149 @@ async fn initial_streaming_lists_by_watching() {
     );
     operator.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
+}
+
+/// `posting.loggers` (Kopf's setting, off by default since Kopf 1.44), on the command
+/// line: what a creation handler logs at `posting.level` (info) or above becomes an
+/// Event with reason `Logging` and a type by level, and so does the operator's line about
+/// how its call ended; its debug line does not, nor what a raw event handler logs (as in
+/// Kopf). The event handler runs first, and one object's Events go out in order: once the
+/// last line is there, the others would be too.
+#[tokio::test]
+async fn posting_loggers_posts_what_changing_handlers_log() {
+    let s = Scene::start("settings-loggers").await;
+    let changes = guest("changes");
+    let runner = Runner::start_on(
+        s.client.clone(),
+        [
+            "run",
+            "-A",
+            "--standalone",
+            "--setting",
+            "posting.loggers=true",
+            &changes.to_string_lossy(),
+        ],
+    )
+    .await
+    .expect("started");
+    s.create(kopfexample(
+        "chatty",
+        &["loggers"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    let logged = || async {
+        s.events_about("chatty")
+            .await
+            .iter()
+            .filter(|e| e["reason"] == "Logging")
+            .map(|e| format!("{} {}", e["type"].as_str().unwrap_or("?"), e["message"]))
+            .collect::<Vec<String>>()
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut posted = logged().await;
+    while !posted.iter().any(|e| e.contains("succeeded")) {
+        assert!(tokio::time::Instant::now() < deadline, "posted: {posted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        posted = logged().await;
+    }
+    posted.sort();
+    assert_eq!(
+        posted,
+        [
+            r#"Error "chatty: an error line""#,
+            r#"Normal "Handler 'logging_create' succeeded.""#,
+            r#"Normal "chatty: an info line""#,
+            r#"Warning "chatty: a warning line""#,
+        ]
+    );
+    let result = runner.stop().await;
+    assert_eq!(result.exit_code, 0, "{}", result.output);
+    s.shutdown().await;
+}
+
+/// How many patches of kopfexamples' status the API server answered.
+fn status_patches(s: &Scene) -> u64 {
+    s.cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| {
+            let k = &c.kind;
+            (k.verb.as_str(), k.resource.as_str(), k.subresource.as_str())
+                == ("patch", "kopfexamples", "status")
+        })
+        .map(|c| c.count)
+        .sum()
+}
+
+/// `persistence.consistency_timeout` (Kopf's setting): before running changing handlers,
+/// the operator waits for its own last patch to come back, and after the timeout goes on
+/// with the object as it is. Once the creation is handled, the `consistency` event
+/// handler marks the object (a new version, whose echo comes), then marks it again at
+/// that echo: a patch that changes nothing, so no new version and no echo ever come. The
+/// update made after it (after the third status patch: the creation's results, the mark,
+/// the mark again) waits the 8 s set from that last patch on, longer than the default
+/// 5 s, and then runs.
+#[tokio::test]
+async fn consistency_timeout_is_how_long_a_missing_echo_is_waited_for() {
+    let s = Scene::start("settings-consistency").await;
+    let mut settings = Settings::default();
+    settings
+        .set("persistence.consistency_timeout", "8")
+        .unwrap();
+    let operator = s
+        .cluster
+        .start_operator(changes_operator().settings(settings));
+    s.create(kopfexample(
+        "echoless",
+        &["consistency"],
+        json!({}),
+        json!({}),
+        json!({"field": "old"}),
+    ))
+    .await;
+    s.tracker
+        .wait_for("echoless", "creation handled and marked", |b| {
+            b["status"]["consistency_seen"] == "yes"
+        })
+        .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while status_patches(&s) < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            s.tracker.dump("echoless")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The operator's wait began once this answer reached it: at most a poll ago.
+    let marked = Instant::now();
+    s.patch("echoless", json!({"spec": {"field": "new"}})).await;
+    operator
+        .journal()
+        .wait_for(Duration::from_secs(30), |records| {
+            !outcomes(records, "consistency_update").is_empty()
+        })
+        .await
+        .expect("the update was handled after the timeout");
+    let waited = marked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(7500),
+        "the update ran {waited:?} after the patch that changed nothing: {}",
+        s.tracker.dump("echoless")
+    );
+    assert_eq!(
+        outcomes(&operator.journal().records(), "consistency_update"),
+        ["success"]
+    );
+    s.tracker
+        .wait_for("echoless", "update handled", |b| {
+            status(b, "consistency_update") == &json!({"field": "new"})
+        })
+        .await;
+    operator.stop().await.unwrap();
+    s.shutdown().await;
 }

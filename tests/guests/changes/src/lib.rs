@@ -28,7 +28,17 @@
 //!   (`kapsel::events::info`, `warn`, `exception`);
 //! - `huge`: `huge_create` and `huge_update` return the size of `spec.blob` and the diff
 //!   they were given, with long values cut to their length (objects larger than the
-//!   annotations' limit).
+//!   annotations' limit);
+//! - `lifecycle`: `lifecycle_one`, `lifecycle_two`, `lifecycle_three`, three creation
+//!   handlers that succeed at once (which of them run in one cycle is the lifecycle's
+//!   choice, `execution.lifecycle`);
+//! - `loggers`: `logging_create` logs a line at each level, `logging_event` (a raw event
+//!   handler) logs a warning (`posting.loggers` posts what the first logs, not the second);
+//! - `consistency`: `consistency_create` and `consistency_update` succeed at once;
+//!   `consistency_event`, a raw event handler, sets `status.consistency_seen` on every
+//!   event once the creation is handled, so that after the first time its patch changes
+//!   nothing and produces no new version: the operator then waits for an echo that never
+//!   comes (`persistence.consistency_timeout`).
 //!
 //! Results land in `status.<handler id>`, so tests read what each handler saw there.
 //!
@@ -469,4 +479,70 @@ fn huge_update(cause: &Cause) -> Value {
         .and_then(|old| old.pointer("/spec/blob"))
         .map(summary);
     json!({"diff": diff, "old_blob": old_blob})
+}
+
+// ---- lifecycle: which handlers run in one cycle --------------------------------------
+
+/// The first of three creation handlers that succeed at once.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/lifecycle" = present))]
+fn lifecycle_one() -> Value {
+    json!({"done": 1})
+}
+
+/// The second.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/lifecycle" = present))]
+fn lifecycle_two() -> Value {
+    json!({"done": 2})
+}
+
+/// The third.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/lifecycle" = present))]
+fn lifecycle_three() -> Value {
+    json!({"done": 3})
+}
+
+// ---- loggers: log lines posted as Events -----------------------------------------------
+
+/// Logs one line at each level about the object.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/loggers" = present))]
+fn logging_create(cause: &Cause) {
+    let name = cause.name().unwrap_or_default();
+    kapsel::debug!("{name}: a debug line");
+    kapsel::info!("{name}: an info line");
+    kapsel::warn!("{name}: a warning line");
+    kapsel::error!("{name}: an error line");
+}
+
+/// Logs a warning at every event of the object.
+#[kapsel::on::event("kopfexamples", labels("kapsel.test/loggers" = present))]
+fn logging_event(cause: &Cause) {
+    let name = cause.name().unwrap_or_default();
+    kapsel::warn!("{name}: an event handler's line");
+}
+
+// ---- consistency: an echo that never comes ------------------------------------------
+
+/// Succeeds at once.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/consistency" = present))]
+fn consistency_create() -> Value {
+    json!({"created": true})
+}
+
+/// Returns the new `spec.field`.
+#[kapsel::on::update("kopfexamples", labels("kapsel.test/consistency" = present))]
+fn consistency_update(cause: &Cause) -> Value {
+    json!({"field": cause.spec().get("field")})
+}
+
+/// Once the creation is handled (the diff-base is stored), sets the same mark at every
+/// event: from the second time on, a patch that changes nothing, so the API server
+/// writes no new version.
+#[kapsel::on::event("kopfexamples", labels("kapsel.test/consistency" = present))]
+fn consistency_event(cause: &mut Cause) {
+    if cause
+        .annotation("kopf.zalando.org/last-handled-configuration")
+        .is_some()
+    {
+        cause.patch.set("status.consistency_seen", "yes");
+    }
 }
