@@ -50,6 +50,9 @@ use serde_json::Value;
 /// | `posting.enabled` | true | post the Events handlers ask for (`kapsel::events`) |
 /// | `posting.level` | `info` | the lowest level posted: `debug`, `info` (Normal Events), `warning`, `error` |
 /// | `posting.loggers` | false | post what changing, timer and daemon handlers log, and the operator's line about how each of their calls ended, at `posting.level` or above, as Events too, with reason `Logging` and a type by level (`Debug`, `Normal`, `Warning`, `Error`); never for event and index handlers |
+/// | `posting.reporting_component` | `kapsel` (Kopf: `kopf`) | the Events' `reportingComponent` and `source.component` (at most 128 characters) |
+/// | `posting.reporting_instance` | `kapsel` (Kopf: `dev`) | the Events' `reportingInstance` (at most 128 characters) |
+/// | `posting.event_name_prefix` | `kapsel-event-` (Kopf: `kopf-event-`) | the prefix of the Events' generated names (lowercase letters, digits, `-` and `.`) |
 /// | `peering.stealth` | false | no debug line for each keep-alive |
 /// | `scanning.disabled` | false | no watching of CRDs and namespaces while the operator runs: resources are discovered once, at start, and only the plainly named namespaces of `-n` are served (for an operator without cluster-wide list rights) |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -271,6 +274,12 @@ pub struct Posting {
     /// how each of their calls ended, at `level` or above, as Events with reason `Logging`
     /// (Kopf 1.44's default: no).
     pub loggers: bool,
+    /// The Events' `reportingComponent` and `source.component` (Kopf's: `kopf`).
+    pub reporting_component: String,
+    /// The Events' `reportingInstance` (Kopf's: `dev`).
+    pub reporting_instance: String,
+    /// The prefix of the Events' generated names (Kopf's: `kopf-event-`).
+    pub event_name_prefix: String,
 }
 
 impl Default for Posting {
@@ -279,7 +288,47 @@ impl Default for Posting {
             enabled: true,
             level: PostingLevel::Info,
             loggers: false,
+            // Kapsel names itself where Kopf does (`cluster::events` says why).
+            reporting_component: "kapsel".to_owned(),
+            reporting_instance: "kapsel".to_owned(),
+            event_name_prefix: "kapsel-event-".to_owned(),
         }
+    }
+}
+
+impl Posting {
+    /// The longest `reportingComponent` and `reportingInstance` the API server takes
+    /// (events.k8s.io's limits on `reportingController` and `reportingInstance`).
+    const MAX_REPORTING_CHARS: usize = 128;
+
+    /// The names the API server would refuse, in every Event.
+    fn check(&self) -> Result<(), SettingsError> {
+        for (key, value) in [
+            ("posting.reporting_component", &self.reporting_component),
+            ("posting.reporting_instance", &self.reporting_instance),
+        ] {
+            if value.is_empty() || value.chars().count() > Posting::MAX_REPORTING_CHARS {
+                return Err(SettingsError(format!(
+                    "{key}: {value:?} must have 1 to {} characters",
+                    Posting::MAX_REPORTING_CHARS
+                )));
+            }
+        }
+        let prefix = &self.event_name_prefix;
+        // A generated name is the prefix and 5 characters, and must be a DNS subdomain.
+        let valid = prefix.len() <= 253 - 5
+            && prefix.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !valid {
+            return Err(SettingsError(format!(
+                "posting.event_name_prefix: {prefix:?} cannot start an Event's name: it takes \
+                 lowercase letters, digits, '-' and '.', starts with a letter or digit, and \
+                 has at most 248 characters"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -423,6 +472,7 @@ impl Settings {
                 "queueing.objects_in_flight: at least 1 object must be handled at once".into(),
             ));
         }
+        self.posting.check()?;
         if self.queueing.worker_limit == Some(0) {
             return Err(SettingsError(
                 "queueing.worker_limit: at least 1 object must be handled at once \
@@ -675,6 +725,14 @@ mod tests {
         assert!(window.contains("queueing.batch_window"), "{window}");
         assert!(error(settings.set("batching", "1")).contains("a group of settings"));
         assert!(error(settings.set("batching.nonsense", "1")).contains("unknown setting"));
+        let prefix = error(settings.set("posting.event_name_prefix", "Kopf_Event-"));
+        assert!(prefix.contains("posting.event_name_prefix"), "{prefix}");
+        let long = "x".repeat(129);
+        assert!(
+            error(settings.set("posting.reporting_instance", &long)).contains("1 to 128"),
+            "too long"
+        );
+        assert!(error(settings.set("posting.reporting_component", "''")).contains("1 to 128"));
         assert_eq!(settings, Settings::default());
         settings.set("networking.request_timeout", "null").unwrap();
         settings.set("networking.error_backoffs", "[]").unwrap();
@@ -712,6 +770,19 @@ mod tests {
         assert!(settings.posting.loggers);
         settings.set("queueing.worker_limit", "null").unwrap();
         assert_eq!(settings.queueing.worker_limit, None);
+        settings.set("posting.reporting_component", "kopf").unwrap();
+        settings.set("posting.reporting_instance", "dev").unwrap();
+        settings
+            .set("posting.event_name_prefix", "kopf-event-")
+            .unwrap();
+        assert_eq!(
+            (
+                settings.posting.reporting_component.as_str(),
+                settings.posting.reporting_instance.as_str(),
+                settings.posting.event_name_prefix.as_str()
+            ),
+            ("kopf", "dev", "kopf-event-")
+        );
     }
 
     #[test]

@@ -488,7 +488,8 @@ async fn initial_streaming_lists_by_watching() {
 /// Event with reason `Logging` and a type by level, and so does the operator's line about
 /// how its call ended; its debug line does not, nor what a raw event handler logs (as in
 /// Kopf). The event handler runs first, and one object's Events go out in order: once the
-/// last line is there, the others would be too.
+/// last line is there, the others would be too. The Events carry Kopf's own names, as
+/// `posting.reporting_component`, `reporting_instance` and `event_name_prefix` say.
 #[tokio::test]
 async fn posting_loggers_posts_what_changing_handlers_log() {
     let s = Scene::start("settings-loggers").await;
@@ -501,6 +502,12 @@ async fn posting_loggers_posts_what_changing_handlers_log() {
             "--standalone",
             "--setting",
             "posting.loggers=true",
+            "--setting",
+            "posting.reporting_component=kopf",
+            "--setting",
+            "posting.reporting_instance=dev",
+            "--setting",
+            "posting.event_name_prefix=kopf-event-",
             &changes.to_string_lossy(),
         ],
     )
@@ -539,6 +546,16 @@ async fn posting_loggers_posts_what_changing_handlers_log() {
             r#"Warning "chatty: a warning line""#,
         ]
     );
+    for event in s.events_about("chatty").await {
+        let names = (
+            &event["reportingComponent"],
+            &event["reportingInstance"],
+            &event["source"]["component"],
+        );
+        assert_eq!(names, (&json!("kopf"), &json!("dev"), &json!("kopf")));
+        let name = event["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(name.starts_with("kopf-event-"), "{name}");
+    }
     let result = runner.stop().await;
     assert_eq!(result.exit_code, 0, "{}", result.output);
     s.shutdown().await;

@@ -9,13 +9,15 @@
 //! retries are logged as warnings and the event is dropped. On shutdown, queued events
 //! get a short grace to go out.
 //!
-//! The Event body is Kopf's, with Kapsel's names where Kopf names itself:
+//! The Event body is Kopf's, with Kapsel's names where Kopf names itself by default:
 //! `reportingComponent` and `source.component` are `kapsel`, and so is
 //! `reportingInstance` (Kopf's default is `dev`), and `metadata.generateName` is
 //! `kapsel-event-` rather than Kopf's `kopf-event-`: the prefix only names the
 //! Event object, which users find by its `involvedObject` (as `kubectl describe`
 //! and `kubectl get events` do), and an Event named after Kopf from an operator
-//! that is not Kopf would mislead whoever reads it.
+//! that is not Kopf would mislead whoever reads it. The settings
+//! `posting.reporting_component`, `reporting_instance` and `event_name_prefix` change
+//! them, as in Kopf (to Kopf's own, say, for tools that look for them).
 
 mod poster;
 
@@ -24,7 +26,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::runtime::{GuestEvent, Level};
-use crate::settings::PostingLevel;
+use crate::settings::{Posting, PostingLevel};
 
 pub(crate) use poster::Poster;
 
@@ -39,13 +41,6 @@ const MAX_REASON_CHARS: usize = 128;
 
 /// What replaces the middle of a cut message (Kopf's `CUT_MESSAGE_INFIX`).
 const CUT_INFIX: &str = "...";
-
-/// The name of the posting component, in `reportingComponent`, `source.component`
-/// and (until peering names each instance) `reportingInstance`.
-const COMPONENT: &str = "kapsel";
-
-/// The prefix of the Events' generated names (Kopf's `posting.event_name_prefix`).
-const NAME_PREFIX: &str = "kapsel-event-";
 
 /// The Event types a handler may post: Kopf's `info`, `warn` and `exception`.
 const EVENT_TYPES: [&str; 3] = ["Normal", "Warning", "Error"];
@@ -228,9 +223,14 @@ pub(super) fn event_namespace(involved: &ObjectRef) -> &str {
     involved.namespace.as_deref().unwrap_or("default")
 }
 
-/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5), written out member by
-/// member: building it as a `Value` first cost every Event a copy (docs/performance.md).
-pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> EventBody<'_> {
+/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5), with the names of
+/// `posting`, written out member by member: building it as a `Value` first cost every
+/// Event a copy (docs/performance.md).
+pub(super) fn event_body<'a>(
+    event: &'a PostedEvent,
+    posting: &'a Posting,
+    now: DateTime<Utc>,
+) -> EventBody<'a> {
     let r = &event.involved;
     let namespace = event_namespace(r);
     // `firstTimestamp`/`lastTimestamp` are metav1.Time (whole seconds); `eventTime`
@@ -241,16 +241,16 @@ pub(super) fn event_body(event: &PostedEvent, now: DateTime<Utc>) -> EventBody<'
         kind: "Event",
         metadata: EventMeta {
             namespace,
-            generate_name: NAME_PREFIX,
+            generate_name: &posting.event_name_prefix,
         },
         action: "Action?",
         event_type: &event.event_type,
         reason: &event.reason,
         message: shorten(&event.message),
-        reporting_component: COMPONENT,
-        reporting_instance: COMPONENT,
+        reporting_component: &posting.reporting_component,
+        reporting_instance: &posting.reporting_instance,
         source: EventSource {
-            component: COMPONENT,
+            component: &posting.reporting_component,
         },
         involved_object: Involved {
             api_version: &r.api_version,
@@ -277,9 +277,9 @@ pub(super) struct EventBody<'a> {
     event_type: &'a str,
     reason: &'a str,
     message: String,
-    reporting_component: &'static str,
-    reporting_instance: &'static str,
-    source: EventSource,
+    reporting_component: &'a str,
+    reporting_instance: &'a str,
+    source: EventSource<'a>,
     involved_object: Involved<'a>,
     first_timestamp: String,
     last_timestamp: String,
@@ -290,12 +290,12 @@ pub(super) struct EventBody<'a> {
 #[serde(rename_all = "camelCase")]
 struct EventMeta<'a> {
     namespace: &'a str,
-    generate_name: &'static str,
+    generate_name: &'a str,
 }
 
 #[derive(Debug, Serialize)]
-struct EventSource {
-    component: &'static str,
+struct EventSource<'a> {
+    component: &'a str,
 }
 
 /// The Event's `involvedObject`; without `uid` where the object's is not known.
@@ -340,8 +340,10 @@ pub(super) mod tests {
         let now = DateTime::parse_from_rfc3339("2026-11-30T07:30:00.123456Z")
             .unwrap()
             .with_timezone(&Utc);
-        let body = serde_json::to_value(event_body(&event(pod_ref(), "Created", "all good"), now))
-            .unwrap();
+        let posting = Posting::default();
+        let posted = event(pod_ref(), "Created", "all good");
+        let body = event_body(&posted, &posting, now);
+        let body = serde_json::to_value(body).unwrap();
         assert_eq!(
             body,
             json!({
@@ -364,6 +366,25 @@ pub(super) mod tests {
         );
     }
 
+    /// `posting.reporting_component`, `reporting_instance` and `event_name_prefix`:
+    /// Kopf's own names, say.
+    #[test]
+    fn the_names_are_the_settings() {
+        let posting = Posting {
+            reporting_component: "kopf".into(),
+            reporting_instance: "dev".into(),
+            event_name_prefix: "kopf-event-".into(),
+            ..Posting::default()
+        };
+        let posted = event(pod_ref(), "Created", "");
+        let body = event_body(&posted, &posting, Utc::now());
+        let body = serde_json::to_value(body).unwrap();
+        assert_eq!(body["metadata"]["generateName"], "kopf-event-");
+        assert_eq!(body["reportingComponent"], "kopf");
+        assert_eq!(body["source"], json!({"component": "kopf"}));
+        assert_eq!(body["reportingInstance"], "dev");
+    }
+
     #[test]
     fn cluster_scoped_objects_get_events_in_default() {
         let node = ObjectRef {
@@ -373,7 +394,10 @@ pub(super) mod tests {
             namespace: None,
             uid: None,
         };
-        let body = serde_json::to_value(event_body(&event(node, "Seen", ""), Utc::now())).unwrap();
+        let posting = Posting::default();
+        let posted = event(node, "Seen", "");
+        let body = event_body(&posted, &posting, Utc::now());
+        let body = serde_json::to_value(body).unwrap();
         assert_eq!(body["metadata"]["namespace"], "default");
         assert_eq!(
             body["involvedObject"],

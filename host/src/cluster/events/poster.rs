@@ -34,10 +34,11 @@ struct Worker {
     task: AbortHandle,
 }
 
-/// An Event and the time it may go out.
+/// An Event, the time it may go out, and the names it goes out with.
 struct Queued {
     event: PostedEvent,
     due: tokio::time::Instant,
+    posting: Arc<Posting>,
 }
 
 /// What the poster's handles and workers share.
@@ -75,8 +76,9 @@ impl Shared {
 #[derive(Clone)]
 pub(crate) struct Poster {
     shared: Arc<Shared>,
-    /// Which of the guests' Events are posted.
-    posting: Posting,
+    /// Which of the guests' Events are posted, and the names every Event has (shared:
+    /// a poster is cloned for every call).
+    posting: Arc<Posting>,
 }
 
 impl std::fmt::Debug for Poster {
@@ -110,7 +112,7 @@ impl Poster {
         (
             Poster {
                 shared,
-                posting: Posting::default(),
+                posting: Arc::default(),
             },
             task,
         )
@@ -118,7 +120,7 @@ impl Poster {
 
     /// This poster, posting the guests' Events as `posting` says.
     pub(crate) fn with_posting(mut self, posting: Posting) -> Poster {
-        self.posting = posting;
+        self.posting = Arc::new(posting);
         self
     }
 
@@ -166,6 +168,7 @@ impl Poster {
         let event = Queued {
             event,
             due: tokio::time::Instant::now() + turn,
+            posting: Arc::clone(&self.posting),
         };
         // A worker's queue is closed only once it was aborted; then start afresh.
         let event = match workers.by_key.get(&key) {
@@ -202,13 +205,17 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
             }
         };
         match next {
-            Some(Queued { event, due }) => {
+            Some(Queued {
+                event,
+                due,
+                posting,
+            }) => {
                 // Its turn; once the operator stops, the grace is all there is left.
                 tokio::select! {
                     () = tokio::time::sleep_until(due) => {}
                     () = shared.shutdown.cancelled() => {}
                 }
-                deliver(&shared.client, &shared.retries, &event).await;
+                deliver(&shared.client, &shared.retries, &event, &posting).await;
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
             }
             None => {
@@ -227,9 +234,9 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
 
 /// Posts one Event, retrying what may succeed later (Kopf's request retries); logs what
 /// cannot be posted.
-async fn deliver(client: &Client, retries: &Retries, event: &PostedEvent) {
+async fn deliver(client: &Client, retries: &Retries, event: &PostedEvent, posting: &Posting) {
     // Sent as written, the answer only checked to be JSON: nothing of it is read.
-    let object = Body::of(&event_body(event, Utc::now()));
+    let object = Body::of(&event_body(event, posting, Utc::now()));
     let resource = ApiResource {
         group: String::new(),
         version: "v1".into(),
@@ -340,6 +347,7 @@ mod tests {
                 enabled,
                 level,
                 loggers,
+                ..Posting::default()
             })
         };
         let (debug, info, error) = (PostingLevel::Debug, PostingLevel::Info, PostingLevel::Error);
