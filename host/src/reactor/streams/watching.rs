@@ -351,6 +351,21 @@ fn record(recorder: &Recorder, resource: &Resource, event: &QueuedEvent) {
 mod tests {
     use super::*;
 
+    /// The queueing settings the streams' routers read come from the user's.
+    #[test]
+    fn stream_settings_take_the_users_queueing() {
+        let mut user = crate::settings::Settings::default();
+        let defaults = StreamSettings::of(&user);
+        assert_eq!(defaults.idle_timeout, Duration::from_secs(5), "Kopf's");
+        assert_eq!(defaults.worker_limit, None);
+        assert_eq!(defaults.objects_in_flight, 64);
+        user.set("queueing.idle_timeout", "0.25").unwrap();
+        user.set("queueing.worker_limit", "3").unwrap();
+        let settings = StreamSettings::of(&user);
+        assert_eq!(settings.idle_timeout, Duration::from_millis(250));
+        assert_eq!(settings.worker_limit, Some(3));
+    }
+
     fn object(name: &str) -> (ObjectKey, Arc<str>) {
         (
             name.to_owned(),
