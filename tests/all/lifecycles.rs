@@ -134,6 +134,35 @@ async fn randomized_and_shuffled_run_every_handler() {
     }
 }
 
+/// From a startup handler, as Kopf's `settings` in `@kopf.on.startup`: the `settings`
+/// guest sets `execution.lifecycle` to what the operator's memo names (and serves only
+/// the objects labelled `kapsel.test/served=yes`), and the `changes` guest's handlers
+/// then run all at once.
+#[tokio::test]
+async fn a_startup_handler_sets_the_lifecycle() {
+    let s = Scene::start("lifecycle-startup").await;
+    let operator = s.cluster.start_operator(
+        kapsel_host::Operator::new([guest("changes"), guest("settings")])
+            .memo(json!({"lifecycle": "all_at_once"})),
+    );
+    s.create(kopfexample(
+        "started",
+        &["lifecycle"],
+        json!({"kapsel.test/served": "yes"}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    s.tracker
+        .wait_for("started", "all three handled", |b| {
+            handled_with(b, &HANDLERS)
+        })
+        .await;
+    assert_eq!(steps(&s, "started"), [3], "{}", s.tracker.dump("started"));
+    operator.stop().await.unwrap();
+    s.shutdown().await;
+}
+
 /// The lifecycle plans sub-handlers too: under `all_at_once`, the `subhandlers` guest's
 /// parent runs all three of its sub-handlers in its first call and completes in it, where
 /// `asap` takes a call per sub-handler (`subhandlers`).
