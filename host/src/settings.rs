@@ -785,6 +785,58 @@ mod tests {
         );
     }
 
+    /// The warnings logged while `f` runs.
+    fn warnings(f: impl FnOnce()) -> Vec<String> {
+        use std::sync::{Arc, Mutex};
+        use tracing_subscriber::layer::SubscriberExt;
+
+        #[derive(Clone, Default)]
+        struct Warnings(Arc<Mutex<Vec<String>>>);
+        impl tracing::field::Visit for Warnings {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0.lock().unwrap().push(format!("{value:?}"));
+                }
+            }
+        }
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if *event.metadata().level() == tracing::Level::WARN {
+                    event.record(&mut self.clone());
+                }
+            }
+        }
+        let seen = Warnings::default();
+        let subscriber = tracing_subscriber::registry().with(seen.clone());
+        tracing::subscriber::with_default(subscriber, f);
+        seen.0.lock().unwrap().clone()
+    }
+
+    /// Kopf 1.45 warns (`DeprecationWarning`) at both names; so does Kapsel, in its log.
+    #[test]
+    fn kopfs_deprecated_names_are_warned_about() {
+        let mut settings = Settings::default();
+        let renamed = warnings(|| settings.set("batching.worker_limit", "2").unwrap());
+        assert_eq!(
+            renamed,
+            [
+                "Batching settings are queueing settings now: batching.worker_limit is read as \
+              queueing.worker_limit; please rename it."
+            ]
+        );
+        let ignored = warnings(|| settings.set("queueing.batch_window", "0.1").unwrap());
+        assert_eq!(ignored.len(), 1);
+        assert!(
+            ignored[0].contains("batch_window has no effect"),
+            "{ignored:?}"
+        );
+        assert!(warnings(|| settings.set("queueing.worker_limit", "3").unwrap()).is_empty());
+    }
+
     #[test]
     fn kopfs_deprecated_batching_names_are_read_as_queueing() {
         let mut settings = Settings::default();
