@@ -158,9 +158,7 @@ impl GuestTraffic {
             }
         }
     }
-}
 
-impl GuestTraffic {
     /// Gives an Event made of one of `guest`'s log lines (`posting.loggers`) its turn at
     /// the guest's Event pace, without waiting: `None` when the guest's queue of waiting
     /// Events is full, and the line is then not posted (a log line never holds up the
@@ -219,6 +217,35 @@ mod tests {
         assert!(text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"get\"} 3\n"));
         assert!(text.contains("kapsel_guest_api_throttled_total{guest=\"a\"} 1\n"));
         assert!(text.contains("kapsel_guest_api_requests_total{guest=\"b\",verb=\"event\"} 1\n"));
+    }
+
+    /// Events made of log lines (`posting.loggers`) take turns at the guest's Event pace,
+    /// and are dropped, at once, when its queue is full.
+    #[tokio::test]
+    async fn logged_events_take_turns_or_are_dropped() {
+        let limits = Limits {
+            guest_event_rate: 2.0,
+            guest_event_burst: 2,
+            max_queued_events: 3,
+            ..Limits::default()
+        };
+        let metrics = Metrics::default();
+        let traffic = GuestTraffic::new(&limits, metrics.clone());
+        for _ in 0..2 {
+            assert_eq!(traffic.admit_logged_event("a"), Some(Duration::ZERO));
+        }
+        for _ in 0..3 {
+            assert!(
+                traffic
+                    .admit_logged_event("a")
+                    .is_some_and(|t| t > Duration::ZERO)
+            );
+        }
+        assert_eq!(traffic.admit_logged_event("a"), None, "the queue is full");
+        assert_eq!(traffic.admit_logged_event("b"), Some(Duration::ZERO));
+        let text = metrics.render();
+        assert!(text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"event\"} 6\n"));
+        assert!(text.contains("kapsel_guest_api_throttled_total{guest=\"a\"} 4\n"));
     }
 
     /// Events have a pace of their own, are given turns ahead instead of waiting, and

@@ -218,7 +218,7 @@ pub(crate) struct ObjectMemory {
     state: Mutex<MemoryState>,
     /// Its running timers and daemons (KOPF.md §1.9, §1.10).
     pub(crate) tasks: ObjectTasks,
-    /// The turn its worker holds to be handled (from its stream's turns).
+    /// The turn its worker holds to be handled (its stream's, and the operator's if bounded).
     turn: Mutex<Option<TurnPermit>>,
 }
 
