@@ -135,15 +135,15 @@ async fn randomized_and_shuffled_run_every_handler() {
 }
 
 /// From a startup handler, as Kopf's `settings` in `@kopf.on.startup`: the `settings`
-/// guest sets `execution.lifecycle` to what the operator's memo names (and serves only
-/// the objects labelled `kapsel.test/served=yes`), and the `changes` guest's handlers
-/// then run all at once.
+/// guest merges the operator's memo's `settings` (here `execution.lifecycle`; it also
+/// serves only the objects labelled `kapsel.test/served=yes`), and the `changes` guest's
+/// handlers then run all at once.
 #[tokio::test]
 async fn a_startup_handler_sets_the_lifecycle() {
     let s = Scene::start("lifecycle-startup").await;
     let operator = s.cluster.start_operator(
         kapsel_host::Operator::new([guest("changes"), guest("settings")])
-            .memo(json!({"lifecycle": "all_at_once"})),
+            .memo(json!({"settings": {"execution": {"lifecycle": "all_at_once"}}})),
     );
     s.create(kopfexample(
         "started",
