@@ -341,7 +341,7 @@ mod tests {
     #[tokio::test]
     async fn log_lines_are_posted_only_when_loggers_are_on() {
         let (_server, client) = cluster().await;
-        let (poster, _task) = Poster::start(client, CancellationToken::new());
+        let (poster, _task) = Poster::start(client, Retries::default(), CancellationToken::new());
         let with = |enabled: bool, loggers: bool, level: PostingLevel| {
             poster.clone().with_posting(Posting {
                 enabled,
