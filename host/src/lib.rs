@@ -27,6 +27,7 @@ mod limits;
 mod metrics;
 mod object_log;
 mod peering;
+mod persistence;
 #[cfg(test)]
 mod proptesting;
 mod pyformat;
@@ -49,7 +50,7 @@ pub use error::Error;
 pub use journal::{Journal, Record};
 pub use limits::{Limits, LimitsError};
 pub use peering::Freezer;
-pub use reactor::{
+pub use persistence::{
     AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Persistence, PersistenceError,
     ProgressStorage, StatusDiffBase, StatusProgress,
 };

@@ -33,6 +33,7 @@ const HOST_LAYERS: [&[&str]; 7] = [
         "limits",
         "metrics",
         "object_log",
+        "persistence",
         "proptesting",
         "pyformat",
         "rate",

@@ -43,11 +43,7 @@ use handling::Handling;
 use observing::Trigger;
 use streams::{StreamParts, Streams};
 
-pub(crate) use changes::ChangeSettings;
-pub use changes::{
-    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Persistence, PersistenceError,
-    ProgressStorage, StatusDiffBase, StatusProgress,
-};
+pub(crate) use changes::{ChangeSettings, long_prefixes};
 #[cfg(feature = "testing")]
 pub(crate) use objects::Memories;
 pub(crate) use streams::{StreamSettings, Watched};

@@ -26,7 +26,7 @@ pub(super) fn check_persistence(persistence: &Persistence) -> Result<(), Error> 
     persistence
         .check()
         .map_err(|e| Error::Persistence(Box::new(e)))?;
-    for prefix in persistence.long_prefixes() {
+    for prefix in reactor::long_prefixes(persistence) {
         tracing::warn!(
             "The annotations prefix {prefix:?} is too long. It can cause errors when PATCHing."
         );

@@ -19,10 +19,8 @@ use serde_json::{Map, Value};
 use super::keys::{KeyScheme, collision_marked, marked_prefixes};
 use super::oversized::{self, Shrunk, digest};
 use super::patch::{Patch, body_annotation, store_marker};
-use super::progress::ProgressStorage;
-use super::stanzas::{
-    DEFAULT_PREFIX, field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve,
-};
+use super::stanzas::{field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve};
+use crate::persistence::{AnnotationsDiffBase, DiffBaseStorage, ProgressStorage, StatusDiffBase};
 use crate::pyformat;
 
 /// kubectl's own copy of the applied manifest: never essential.
@@ -30,75 +28,6 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The top-level members an essence leaves out (labels and annotations are put back).
 const NOT_ESSENTIAL: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
-
-/// Kopf's `AnnotationsDiffBaseStorage`: the essence in the annotation
-/// `<prefix>/last-handled-configuration`, compact JSON plus a newline (kubectl's
-/// convention). A prefix other than `kopf.*` is branded with `<prefix>/kopf-managed`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotationsDiffBase {
-    /// The annotation's prefix, without the slash: a DNS subdomain. Default
-    /// `kopf.zalando.org`.
-    pub prefix: String,
-    /// The annotation's name under the prefix. Default `last-handled-configuration`.
-    pub key: String,
-    /// Also write the V1 key when it differs (Kopf's `v1=True`, the default).
-    pub v1: bool,
-    /// Dotted fields left out of the essence: their changes cause nothing.
-    pub ignored_fields: Vec<String>,
-}
-
-impl Default for AnnotationsDiffBase {
-    fn default() -> Self {
-        AnnotationsDiffBase {
-            prefix: DEFAULT_PREFIX.into(),
-            key: "last-handled-configuration".into(),
-            v1: true,
-            ignored_fields: Vec::new(),
-        }
-    }
-}
-
-/// Kopf's `StatusDiffBaseStorage`: the essence as a string of compact JSON (no newline)
-/// at `status.kopf.last-handled-configuration`. As for the status progress storage, the
-/// status schema must keep unknown fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusDiffBase {
-    /// Where the essence is, as a dotted path. Default
-    /// `status.kopf.last-handled-configuration` (Kopf's
-    /// `field='status.{name}.last-handled-configuration'` with `name='kopf'`).
-    pub field: String,
-    /// Dotted fields left out of the essence: their changes cause nothing.
-    pub ignored_fields: Vec<String>,
-}
-
-impl Default for StatusDiffBase {
-    fn default() -> Self {
-        StatusDiffBase {
-            field: "status.kopf.last-handled-configuration".into(),
-            ignored_fields: Vec::new(),
-        }
-    }
-}
-
-/// Where the last handled essence of an object is kept, to tell what changed since
-/// (Kopf's `settings.persistence.diffbase_storage`). The default is Kopf's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DiffBaseStorage {
-    /// Kopf's `AnnotationsDiffBaseStorage`, its default.
-    Annotations(AnnotationsDiffBase),
-    /// Kopf's `StatusDiffBaseStorage`.
-    Status(StatusDiffBase),
-    /// Kopf's `MultiDiffBaseStorage`: the essence written to every storage, read from the
-    /// first that has one; each storage's own fields and ignored fields left out.
-    Multi(Vec<DiffBaseStorage>),
-}
-
-impl Default for DiffBaseStorage {
-    fn default() -> Self {
-        DiffBaseStorage::Annotations(AnnotationsDiffBase::default())
-    }
-}
 
 impl DiffBaseStorage {
     /// Kopf's `build()`: the essence of the body, without the storage's own record and
@@ -186,18 +115,6 @@ impl DiffBaseStorage {
                 .iter()
                 .filter_map(|storage| storage.store(body, patch, essence))
                 .reduce(|first, _| first),
-        }
-    }
-
-    /// The annotation prefixes it writes under (each checked as a setting).
-    pub(crate) fn prefixes(&self) -> Vec<&str> {
-        match self {
-            DiffBaseStorage::Annotations(annotations) => vec![annotations.prefix.as_str()],
-            DiffBaseStorage::Status(_) => Vec::new(),
-            DiffBaseStorage::Multi(storages) => storages
-                .iter()
-                .flat_map(DiffBaseStorage::prefixes)
-                .collect(),
         }
     }
 }
@@ -429,7 +346,7 @@ fn cherrypick(src: &Value, dst: &mut Map<String, Value>, path: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reactor::changes::progress::AnnotationsProgress;
+    use crate::persistence::AnnotationsProgress;
 
     use serde_json::json;
 

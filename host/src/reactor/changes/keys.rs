@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::persistence::Persistence;
+
 /// Forms the annotation keys of one storage prefix (borrowed from its storage: the keys
 /// are formed for every handler of every object, the prefix is never copied for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +124,23 @@ impl KeyScheme<'_> {
     pub(crate) fn prefix_too_long(&self) -> bool {
         self.prefix.chars().count() > 253 - MAX_NAME - 1
     }
+}
+
+/// The prefixes long enough to make keys of long handler ids too long (Kopf's
+/// warning: "The annotations prefix is too long. It can cause errors when PATCHing.").
+pub(crate) fn long_prefixes(persistence: &Persistence) -> Vec<&str> {
+    let mut prefixes = persistence.progress_storage.prefixes();
+    prefixes.extend(persistence.diffbase_storage.prefixes());
+    prefixes.retain(|prefix| {
+        KeyScheme {
+            prefix,
+            v1: false,
+            marked: false,
+        }
+        .prefix_too_long()
+    });
+    prefixes.dedup();
+    prefixes
 }
 
 /// `/` → `.`, `<` and `>` → `_`: characters Kubernetes refuses in annotation names.
@@ -458,5 +477,21 @@ mod tests {
             vec!["kopf.zalando.org", "my.kopf.zalando.org", "other.io"]
         );
         assert!(!kopf().prefix_too_long());
+    }
+
+    #[test]
+    fn prefixes_too_long_for_long_ids_are_found_for_kopfs_warning() {
+        use crate::persistence::{AnnotationsProgress, ProgressStorage};
+        assert!(long_prefixes(&Persistence::default()).is_empty());
+        let long = format!("{}.example.com", "a".repeat(180));
+        let persistence = Persistence {
+            progress_storage: ProgressStorage::Annotations(AnnotationsProgress {
+                prefix: long.clone(),
+                ..AnnotationsProgress::default()
+            }),
+            ..Persistence::default()
+        };
+        assert_eq!(persistence.check(), Ok(()), "Kopf only warns");
+        assert_eq!(long_prefixes(&persistence), vec![long.as_str()]);
     }
 }

@@ -16,11 +16,11 @@ use rand::Rng;
 use rand::seq::{IndexedRandom, SliceRandom};
 
 use super::causes::{ChangingCause, capitalize, title};
-use super::essence::DiffBaseStorage;
 use super::patch::Patch;
-use super::progress::{HandlerState, ProgressStorage, seconds};
+use super::progress::{HandlerState, seconds};
 use crate::clock;
 use crate::handlers::execution::{Outcome, usable_delay};
+use crate::persistence::{DiffBaseStorage, ProgressStorage};
 use crate::pyformat::py_eq;
 
 pub(crate) use crate::settings::Lifecycle;

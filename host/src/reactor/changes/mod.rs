@@ -26,7 +26,6 @@ mod keys;
 mod lifecycle;
 mod oversized;
 mod patch;
-mod persistence;
 mod progress;
 mod stanzas;
 mod subhandlers;
@@ -35,21 +34,20 @@ mod tests;
 
 use std::time::Duration;
 
+use crate::persistence::{DiffBaseStorage, Persistence, ProgressStorage};
 pub(crate) use causes::{
     CallbackSlot, ChangingCause, ChangingHandler, Criterion, Reason, capitalize, detect_cause,
     handler_view, is_stealth, prematch, select_handlers, title,
 };
 pub(crate) use deletion::{is_deletion_blocked, is_deletion_ongoing};
-pub use essence::{AnnotationsDiffBase, DiffBaseStorage, StatusDiffBase};
 pub(crate) use finalizers::{
     FinalizerDecision, changing_requires_finalizer, finalizer_decision, release_on_deletion,
 };
+pub(crate) use keys::long_prefixes;
 pub(crate) use lifecycle::{
     CycleContext, Lifecycle, Wakeup, after_patch, begin, finish, touch_value,
 };
 pub(crate) use patch::{FinalizerChange, Patch, inconsistencies};
-pub use persistence::{Persistence, PersistenceError};
-pub use progress::{AnnotationsProgress, ProgressStorage, StatusProgress};
 pub(crate) use progress::{format_time, seconds};
 pub(crate) use subhandlers::Children;
 

@@ -12,9 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::keys::{KeyScheme, collision_marked};
 use super::patch::{Patch, body_annotation, store_marker};
-use super::stanzas::{
-    DEFAULT_PREFIX, field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve,
-};
+use super::stanzas::{field_path, remove_annotations, remove_empty_stanzas, remove_path, resolve};
+use crate::persistence::{AnnotationsProgress, ProgressStorage, StatusProgress};
 use crate::pyformat;
 
 pub(crate) use crate::pyformat::seconds;
@@ -189,91 +188,6 @@ impl HandlerState {
     }
 }
 
-/// Kopf's `AnnotationsProgressStorage`: one annotation per handler,
-/// `<prefix>/<handler id>` (KOPF.md §4.3), its record as compact JSON, and the wake-up
-/// marker `<prefix>/touch-dummy`. A prefix other than `kopf.*` is branded with
-/// `<prefix>/kopf-managed: yes`, so that other Kopf-based operators leave it out of
-/// their essences.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotationsProgress {
-    /// The annotations' prefix, without the slash: a DNS subdomain. Default
-    /// `kopf.zalando.org`.
-    pub prefix: String,
-    /// The wake-up marker's name under the prefix. Default `touch-dummy`.
-    pub touch_key: String,
-    /// Also write the V1 key of an id too long for the V2 one (Kopf's `v1=True`, the
-    /// default), so that Kopf versions before 1.31 find the record too.
-    pub v1: bool,
-    /// Write a record's empty fields as nulls too (Kopf's `verbose`; default off).
-    pub verbose: bool,
-}
-
-impl Default for AnnotationsProgress {
-    fn default() -> Self {
-        AnnotationsProgress {
-            prefix: DEFAULT_PREFIX.into(),
-            touch_key: "touch-dummy".into(),
-            v1: true,
-            verbose: false,
-        }
-    }
-}
-
-/// Kopf's `StatusProgressStorage`: the records as a mapping of handler ids in the
-/// object's status, `status.kopf.progress.<handler id>`, and the wake-up marker at
-/// `status.kopf.dummy`. The resource's status schema must keep unknown fields
-/// (`x-kubernetes-preserve-unknown-fields`), or the API server drops the records: not
-/// for built-in resources.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusProgress {
-    /// Where the records' mapping is, as a dotted path. Default `status.kopf.progress`
-    /// (Kopf's `field='status.{name}.progress'` with `name='kopf'`).
-    pub field: String,
-    /// Where the wake-up marker is, as a dotted path. Default `status.kopf.dummy`.
-    pub touch_field: String,
-}
-
-impl Default for StatusProgress {
-    fn default() -> Self {
-        StatusProgress {
-            field: "status.kopf.progress".into(),
-            touch_field: "status.kopf.dummy".into(),
-        }
-    }
-}
-
-/// Where the handlers' progress between processing cycles is kept (Kopf's
-/// `settings.persistence.progress_storage`). The default is Kopf's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ProgressStorage {
-    /// Kopf's `AnnotationsProgressStorage`.
-    Annotations(AnnotationsProgress),
-    /// Kopf's `StatusProgressStorage`.
-    Status(StatusProgress),
-    /// Kopf's `SmartProgressStorage`, its default: records are written to the
-    /// annotations and read from them, then from the status (where Kopf before 1.44
-    /// wrote them); the status ones are purged but never written.
-    Smart {
-        /// Where records are written and read first.
-        annotations: AnnotationsProgress,
-        /// Where older records are read and purged.
-        status: StatusProgress,
-    },
-    /// Kopf's `MultiProgressStorage`: records written to every storage, read from the
-    /// first that has one.
-    Multi(Vec<ProgressStorage>),
-}
-
-impl Default for ProgressStorage {
-    fn default() -> Self {
-        ProgressStorage::Smart {
-            annotations: AnnotationsProgress::default(),
-            status: StatusProgress::default(),
-        }
-    }
-}
-
 impl ProgressStorage {
     /// Read a handler's record from the first storage that has one. Unparseable
     /// annotation values are skipped with a warning.
@@ -386,19 +300,6 @@ impl ProgressStorage {
                     storage.clear_map(essence);
                 }
             }
-        }
-    }
-
-    /// The annotation prefixes it writes under (each checked as a setting).
-    pub(crate) fn prefixes(&self) -> Vec<&str> {
-        match self {
-            ProgressStorage::Annotations(annotations)
-            | ProgressStorage::Smart { annotations, .. } => vec![annotations.prefix.as_str()],
-            ProgressStorage::Status(_) => Vec::new(),
-            ProgressStorage::Multi(storages) => storages
-                .iter()
-                .flat_map(ProgressStorage::prefixes)
-                .collect(),
         }
     }
 }

@@ -6,9 +6,6 @@ use serde_json::{Map, Value};
 
 use crate::pyformat::falsy;
 
-/// Kopf's annotation prefix.
-pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
-
 /// A dotted field (`status.kopf.progress`) as its path, as Kopf's `parse_field` splits it.
 pub(crate) fn field_path(field: &str) -> Vec<&str> {
     field.split('.').collect()

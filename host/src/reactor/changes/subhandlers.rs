@@ -18,10 +18,11 @@ use serde_json::Value;
 
 use super::lifecycle::{Lifecycle, State, apply_outcome};
 use super::patch::Patch;
-use super::progress::{HandlerState, ProgressStorage, format_time, seconds};
+use super::progress::{HandlerState, format_time, seconds};
 use crate::handlers::execution::{
     Attempt, Decision, Outcome, RetryPolicy, decide, display_name, precheck, taken,
 };
+use crate::persistence::ProgressStorage;
 use crate::runtime::{self, Declaration, Due, ErrorsMode, HandlerKind};
 
 /// The sub-handlers of one call of a top-level changing handler.

@@ -206,9 +206,8 @@ mod tests {
     use super::*;
     use chrono::TimeDelta;
 
-    use crate::reactor::changes::{
-        AnnotationsProgress, ChangeSettings, Persistence, ProgressStorage,
-    };
+    use crate::persistence::{AnnotationsProgress, Persistence, ProgressStorage};
+    use crate::reactor::changes::ChangeSettings;
     use crate::reactor::objects::EventType;
 
     fn at(seconds: i64) -> DateTime<Utc> {

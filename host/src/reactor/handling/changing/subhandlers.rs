@@ -10,7 +10,8 @@ use crate::clock::Clock;
 use crate::handlers::Subhandling;
 use crate::handlers::execution::Verdict;
 use crate::object_log::object_log;
-use crate::reactor::changes::{Children, Lifecycle, Patch, ProgressStorage};
+use crate::persistence::ProgressStorage;
+use crate::reactor::changes::{Children, Lifecycle, Patch};
 use crate::runtime::{Declaration, Due, HandlerKind, Outcome};
 
 /// The sub-handlers of one call of a changing handler about one object.

@@ -1,10 +1,10 @@
-//! [`Persistence`]: where an operator keeps its state on the objects it handles — Kopf's
-//! `settings.persistence` (KOPF.md §4.1, §4.5), and the checks of its values.
+//! Where an operator keeps its state on the objects it handles — Kopf's
+//! `settings.persistence` (KOPF.md §4.1–§4.5): [`Persistence`] with its storages and
+//! the checks of their values. What the storages read and write is the reactor's
+//! (`reactor::changes`); this is the configuration, which the settings hold.
 
-use super::essence::DiffBaseStorage;
-use super::keys::KeyScheme;
-use super::progress::ProgressStorage;
-use super::stanzas::DEFAULT_PREFIX;
+/// Kopf's annotation prefix.
+pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
 
 /// Where an operator keeps its state on the objects it handles, as Kopf's
 /// `settings.persistence` does: the finalizer that holds an object until its deletion
@@ -118,22 +118,188 @@ impl Persistence {
         check_progress(&self.progress_storage)?;
         check_diffbase(&self.diffbase_storage)
     }
+}
 
-    /// The prefixes long enough to make keys of long handler ids too long (Kopf's
-    /// warning: "The annotations prefix is too long. It can cause errors when PATCHing.").
-    pub(crate) fn long_prefixes(&self) -> Vec<&str> {
-        let mut prefixes = self.progress_storage.prefixes();
-        prefixes.extend(self.diffbase_storage.prefixes());
-        prefixes.retain(|prefix| {
-            KeyScheme {
-                prefix,
-                v1: false,
-                marked: false,
-            }
-            .prefix_too_long()
-        });
-        prefixes.dedup();
-        prefixes
+/// Kopf's `AnnotationsProgressStorage`: one annotation per handler,
+/// `<prefix>/<handler id>` (KOPF.md §4.3), its record as compact JSON, and the wake-up
+/// marker `<prefix>/touch-dummy`. A prefix other than `kopf.*` is branded with
+/// `<prefix>/kopf-managed: yes`, so that other Kopf-based operators leave it out of
+/// their essences.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationsProgress {
+    /// The annotations' prefix, without the slash: a DNS subdomain. Default
+    /// `kopf.zalando.org`.
+    pub prefix: String,
+    /// The wake-up marker's name under the prefix. Default `touch-dummy`.
+    pub touch_key: String,
+    /// Also write the V1 key of an id too long for the V2 one (Kopf's `v1=True`, the
+    /// default), so that Kopf versions before 1.31 find the record too.
+    pub v1: bool,
+    /// Write a record's empty fields as nulls too (Kopf's `verbose`; default off).
+    pub verbose: bool,
+}
+
+impl Default for AnnotationsProgress {
+    fn default() -> Self {
+        AnnotationsProgress {
+            prefix: DEFAULT_PREFIX.into(),
+            touch_key: "touch-dummy".into(),
+            v1: true,
+            verbose: false,
+        }
+    }
+}
+
+/// Kopf's `StatusProgressStorage`: the records as a mapping of handler ids in the
+/// object's status, `status.kopf.progress.<handler id>`, and the wake-up marker at
+/// `status.kopf.dummy`. The resource's status schema must keep unknown fields
+/// (`x-kubernetes-preserve-unknown-fields`), or the API server drops the records: not
+/// for built-in resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusProgress {
+    /// Where the records' mapping is, as a dotted path. Default `status.kopf.progress`
+    /// (Kopf's `field='status.{name}.progress'` with `name='kopf'`).
+    pub field: String,
+    /// Where the wake-up marker is, as a dotted path. Default `status.kopf.dummy`.
+    pub touch_field: String,
+}
+
+impl Default for StatusProgress {
+    fn default() -> Self {
+        StatusProgress {
+            field: "status.kopf.progress".into(),
+            touch_field: "status.kopf.dummy".into(),
+        }
+    }
+}
+
+/// Where the handlers' progress between processing cycles is kept (Kopf's
+/// `settings.persistence.progress_storage`). The default is Kopf's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressStorage {
+    /// Kopf's `AnnotationsProgressStorage`.
+    Annotations(AnnotationsProgress),
+    /// Kopf's `StatusProgressStorage`.
+    Status(StatusProgress),
+    /// Kopf's `SmartProgressStorage`, its default: records are written to the
+    /// annotations and read from them, then from the status (where Kopf before 1.44
+    /// wrote them); the status ones are purged but never written.
+    Smart {
+        /// Where records are written and read first.
+        annotations: AnnotationsProgress,
+        /// Where older records are read and purged.
+        status: StatusProgress,
+    },
+    /// Kopf's `MultiProgressStorage`: records written to every storage, read from the
+    /// first that has one.
+    Multi(Vec<ProgressStorage>),
+}
+
+impl Default for ProgressStorage {
+    fn default() -> Self {
+        ProgressStorage::Smart {
+            annotations: AnnotationsProgress::default(),
+            status: StatusProgress::default(),
+        }
+    }
+}
+
+impl ProgressStorage {
+    /// The annotation prefixes it writes under (each checked as a setting).
+    pub(crate) fn prefixes(&self) -> Vec<&str> {
+        match self {
+            ProgressStorage::Annotations(annotations)
+            | ProgressStorage::Smart { annotations, .. } => vec![annotations.prefix.as_str()],
+            ProgressStorage::Status(_) => Vec::new(),
+            ProgressStorage::Multi(storages) => storages
+                .iter()
+                .flat_map(ProgressStorage::prefixes)
+                .collect(),
+        }
+    }
+}
+
+/// Kopf's `AnnotationsDiffBaseStorage`: the essence in the annotation
+/// `<prefix>/last-handled-configuration`, compact JSON plus a newline (kubectl's
+/// convention). A prefix other than `kopf.*` is branded with `<prefix>/kopf-managed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationsDiffBase {
+    /// The annotation's prefix, without the slash: a DNS subdomain. Default
+    /// `kopf.zalando.org`.
+    pub prefix: String,
+    /// The annotation's name under the prefix. Default `last-handled-configuration`.
+    pub key: String,
+    /// Also write the V1 key when it differs (Kopf's `v1=True`, the default).
+    pub v1: bool,
+    /// Dotted fields left out of the essence: their changes cause nothing.
+    pub ignored_fields: Vec<String>,
+}
+
+impl Default for AnnotationsDiffBase {
+    fn default() -> Self {
+        AnnotationsDiffBase {
+            prefix: DEFAULT_PREFIX.into(),
+            key: "last-handled-configuration".into(),
+            v1: true,
+            ignored_fields: Vec::new(),
+        }
+    }
+}
+
+/// Kopf's `StatusDiffBaseStorage`: the essence as a string of compact JSON (no newline)
+/// at `status.kopf.last-handled-configuration`. As for the status progress storage, the
+/// status schema must keep unknown fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusDiffBase {
+    /// Where the essence is, as a dotted path. Default
+    /// `status.kopf.last-handled-configuration` (Kopf's
+    /// `field='status.{name}.last-handled-configuration'` with `name='kopf'`).
+    pub field: String,
+    /// Dotted fields left out of the essence: their changes cause nothing.
+    pub ignored_fields: Vec<String>,
+}
+
+impl Default for StatusDiffBase {
+    fn default() -> Self {
+        StatusDiffBase {
+            field: "status.kopf.last-handled-configuration".into(),
+            ignored_fields: Vec::new(),
+        }
+    }
+}
+
+/// Where the last handled essence of an object is kept, to tell what changed since
+/// (Kopf's `settings.persistence.diffbase_storage`). The default is Kopf's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DiffBaseStorage {
+    /// Kopf's `AnnotationsDiffBaseStorage`, its default.
+    Annotations(AnnotationsDiffBase),
+    /// Kopf's `StatusDiffBaseStorage`.
+    Status(StatusDiffBase),
+    /// Kopf's `MultiDiffBaseStorage`: the essence written to every storage, read from the
+    /// first that has one; each storage's own fields and ignored fields left out.
+    Multi(Vec<DiffBaseStorage>),
+}
+
+impl Default for DiffBaseStorage {
+    fn default() -> Self {
+        DiffBaseStorage::Annotations(AnnotationsDiffBase::default())
+    }
+}
+
+impl DiffBaseStorage {
+    /// The annotation prefixes it writes under (each checked as a setting).
+    pub(crate) fn prefixes(&self) -> Vec<&str> {
+        match self {
+            DiffBaseStorage::Annotations(annotations) => vec![annotations.prefix.as_str()],
+            DiffBaseStorage::Status(_) => Vec::new(),
+            DiffBaseStorage::Multi(storages) => storages
+                .iter()
+                .flat_map(DiffBaseStorage::prefixes)
+                .collect(),
+        }
     }
 }
 
@@ -248,8 +414,6 @@ fn qualified_name(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reactor::changes::essence::{AnnotationsDiffBase, StatusDiffBase};
-    use crate::reactor::changes::progress::{AnnotationsProgress, StatusProgress};
 
     fn with_prefix(prefix: &str) -> Persistence {
         Persistence {
@@ -264,7 +428,6 @@ mod tests {
     #[test]
     fn kopfs_defaults_pass() {
         assert_eq!(Persistence::default().check(), Ok(()));
-        assert!(Persistence::default().long_prefixes().is_empty());
     }
 
     #[test]
@@ -288,7 +451,6 @@ mod tests {
         }
         let long = format!("{}.example.com", "a".repeat(180));
         assert_eq!(with_prefix(&long).check(), Ok(()), "Kopf only warns");
-        assert_eq!(with_prefix(&long).long_prefixes(), vec![long.as_str()]);
     }
 
     #[test]
