@@ -134,7 +134,6 @@ fn operator_for(args: RunArgs) -> Result<Operator, String> {
     let settings = args.settings().map_err(|e| e.to_string())?;
     let mut operator = Operator::new(args.guests)
         .settings(settings)
-        .persistence(args.persistence.persistence())
         .limits(args.limits.limits())
         .reload_interval(Duration::from_millis(args.reload_interval_ms));
     operator = peering(operator, &args.peering);

@@ -3,15 +3,24 @@
 //! the checks of their values. What the storages read and write is the reactor's
 //! (`reactor::changes`); this is the configuration, which the settings hold.
 
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
 /// Kopf's annotation prefix.
 pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
 
 /// Where an operator keeps its state on the objects it handles, as Kopf's
 /// `settings.persistence` does: the finalizer that holds an object until its deletion
 /// handlers are done, the handlers' progress between cycles, and the last handled
-/// essence (the "diff-base") that tells what changed. Set with
-/// `Operator::persistence`, or `kapsel run`'s
-/// `--prefix`, `--finalizer`, `--progress-storage` and `--diffbase-storage`.
+/// essence (the "diff-base") that tells what changed, and how long to wait for the
+/// operator's own patch. The settings' section `persistence` (`Settings::persistence`):
+/// set by the embedding API (`Operator::settings`), by a startup handler
+/// (`kapsel::settings::set("persistence.finalizer", ...)`), or by `kapsel run`'s
+/// `--prefix`, `--finalizer`, `--progress-storage` and `--diffbase-storage` (then its
+/// `--setting persistence.…`). As settings, a storage is written in JSON or YAML by its
+/// shape: `{"status": {"field": "status.my-op.progress"}}`, or by its name alone
+/// (`"status"`) for its defaults.
 ///
 /// The default is Kopf's default, key for key: the finalizer
 /// `kopf.zalando.org/KopfFinalizerMarker`, progress in `kopf.zalando.org/<handler id>`
@@ -38,7 +47,32 @@ pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
 ///     ..Persistence::default()
 /// };
 /// assert!(persistence.check().is_ok());
-/// let operator = kapsel_host::Operator::new(["handlers/"]).persistence(persistence);
+/// let mut settings = kapsel_host::Settings::default();
+/// settings.persistence = persistence;
+/// let operator = kapsel_host::Operator::new(["handlers/"]).settings(settings);
+///
+/// // The same by keys, as `--setting` and a startup handler give them.
+/// let mut by_keys = kapsel_host::Settings::default();
+/// by_keys.set("persistence.finalizer", "example.com/finalizer")?;
+/// by_keys.set(
+///     "persistence.progress_storage",
+///     "{multi: [{annotations: {prefix: example.com}}, status]}",
+/// )?;
+/// assert_eq!(by_keys.persistence, operator_settings());
+/// # fn operator_settings() -> kapsel_host::Persistence {
+/// #     kapsel_host::Persistence {
+/// #         finalizer: "example.com/finalizer".into(),
+/// #         progress_storage: ProgressStorage::Multi(vec![
+/// #             ProgressStorage::Annotations(AnnotationsProgress {
+/// #                 prefix: "example.com".into(),
+/// #                 ..AnnotationsProgress::default()
+/// #             }),
+/// #             ProgressStorage::Status(StatusProgress::default()),
+/// #         ]),
+/// #         ..kapsel_host::Persistence::default()
+/// #     }
+/// # }
+/// # Ok::<(), kapsel_host::SettingsError>(())
 /// ```
 ///
 /// **One's own storage.** Kopf lets an operator subclass its storages in Python (to keep
@@ -54,15 +88,21 @@ pub(crate) const DEFAULT_PREFIX: &str = "kopf.zalando.org";
 /// The status storages need a status schema that keeps unknown fields
 /// (`x-kubernetes-preserve-unknown-fields: true`), or the API server drops the records;
 /// built-in resources have no such schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Persistence {
     /// The finalizer in `metadata.finalizers` (a qualified name). Default
     /// `kopf.zalando.org/KopfFinalizerMarker`.
     pub finalizer: String,
     /// Where the handlers' progress is kept. Default [`ProgressStorage::Smart`].
+    #[serde(deserialize_with = "named_or_whole")]
     pub progress_storage: ProgressStorage,
     /// Where the last handled essence is kept. Default [`DiffBaseStorage::Annotations`].
+    #[serde(deserialize_with = "named_or_whole")]
     pub diffbase_storage: DiffBaseStorage,
+    /// Seconds to wait for the operator's own patch to come back before handling an
+    /// object again. Default 5.
+    pub consistency_timeout: f64,
 }
 
 impl Default for Persistence {
@@ -71,6 +111,7 @@ impl Default for Persistence {
             finalizer: format!("{DEFAULT_PREFIX}/KopfFinalizerMarker"),
             progress_storage: ProgressStorage::default(),
             diffbase_storage: DiffBaseStorage::default(),
+            consistency_timeout: 5.0,
         }
     }
 }
@@ -125,7 +166,8 @@ impl Persistence {
 /// marker `<prefix>/touch-dummy`. A prefix other than `kopf.*` is branded with
 /// `<prefix>/kopf-managed: yes`, so that other Kopf-based operators leave it out of
 /// their essences.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AnnotationsProgress {
     /// The annotations' prefix, without the slash: a DNS subdomain. Default
     /// `kopf.zalando.org`.
@@ -155,7 +197,8 @@ impl Default for AnnotationsProgress {
 /// `status.kopf.dummy`. The resource's status schema must keep unknown fields
 /// (`x-kubernetes-preserve-unknown-fields`), or the API server drops the records: not
 /// for built-in resources.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct StatusProgress {
     /// Where the records' mapping is, as a dotted path. Default `status.kopf.progress`
     /// (Kopf's `field='status.{name}.progress'` with `name='kopf'`).
@@ -175,7 +218,8 @@ impl Default for StatusProgress {
 
 /// Where the handlers' progress between processing cycles is kept (Kopf's
 /// `settings.persistence.progress_storage`). The default is Kopf's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum ProgressStorage {
     /// Kopf's `AnnotationsProgressStorage`.
@@ -187,13 +231,15 @@ pub enum ProgressStorage {
     /// wrote them); the status ones are purged but never written.
     Smart {
         /// Where records are written and read first.
+        #[serde(default)]
         annotations: AnnotationsProgress,
         /// Where older records are read and purged.
+        #[serde(default)]
         status: StatusProgress,
     },
     /// Kopf's `MultiProgressStorage`: records written to every storage, read from the
     /// first that has one.
-    Multi(Vec<ProgressStorage>),
+    Multi(#[serde(deserialize_with = "named_or_whole_each")] Vec<ProgressStorage>),
 }
 
 impl Default for ProgressStorage {
@@ -223,7 +269,8 @@ impl ProgressStorage {
 /// Kopf's `AnnotationsDiffBaseStorage`: the essence in the annotation
 /// `<prefix>/last-handled-configuration`, compact JSON plus a newline (kubectl's
 /// convention). A prefix other than `kopf.*` is branded with `<prefix>/kopf-managed`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AnnotationsDiffBase {
     /// The annotation's prefix, without the slash: a DNS subdomain. Default
     /// `kopf.zalando.org`.
@@ -250,7 +297,8 @@ impl Default for AnnotationsDiffBase {
 /// Kopf's `StatusDiffBaseStorage`: the essence as a string of compact JSON (no newline)
 /// at `status.kopf.last-handled-configuration`. As for the status progress storage, the
 /// status schema must keep unknown fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct StatusDiffBase {
     /// Where the essence is, as a dotted path. Default
     /// `status.kopf.last-handled-configuration` (Kopf's
@@ -271,7 +319,8 @@ impl Default for StatusDiffBase {
 
 /// Where the last handled essence of an object is kept, to tell what changed since
 /// (Kopf's `settings.persistence.diffbase_storage`). The default is Kopf's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum DiffBaseStorage {
     /// Kopf's `AnnotationsDiffBaseStorage`, its default.
@@ -280,7 +329,7 @@ pub enum DiffBaseStorage {
     Status(StatusDiffBase),
     /// Kopf's `MultiDiffBaseStorage`: the essence written to every storage, read from the
     /// first that has one; each storage's own fields and ignored fields left out.
-    Multi(Vec<DiffBaseStorage>),
+    Multi(#[serde(deserialize_with = "named_or_whole_each")] Vec<DiffBaseStorage>),
 }
 
 impl Default for DiffBaseStorage {
@@ -300,6 +349,36 @@ impl DiffBaseStorage {
                 .flat_map(DiffBaseStorage::prefixes)
                 .collect(),
         }
+    }
+}
+
+/// A storage by its name alone (`status`: its defaults) or whole (`{status: {field: ...}}`).
+fn named_or_whole<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    whole(Value::deserialize(deserializer)?).map_err(D::Error::custom)
+}
+
+/// [`named_or_whole`] for each storage of a multi storage.
+fn named_or_whole_each<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<Vec<T>, D::Error> {
+    let storages = Vec::<Value>::deserialize(deserializer)?;
+    storages
+        .into_iter()
+        .map(whole)
+        .collect::<Result<_, _>>()
+        .map_err(D::Error::custom)
+}
+
+fn whole<T: DeserializeOwned>(storage: Value) -> Result<T, serde_json::Error> {
+    match storage {
+        Value::String(name) => serde_json::from_value(Value::Object(
+            [(name, Value::Object(serde_json::Map::new()))]
+                .into_iter()
+                .collect(),
+        )),
+        whole => serde_json::from_value(whole),
     }
 }
 

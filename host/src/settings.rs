@@ -3,8 +3,8 @@
 //! embedding API (`Operator::settings`) and startup handlers (the WIT `settings`
 //! interface, `kapsel::settings`) read and write; `SharedSettings`: the settings while
 //! the operator runs, which startup handlers change before they are in force.
-//! Kopf's persistence storages are `Persistence` (`Operator::persistence`, `--prefix`,
-//! `--progress-storage`, ...), beside this model for now.
+//! Kopf's persistence storages are the section `persistence` (a `Persistence`; on the
+//! command line also `--prefix`, `--finalizer`, `--progress-storage`, ...).
 //!
 //! The names are Kopf's (`watching.server_timeout`); durations are seconds, as in Kopf.
 //! Bounds on the guests are not settings but `Limits`.
@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::persistence::Persistence;
 
 /// The operator's settings, with Kopf 1.45's defaults unless a field says otherwise.
 /// Build one with [`Settings::default`] and change fields, or by key with
@@ -46,6 +48,9 @@ use serde_json::Value;
 /// | `queueing.idle_timeout` | 5 | seconds an object's worker waits for its next event before it leaves (the next event starts a new one) |
 /// | `queueing.batch_window` | — | accepted and ignored, with a warning, as Kopf 1.45 does (time-based batching was removed) |
 /// | `batching.*` | — | Kopf's deprecated name of `queueing.*`: accepted as it, with a warning |
+/// | `persistence.finalizer` | `kopf.zalando.org/KopfFinalizerMarker` | the finalizer that holds an object until its deletion handlers are done |
+/// | `persistence.progress_storage` | `{smart: {}}` | where handlers' progress is kept: `{annotations: {prefix, touch_key, v1, verbose}}`, `{status: {field, touch_field}}`, `{smart: {annotations, status}}`, `{multi: [...]}` (a name alone, `status`, takes the defaults) |
+/// | `persistence.diffbase_storage` | `{annotations: {}}` | where the last handled essence is kept: `{annotations: {prefix, key, v1, ignored_fields}}`, `{status: {field, ignored_fields}}`, `{multi: [...]}` |
 /// | `persistence.consistency_timeout` | 5 | how long to wait for the operator's own patch to come back before going on |
 /// | `posting.enabled` | true | post the Events handlers ask for (`kapsel::events`) |
 /// | `posting.level` | `info` | the lowest level posted: `debug`, `info` (Normal Events), `warning`, `error` |
@@ -66,7 +71,7 @@ pub struct Settings {
     /// Handlers' retries (Kopf's `settings.execution`).
     pub execution: Execution,
     /// The state kept on objects (Kopf's `settings.persistence`).
-    pub persistence: PersistenceSettings,
+    pub persistence: Persistence,
     /// Events (Kopf's `settings.posting`).
     pub posting: Posting,
     /// Peering (Kopf's `settings.peering`; its name, priority and lifetime are set as
@@ -236,26 +241,6 @@ impl Default for Execution {
         Execution {
             default_backoff: Execution::DEFAULT_BACKOFF,
             lifecycle: Lifecycle::Asap,
-        }
-    }
-}
-
-/// The state kept on objects (Kopf's `settings.persistence`): its timing. Kopf's storages,
-/// finalizer and prefix are `kapsel_host::Persistence` (`Operator::persistence`), hence
-/// this name.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct PersistenceSettings {
-    /// Seconds to wait for the operator's own patch to come back before handling an
-    /// object again.
-    pub consistency_timeout: f64,
-}
-
-impl Default for PersistenceSettings {
-    fn default() -> Self {
-        PersistenceSettings {
-            consistency_timeout: 5.0,
         }
     }
 }
@@ -467,6 +452,9 @@ impl Settings {
                 )));
             }
         }
+        self.persistence
+            .check()
+            .map_err(|e| SettingsError(format!("persistence: {e}")))?;
         if self.queueing.objects_in_flight == 0 {
             return Err(SettingsError(
                 "queueing.objects_in_flight: at least 1 object must be handled at once".into(),
@@ -597,6 +585,12 @@ impl SharedSettings {
     }
 }
 
+/// The settings a change replaces rather than merges into: values of several shapes.
+const REPLACED_WHOLE: [&str; 2] = [
+    "persistence.progress_storage",
+    "persistence.diffbase_storage",
+];
+
 /// Merges `changes` into `whole`, refusing keys `whole` does not have.
 fn merge_into(whole: &mut Value, changes: &Value, at: &str) -> Result<(), SettingsError> {
     let (Value::Object(known), Value::Object(changes)) = (&mut *whole, changes) else {
@@ -625,6 +619,12 @@ fn merge_into(whole: &mut Value, changes: &Value, at: &str) -> Result<(), Settin
                 names.join(", ")
             )));
         };
+        if REPLACED_WHOLE.contains(&path.as_str()) {
+            // A storage is one of several shapes: a change names its shape, and the
+            // fields it leaves out take that shape's defaults.
+            *slot = change.clone();
+            continue;
+        }
         if slot.is_object() && !change.is_object() {
             return Err(SettingsError(format!(
                 "{path} is a group of settings, not a value"
@@ -855,5 +855,62 @@ mod tests {
         assert_eq!(settings.queueing.exit_timeout, 7.0);
         assert_eq!(settings.queueing.idle_timeout, 3.0, "queueing's own wins");
         assert!(settings.to_json().get("batching").is_none());
+    }
+
+    #[test]
+    fn storages_are_set_by_their_shape_or_name_and_replaced_whole() {
+        use crate::persistence::{AnnotationsDiffBase, DiffBaseStorage, ProgressStorage};
+        let mut settings = Settings::default();
+        settings
+            .set(
+                "persistence.progress_storage",
+                "{status: {field: status.op.progress}}",
+            )
+            .unwrap();
+        let ProgressStorage::Status(status) = &settings.persistence.progress_storage else {
+            panic!(
+                "replaced whole: {:?}",
+                settings.persistence.progress_storage
+            );
+        };
+        assert_eq!(status.field, "status.op.progress");
+        assert_eq!(
+            status.touch_field, "status.kopf.dummy",
+            "the shape's default"
+        );
+        settings
+            .merge(
+                &json!({"persistence": {"diffbase_storage": {"multi": ["annotations", "status"]}}}),
+            )
+            .unwrap();
+        let DiffBaseStorage::Multi(storages) = &settings.persistence.diffbase_storage else {
+            panic!("{:?}", settings.persistence.diffbase_storage);
+        };
+        assert_eq!(
+            storages[0],
+            DiffBaseStorage::Annotations(AnnotationsDiffBase::default())
+        );
+        assert_eq!(
+            settings.to_json()["persistence"]["progress_storage"]["status"]["field"],
+            json!("status.op.progress")
+        );
+        let before = settings.clone();
+        let error = |result: Result<(), SettingsError>| result.unwrap_err().to_string();
+        assert!(
+            error(settings.set("persistence.progress_storage", "files"))
+                .contains("unknown variant `files`")
+        );
+        assert!(
+            error(settings.set("persistence.diffbase_storage", "{multi: []}"))
+                .contains("a multi storage holds no storage")
+        );
+        assert!(
+            error(settings.set(
+                "persistence.progress_storage",
+                "{annotations: {prefix: Not_DNS}}"
+            ))
+            .contains("Not_DNS")
+        );
+        assert_eq!(settings, before, "nothing changed");
     }
 }

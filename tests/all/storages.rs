@@ -8,14 +8,46 @@
 //! and on a fresh object writes what Kopf writes, where Kopf reads it.
 
 use kapsel_host::{
-    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Persistence, ProgressStorage,
-    StatusDiffBase, StatusProgress,
+    AnnotationsDiffBase, AnnotationsProgress, DiffBaseStorage, Operator, Persistence,
+    ProgressStorage, Settings, StatusDiffBase, StatusProgress,
 };
 use kapsel_tests::*;
 use serde_json::{Map, Value, json};
 
 const PREFIX: &str = "kapsel.example.com";
 const FIELD_FN: &str = "field_fn/spec.field";
+
+/// Who gives the operator its persistence settings.
+#[derive(Debug, Clone, Copy)]
+enum Given {
+    /// The embedding API (`Operator::settings`).
+    Embedder,
+    /// A startup handler (the `settings` guest's, from the memo), as in Kopf.
+    StartupHandler,
+}
+
+impl Given {
+    /// The `changes` guest's operator, keeping its state as `layout` says.
+    fn operator(self, layout: Layout) -> Operator {
+        match self {
+            Given::Embedder => {
+                let mut settings = Settings::default();
+                settings.persistence = layout.persistence();
+                changes_operator().settings(settings)
+            }
+            Given::StartupHandler => {
+                let persistence = serde_json::to_value(layout.persistence()).expect("JSON");
+                Operator::new([guest("changes"), guest("settings")])
+                    .limits(changes_operator_limits())
+                    .memo(json!({"settings": {
+                        "persistence": persistence,
+                        // The guest's own selector would leave the object out.
+                        "watching": {"label_selectors": null},
+                    }}))
+            }
+        }
+    }
+}
 
 /// The layouts of tests/fixtures/kopf/operator.py.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +104,7 @@ impl Layout {
                     prefix: PREFIX.into(),
                     ..AnnotationsDiffBase::default()
                 }),
+                ..Persistence::default()
             },
         }
     }
@@ -187,9 +220,7 @@ async fn continues_kopfs_object(layout: Layout) {
     s.create(creatable(&midway)).await;
     s.patch_status("obj", json!({"status": midway["status"]}))
         .await;
-    let operator = s
-        .cluster
-        .start_operator(changes_operator().persistence(layout.persistence()));
+    let operator = s.cluster.start_operator(Given::Embedder.operator(layout));
     let body = s
         .tracker
         .wait_for("obj", "the creation handled", done(layout))
@@ -263,12 +294,10 @@ async fn kopfs_custom_prefix_and_finalizer_are_continued() {
 /// times: Kopf reads them as its own), and the object ends as Kopf left it. Only the
 /// storages' places are written: nothing in annotations with the status storage, no
 /// status records with the annotations.
-async fn writes_what_kopf_reads(layout: Layout) {
+async fn writes_what_kopf_reads(layout: Layout, given: Given) {
     let s = Scene::start(&format!("to-kopf-{}", layout.name())).await;
     s.create(fresh()).await;
-    let operator = s
-        .cluster
-        .start_operator(changes_operator().persistence(layout.persistence()));
+    let operator = s.cluster.start_operator(given.operator(layout));
     let body = s
         .tracker
         .wait_for("obj", "the creation handled", done(layout))
@@ -338,17 +367,30 @@ async fn writes_what_kopf_reads(layout: Layout) {
 
 #[tokio::test]
 async fn the_status_storages_write_what_kopf_reads() {
-    writes_what_kopf_reads(Layout::Status).await;
+    writes_what_kopf_reads(Layout::Status, Given::Embedder).await;
 }
 
 #[tokio::test]
 async fn both_storages_write_what_kopf_reads() {
-    writes_what_kopf_reads(Layout::Both).await;
+    writes_what_kopf_reads(Layout::Both, Given::Embedder).await;
 }
 
 #[tokio::test]
 async fn a_custom_prefix_and_finalizer_write_what_kopf_reads() {
-    writes_what_kopf_reads(Layout::Prefix).await;
+    writes_what_kopf_reads(Layout::Prefix, Given::Embedder).await;
+}
+
+/// Kopf's way: the storages set by a startup handler (`settings.persistence`), here the
+/// `settings` guest's, which merges the operator's memo's `settings`: a storage of
+/// another shape replaces the default one whole.
+#[tokio::test]
+async fn both_storages_set_by_a_startup_handler_write_what_kopf_reads() {
+    writes_what_kopf_reads(Layout::Both, Given::StartupHandler).await;
+}
+
+#[tokio::test]
+async fn a_prefix_and_finalizer_set_by_a_startup_handler_write_what_kopf_reads() {
+    writes_what_kopf_reads(Layout::Prefix, Given::StartupHandler).await;
 }
 
 /// Settings Kubernetes would refuse on every object stop the operator before it starts.
@@ -358,8 +400,10 @@ async fn bad_persistence_settings_stop_the_operator() {
         finalizer: "not a finalizer".into(),
         ..Persistence::default()
     };
+    let mut settings = Settings::default();
+    settings.persistence = persistence;
     let error = kapsel_host::Operator::new([guest("changes")])
-        .persistence(persistence)
+        .settings(settings)
         .run(std::future::pending())
         .await
         .expect_err("refused");

@@ -312,9 +312,15 @@ pub fn configmap(name: &str, labels: Value) -> Value {
 /// backoffs (0.3 s, 0.5 s): these tests check Kopf's timing, so the host's floor on
 /// retry delays (1 s by default, against retry storms) is lowered for them.
 pub fn changes_operator() -> kapsel_host::Operator {
+    kapsel_host::Operator::new([guest("changes")]).limits(changes_operator_limits())
+}
+
+/// The limits of [`changes_operator`]: retries after 10 ms.
+#[must_use]
+pub fn changes_operator_limits() -> kapsel_host::Limits {
     let mut limits = kapsel_host::Limits::default();
     limits.min_retry_delay = Duration::from_millis(10);
-    kapsel_host::Operator::new([guest("changes")]).limits(limits)
+    limits
 }
 
 /// A port nothing listens on now, for an endpoint a test starts.

@@ -413,9 +413,38 @@ mod tests {
             .map_err(|e| e.to_string())?
             .command
         {
-            Command::Run(run) => Ok(run.persistence.persistence()),
+            Command::Run(run) => run
+                .settings()
+                .map(|settings| settings.persistence)
+                .map_err(|e| e.to_string()),
             _ => unreachable!("a run command"),
         }
+    }
+
+    #[test]
+    fn persistence_settings_come_after_the_persistence_flags() {
+        let set = persistence_of(&[
+            "--prefix=example.com",
+            "--finalizer=example.com/held",
+            "--setting=persistence.finalizer=other.io/held",
+            "--setting=persistence.progress_storage=status",
+            "--setting=persistence.diffbase_storage={status: {ignored_fields: [spec.x]}}",
+        ])
+        .expect("accepted");
+        assert_eq!(set.finalizer, "other.io/held");
+        assert_eq!(
+            set.progress_storage,
+            ProgressStorage::Status(StatusProgress::default())
+        );
+        assert_eq!(
+            set.diffbase_storage,
+            DiffBaseStorage::Status(StatusDiffBase {
+                ignored_fields: vec!["spec.x".into()],
+                ..StatusDiffBase::default()
+            })
+        );
+        let error = persistence_of(&["--setting=persistence.finalizer=a b"]).expect_err("refused");
+        assert!(error.contains("the finalizer \"a b\""), "{error}");
     }
 
     #[test]

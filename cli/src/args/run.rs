@@ -94,9 +94,10 @@ fn setting(text: &str) -> Result<(String, String), String> {
 }
 
 impl RunArgs {
-    /// The settings of the `--setting` flags, in order.
+    /// The settings: the persistence flags', then the `--setting` flags, in order.
     pub(crate) fn settings(&self) -> Result<kapsel_host::Settings, kapsel_host::SettingsError> {
         let mut settings = kapsel_host::Settings::default();
+        settings.persistence = self.persistence.persistence();
         for (key, value) in &self.settings {
             settings.set(key, value)?;
         }
@@ -317,6 +318,7 @@ impl PersistenceArgs {
             finalizer: self.finalizer.clone(),
             progress_storage,
             diffbase_storage,
+            ..Persistence::default()
         }
     }
 }

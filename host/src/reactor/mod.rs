@@ -87,6 +87,7 @@ impl Settings {
             .copied()
             .map(seconds)
             .collect();
+        self.changes.persistence = user.persistence.clone();
         self.changes.consistency_timeout = seconds(user.persistence.consistency_timeout);
         self.changes.lifecycle = user.execution.lifecycle;
         self.posting = user.posting.clone();

@@ -18,7 +18,7 @@ use crate::limits::Limits;
 use crate::reloading::{Reloader, Reporting};
 use crate::runtime::{self, Library, ServedGuests};
 use crate::settings::Settings;
-use crate::{Error, Persistence, activities, health, peering, reactor, recording, reloading};
+use crate::{Error, activities, health, peering, reactor, recording, reloading};
 pub(crate) use lifecycle::activities_context;
 use lifecycle::{check_persistence, keep_logged_in, run_cleanup, run_startup};
 
@@ -195,14 +195,6 @@ impl Operator {
         self
     }
 
-    /// Where the operator keeps its state on objects: the finalizer, the progress and
-    /// diff-base storages (see [`Persistence`]; default: Kopf's). Checked when the
-    /// operator runs.
-    pub fn persistence(mut self, persistence: Persistence) -> Operator {
-        self.settings.changes.persistence = persistence;
-        self
-    }
-
     /// The wall-clock budget of one handler call, unless the handler declares its own. Default 5 s.
     pub fn call_deadline(mut self, deadline: Duration) -> Operator {
         self.limits.call_deadline = deadline;
@@ -321,7 +313,7 @@ impl Operator {
     /// again), the WebAssembly runtime cannot start, no guest can be loaded, or the
     /// initial discovery fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
-        check_persistence(&self.settings.changes.persistence)?;
+        check_persistence(&self.user_settings.persistence)?;
         tokio::pin!(shutdown);
         let (runtime, library) = self.load_guests().await?;
         let guests = library.guests();
@@ -361,6 +353,10 @@ impl Operator {
         }
         // Only startup handlers change the settings: from now on they are in force.
         let in_force = shared.settings.put_in_force();
+        if in_force.persistence != self.user_settings.persistence {
+            // Changed by a startup handler: checked when merged; warned of here.
+            check_persistence(&in_force.persistence)?;
+        }
         // Stopped when dropped, on every way out of this function.
         let _endpoints = health::serve(&self.endpoints, &served, &activities, &shared.metrics)
             .await

@@ -67,7 +67,7 @@ impl Default for ChangeSettings {
         ChangeSettings {
             persistence: Persistence::default(),
             consistency_timeout: crate::settings::seconds(
-                crate::settings::PersistenceSettings::default().consistency_timeout,
+                Persistence::default().consistency_timeout,
             ),
             lifecycle: Lifecycle::default(),
         }

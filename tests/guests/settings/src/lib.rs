@@ -16,10 +16,11 @@ fn select(cause: &Cause) -> kapsel::Result<()> {
         // An unknown setting: refused, and `?` fails this handler for good.
         kapsel::settings::merge(kapsel::json!({"watching": {"label_selector": "typo"}}))?;
     }
-    if let Some(more) = cause.memo().get("settings") {
-        kapsel::settings::merge(more.clone())?;
+    kapsel::settings::set("watching.label_selectors", "kapsel.test/served=yes")?;
+    match cause.memo().get("settings") {
+        Some(more) => kapsel::settings::merge(more.clone()),
+        None => Ok(()),
     }
-    kapsel::settings::set("watching.label_selectors", "kapsel.test/served=yes")
 }
 
 /// Logs the pod with the selector in force, then tries to change a setting, which only
