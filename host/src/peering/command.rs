@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{Target, describe, identity, patch, peering_api, peers, resources};
+use super::places::{Target, describe, patch, peering_api};
+use super::{identity, peers, resources};
 use crate::Error;
 use crate::cluster::{Scope, served_namespaces};
 
