@@ -485,9 +485,9 @@ async fn initial_streaming_lists_by_watching() {
 
 /// `posting.loggers` (Kopf's setting, off by default since Kopf 1.44), on the command
 /// line: what a creation handler logs at `posting.level` (info) or above becomes an
-/// Event with reason `Logging` and a type by level, and so does the operator's line about
-/// how its call ended; its debug line does not, nor what a raw event handler logs (as in
-/// Kopf). The event handler runs first, and one object's Events go out in order: once the
+/// Event with reason `Logging` and a type by level, and so do the operator's lines about
+/// how its call ended and how the creation was processed; its debug lines do not, nor
+/// what a raw event handler logs (as in Kopf). The event handler runs first, and one object's Events go out in order: once the
 /// last line is there, the others would be too. The Events carry Kopf's own names, as
 /// `posting.reporting_component`, `reporting_instance` and `event_name_prefix` say.
 #[tokio::test]
@@ -531,7 +531,8 @@ async fn posting_loggers_posts_what_changing_handlers_log() {
     };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut posted = logged().await;
-    while !posted.iter().any(|e| e.contains("succeeded")) {
+    // Kopf's line about the whole cycle comes last.
+    while !posted.iter().any(|e| e.contains("is processed")) {
         assert!(tokio::time::Instant::now() < deadline, "posted: {posted:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
         posted = logged().await;
@@ -541,6 +542,7 @@ async fn posting_loggers_posts_what_changing_handlers_log() {
         posted,
         [
             r#"Error "chatty: an error line""#,
+            r#"Normal "Creation is processed: 1 succeeded; 0 failed.""#,
             r#"Normal "Handler 'logging_create' succeeded.""#,
             r#"Normal "chatty: an info line""#,
             r#"Warning "chatty: a warning line""#,

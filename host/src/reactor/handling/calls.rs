@@ -404,10 +404,8 @@ impl Calls {
         };
         if let Some(level) = logged
             && posts_logs(handler.spec.kind)
-            && self.poster.admits_log(posting_level(level))
-            && let Some(event) = from_log(&ctx.event.body, level, line)
         {
-            self.poster.post(event);
+            self.post_line(ctx, level, line);
         }
         let ended = Ended {
             elapsed: called.elapsed,
@@ -416,6 +414,29 @@ impl Calls {
             line,
         };
         handler.record_finished(&self.journal, Self::about(ctx), ended);
+    }
+
+    /// Logs one of Kopf's lines about the event's object (a changing cycle's), and posts
+    /// it as an Event when `posting.loggers` is on, as Kopf's object logger does.
+    pub(super) fn say(&self, ctx: &EventContext<'_>, level: Level, line: &str) {
+        let object = ctx.object;
+        match level {
+            Level::Debug => object_log!(debug, object, "{line}"),
+            Level::Info => object_log!(info, object, "{line}"),
+            Level::Warning => object_log!(warn, object, "{line}"),
+            Level::Error => object_log!(error, object, "{line}"),
+        }
+        self.post_line(ctx, level, line);
+    }
+
+    /// Posts a line about the event's object as an Event with reason `Logging`, when
+    /// `posting.loggers` is on and the line is at `posting.level` or above.
+    fn post_line(&self, ctx: &EventContext<'_>, level: Level, line: &str) {
+        if self.poster.admits_log(posting_level(level))
+            && let Some(event) = from_log(&ctx.event.body, level, line)
+        {
+            self.poster.post(event);
+        }
     }
 
     /// Posts a Warning Event about the event's object, from the operator itself.

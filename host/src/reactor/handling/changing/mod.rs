@@ -24,6 +24,7 @@ use crate::reactor::changes::{
 };
 use crate::reactor::objects::ObjectMemory;
 use crate::reactor::patching::{Applied, Patcher, Target};
+use crate::runtime::Level;
 use subhandlers::{Parent, Subhandlers};
 use views::{details, finalizer_change, no_callbacks, release};
 
@@ -125,7 +126,7 @@ impl Changing {
                 .diffbase()
                 .essences(body, &changing.extra_fields, settings.progress());
         for warning in warnings {
-            object_log!(warn, object, "{warning}");
+            self.calls.say(ctx, Level::Warning, &warning);
         }
         let initial = memory.is_initial();
         let cause = changes::detect_cause(false, body, settings.finalizer(), old, new, initial);
@@ -323,18 +324,15 @@ impl Changing {
         };
         let cycle = changes::begin(&cycle_ctx, cause, settings.lifecycle, patch);
         for warning in &cycle.warnings {
-            object_log!(warn, object, "{warning}");
+            self.calls.say(ctx, Level::Warning, warning);
         }
         for line in &cycle.log {
-            object_log!(info, object, "{line}");
+            self.calls.say(ctx, Level::Info, line);
         }
         if !selected.is_empty() {
-            object_log!(
-                debug,
-                object,
-                "{} is in progress.",
-                changes::capitalize(&changes::title(cause.reason.as_str()))
-            );
+            let title = changes::capitalize(&changes::title(cause.reason.as_str()));
+            self.calls
+                .say(ctx, Level::Debug, &format!("{title} is in progress."));
         }
 
         let mut outcomes: Vec<(String, Outcome)> = Vec::new();
@@ -359,10 +357,10 @@ impl Changing {
 
         let end = changes::finish(&cycle_ctx, cause, cycle, outcomes, patch);
         for line in &end.log {
-            object_log!(info, object, "{line}");
+            self.calls.say(ctx, Level::Info, line);
         }
         if let Some(message) = end.oversized {
-            object_log!(warn, object, "{message}");
+            self.calls.say(ctx, Level::Warning, &message);
             self.calls.warn_about(ctx, "DiffBaseDigested", message);
         }
         if end.fully_handled {
