@@ -16,7 +16,8 @@ use std::fmt;
 pub struct StopReasons(u8);
 
 impl StopReasons {
-    /// Its task has ended.
+    /// Its task has ended (set last: no call of the task runs by then, so a handler
+    /// never reads it).
     pub const DONE: StopReasons = StopReasons(1);
     /// The object no longer matches the handler's filters.
     pub const FILTERS_MISMATCH: StopReasons = StopReasons(1 << 1);

@@ -144,6 +144,30 @@ pub enum Record {
     },
     /// The operator resumed after [`Record::Paused`]: its streams relist.
     Resumed,
+    /// A timer's or daemon's task for an object ended (Kopf's daemon runner ends): the
+    /// reasons it was stopped for, as Kopf's `stopped.reason` has them then, `DONE`
+    /// always among them (`DONE` alone: it exited on its own).
+    TaskEnded {
+        /// The guest's name.
+        guest: String,
+        /// The handler id.
+        handler: String,
+        /// The object reference.
+        object: String,
+        /// Kopf's flags: `RESOURCE_DELETED|DONE`.
+        reasons: String,
+    },
+    /// A timer or daemon asked to stop, without a cancellation timeout, has not exited
+    /// yet: one of the checks its `cancellation_polling` paces (Kopf's "is still
+    /// exiting" line).
+    TaskStillExiting {
+        /// The guest's name.
+        guest: String,
+        /// The handler id.
+        handler: String,
+        /// The object reference.
+        object: String,
+    },
     /// A watch stream listed its objects again because its watch history had expired
     /// (410 Gone), while the operator ran: the objects gone meanwhile were reported as
     /// DELETED. Pushed once the listed objects were handed to their workers.

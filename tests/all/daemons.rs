@@ -182,6 +182,36 @@ async fn a_timer_sees_why_it_must_stop() {
     s.shutdown().await;
 }
 
+/// Why the tasks of `handler` ended, as recorded (Kopf's `stopped.reason` then).
+fn task_ends(operator: &RunningOperator, handler: &str) -> Vec<String> {
+    operator
+        .journal()
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::TaskEnded {
+                handler: h,
+                reasons,
+                ..
+            } if h == handler => Some(reasons),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits until a task of `handler` has ended; why it stopped.
+async fn task_ended(operator: &RunningOperator, handler: &str) -> String {
+    operator
+        .journal()
+        .wait_for(PATIENCE, |r| {
+            r.iter()
+                .any(|r| matches!(r, Record::TaskEnded { handler: h, .. } if h == handler))
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the task of {handler} never ended"));
+    task_ends(operator, handler).remove(0)
+}
+
 /// The `stubborn` or `patient` daemon of a new object, deleted once it runs: how long
 /// the deletion took to complete, and what the daemon logged.
 async fn deleted_while_ignoring_its_stop(
@@ -248,6 +278,11 @@ async fn a_daemon_ignoring_its_stop_is_abandoned_after_its_cancellation_timeout(
         ),
         []
     );
+    // Its task ended abandoned, and then done, as Kopf's runner ends.
+    assert_eq!(
+        task_ended(&operator, "stubborn").await,
+        "DONE|RESOURCE_DELETED|DAEMON_CANCELLED|DAEMON_ABANDONED"
+    );
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
@@ -277,6 +312,42 @@ async fn a_cancellation_backoff_delays_the_abandonment() {
     assert!(
         matches!((signalled, cancelled), (Some(a), Some(b)) if a < b),
         "signalled, then cancelled: {logs:?}"
+    );
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// A daemon asked to stop without a cancellation timeout is waited for, and checked every
+/// `cancellation_polling` seconds while it has not exited (Kopf's "is still exiting"): 0.5 s
+/// for the `lingering` daemon, which takes 2 s to exit, so three or four checks (not Kopf's
+/// default of one a minute). Its exit is noticed at once: the deletion completes then.
+#[tokio::test]
+async fn a_daemon_still_exiting_is_checked_every_cancellation_polling() {
+    let s = Scene::start("stopping-polling").await;
+    let operator = s.cluster.start_operator(Operator::new([guest("stopping")]));
+    s.create(kopfexample(
+        "lingering",
+        &["lingering"],
+        json!({}),
+        json!({}),
+        json!({}),
+    ))
+    .await;
+    logged(&operator, "lingering lingering started").await;
+    s.delete("lingering").await;
+    s.tracker.wait_gone("lingering").await;
+    // The call read why it stopped; `DONE` comes only once the task is over.
+    logged(&operator, "lingering lingering exits: RESOURCE_DELETED").await;
+    assert_eq!(task_ends(&operator, "lingering"), ["DONE|RESOURCE_DELETED"]);
+    let checks = operator
+        .journal()
+        .records()
+        .iter()
+        .filter(|r| matches!(r, Record::TaskStillExiting { handler, .. } if handler == "lingering"))
+        .count();
+    assert!(
+        (2..=5).contains(&checks),
+        "checked {checks} times in the 2 s it took to exit, every 0.5 s"
     );
     operator.stop().await.expect("stop");
     s.shutdown().await;
@@ -354,6 +425,8 @@ async fn an_initial_delay_computed_by_the_guest() {
         .await
         .expect("settles");
     logged(&operator, "late late started").await;
+    // It returned: its task is done, for no other reason (Kopf: exited on its own).
+    assert_eq!(task_ended(&operator, "late").await, "DONE");
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }

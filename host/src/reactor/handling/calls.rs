@@ -130,6 +130,11 @@ impl Calls {
         self
     }
 
+    /// Where what happened is recorded.
+    pub(super) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
     /// The guests' indexes.
     pub(super) fn indexes(&self) -> &Indexes {
         &self.indexes

@@ -24,8 +24,22 @@
 //! abandoned (`DAEMON_ABANDONED`): the call's future, and with it the guest's instance,
 //! is dropped, its outcome and patch are lost, and whoever waited for the task (the
 //! deletion, before it releases the finalizer) goes on. Without a timeout the task is
-//! waited for, however long the call takes (its deadline bounds it), with a line every
-//! `cancellation_polling` seconds. Timers have neither backoff nor timeout.
+//! waited for, however long the call takes (its deadline bounds it). Timers have neither
+//! backoff nor timeout.
+//!
+//! `cancellation_polling` is how often a task asked to stop, without a timeout, is
+//! checked while it has not exited: each check is Kopf's "is still exiting" line and a
+//! [`Record::TaskStillExiting`]. In Kopf a check is also when the exit is noticed (the
+//! object is processed again every `polling` seconds, and its finalizer released at the
+//! first check after the exit); here whoever waits for the task awaits it, so the exit
+//! is noticed at once, between checks. A check never interrupts the call: a compiled
+//! guest is stopped where it stands only by abandoning its call, which is what
+//! `cancellation_timeout` is for (or its deadline's epoch interruption, as any call).
+//!
+//! However the task ends (its work is over, or its call abandoned), it is stopped for
+//! `DONE` last, as Kopf's daemon runner does, and a [`Record::TaskEnded`] says why it
+//! stopped. No call of the task runs by then, so no guest reads `DONE` (Kopf's reaches
+//! the threads a sync daemon leaves behind; a component has none).
 
 use std::sync::Arc;
 
@@ -40,6 +54,7 @@ use crate::clock::after_seconds as after;
 use crate::handlers::execution::{self, Retrying, Standing, Verdict};
 use crate::handlers::{Cancellation, Stopper};
 use crate::handlers::{DaemonSleeps, Handler, Schedule, SharedProgress};
+use crate::journal::{Journal, Record};
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, ChangeSettings, Patch};
 use crate::reactor::objects::{EventType, ObjectEvent, ObjectMemory};
@@ -103,14 +118,37 @@ fn next_tick(
     }
 }
 
+/// Which task of which object, for its log lines and records.
+struct TaskName {
+    /// Kopf's display name: `Daemon 'x'`.
+    name: String,
+    guest: String,
+    handler: String,
+    object: String,
+}
+
+impl TaskName {
+    fn of(handler: &Handler, object: &str) -> TaskName {
+        TaskName {
+            name: execution::display_name(handler.spec.kind, &handler.spec.id),
+            guest: handler.guest.name().to_owned(),
+            handler: handler.spec.id.clone(),
+            object: object.to_owned(),
+        }
+    }
+}
+
 /// Once `stopper` is stopped: Kopf's stopping of a daemon (backoff, timeout) on handler
-/// time; ends when its call is to be abandoned, never without a timeout.
+/// time; ends when its call is to be abandoned, never without a timeout (then it checks
+/// every `polling` seconds that the task is still exiting, until the task ends).
 async fn stopping(
     stopper: Stopper,
     cancellation: Cancellation,
     clock: Arc<dyn Clock>,
-    (name, object): (String, String),
+    journal: Journal,
+    task: &TaskName,
 ) {
+    let TaskName { name, object, .. } = task;
     stopper.stopped().await;
     if let Some(backoff) = cancellation.backoff {
         stopper.stop(StopReasons::DAEMON_SIGNALLED);
@@ -130,6 +168,11 @@ async fn stopping(
                 object.as_str(),
                 "{name} is still exiting. The next check is in {polling} seconds."
             );
+            journal.push(Record::TaskStillExiting {
+                guest: task.guest.clone(),
+                handler: task.handler.clone(),
+                object: object.clone(),
+            });
         }
     };
     stopper.stop(StopReasons::DAEMON_CANCELLED);
@@ -152,12 +195,13 @@ impl Ticker {
     /// that did not exit in time) is abandoned.
     pub(super) async fn run(self) {
         let spec = &self.handler.spec;
-        let name = execution::display_name(spec.kind, &spec.id);
+        let task = TaskName::of(&self.handler, &self.object);
         let stopping = stopping(
             self.stop.clone(),
             spec.cancellation,
             self.clock.clone(),
-            (name, self.object.clone()),
+            self.calls.journal().clone(),
+            &task,
         );
         let work = async {
             if self.handler.spec.kind == HandlerKind::Daemon {
@@ -171,6 +215,36 @@ impl Ticker {
             // Abandoned: the call in flight is dropped with `work`.
             () = stopping => {}
         }
+        self.ended(&task);
+    }
+
+    /// The task is over: stopped for `DONE` (Kopf's runner sets it whatever ended the
+    /// daemon), with Kopf's line for a daemon, and recorded.
+    fn ended(&self, task: &TaskName) {
+        let TaskName { name, object, .. } = task;
+        let requested = self.stop.is_stopped();
+        if self.handler.spec.kind == HandlerKind::Daemon {
+            if requested {
+                object_log!(
+                    debug,
+                    object.as_str(),
+                    "{name} has exited on request and will not be retried or restarted."
+                );
+            } else {
+                object_log!(
+                    debug,
+                    object.as_str(),
+                    "{name} has exited on its own and will not be retried or restarted."
+                );
+            }
+        }
+        self.stop.stop(StopReasons::DONE);
+        self.calls.journal().push(Record::TaskEnded {
+            guest: task.guest.clone(),
+            handler: task.handler.clone(),
+            object: object.clone(),
+            reasons: self.stop.reasons().to_string(),
+        });
     }
 
     /// What the task's calls get of it: sleeps, the stop, the latest body.

@@ -10,6 +10,9 @@
 //!   time the reasons it reads change (checking every 50 ms of wall-clock time);
 //! - `patient` (`kapsel.test/patient`): the same, with a 1.5 s `cancellation_backoff`
 //!   before the 1 s timeout (logs `patient <name> sees <reasons>`);
+//! - `lingering` (`kapsel.test/lingering`): a daemon with a 0.5 s `cancellation_polling`
+//!   and no timeout that takes 2 s (of wall-clock time) to exit once it must stop: logs
+//!   `lingering <name> started`, then `lingering <name> exits: <reasons>` and returns;
 //! - `watcher` (`kapsel.test/watcher`): a daemon that logs `watcher <name> starts at
 //!   size <n>` (its cause's `spec.size`), then every 0.2 s reads the latest body and
 //!   logs `watcher <name> sees size <n>` when `spec.size` changed, until it must stop;
@@ -70,6 +73,21 @@ fn stubborn(cause: &Cause) {
 )]
 fn patient(cause: &Cause) {
     ignore_the_stop(cause, "patient");
+}
+
+/// Exits 2 s after it was asked to: waited for, checked every 0.5 s meanwhile.
+#[kapsel::on::daemon(
+    "kopfexamples",
+    cancellation_polling = 0.5,
+    deadline_ms = 60000,
+    labels("kapsel.test/lingering" = present)
+)]
+fn lingering(cause: &Cause) {
+    let name = cause.name().unwrap_or_default();
+    kapsel::info!("lingering {name} started");
+    while cause.sleep_unless_stopped(60.0) {}
+    std::thread::sleep(Duration::from_secs(2));
+    kapsel::info!("lingering {name} exits: {}", cause.stop_reasons());
 }
 
 /// Follows `spec.size` in the latest body, without asking the API.
