@@ -120,7 +120,7 @@ pub(crate) async fn log_in(
         "Initial authentication"
     };
     tracing::info!("{title} has been initiated.");
-    let result = login_credentials(vault, guests, context).await;
+    let result = login_credentials(vault, guests, context, false).await;
     match &result {
         Ok(()) => tracing::info!("{title} has finished."),
         Err(error) => {
@@ -131,10 +131,35 @@ pub(crate) async fn log_in(
     result
 }
 
+/// Logs in anew with `guests`' login handlers, a reload having changed them: their
+/// credentials replace all the vault had. A failure leaves the vault as it was (the
+/// credentials before go on being used), and says why.
+pub(crate) async fn renew_login(
+    vault: &Vault,
+    guests: &[Guest],
+    context: &Context,
+) -> Result<(), String> {
+    tracing::info!("Re-authentication with the reloaded login handlers has been initiated.");
+    let result = login_credentials(vault, guests, context, true).await;
+    match &result {
+        Ok(()) => {
+            tracing::info!("Re-authentication with the reloaded login handlers has finished.")
+        }
+        Err(error) => tracing::error!(
+            "Re-authentication with the reloaded login handlers has failed: {error}; \
+             the credentials before are kept."
+        ),
+    }
+    result
+}
+
+/// Calls the login handlers and fills the vault with what they give (`whole`: in place
+/// of all it had).
 async fn login_credentials(
     vault: &Vault,
     guests: &[Guest],
     context: &Context,
+    whole: bool,
 ) -> Result<(), String> {
     let logins = logins(guests);
     let context = Context {
@@ -157,7 +182,12 @@ async fn login_credentials(
     if !failed.is_empty() {
         return Err(format!("login handlers failed: {}", failed.join("; ")));
     }
-    match vault.populate(given).await {
+    let filled = if whole {
+        vault.replace(given).await
+    } else {
+        vault.populate(given).await
+    };
+    match filled {
         Ok(0) => Err("no credentials were retrieved from the login handlers".to_owned()),
         Ok(_) => Ok(()),
         Err((key, error)) => Err(format!(

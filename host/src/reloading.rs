@@ -35,6 +35,16 @@
 //! - **startup handlers** of a new version run before it serves; **cleanup handlers** of a
 //!   removed guest run after; those of a replaced guest's old version do not run (the
 //!   guest goes on serving, in its new version).
+//! - **login handlers** (Kopf's `on.login`) of a new version, or of the version it
+//!   replaces, log in anew after its startup handlers, with the login handlers of the
+//!   guests as they will be: their credentials replace all the vault had (those of an
+//!   old version are not used again), and a failed login refuses the version, the
+//!   credentials before it kept. A version is refused that would bring the first login
+//!   handlers to an operator started without any (its client is the one it was given,
+//!   which every part of the operator holds: only a restart changes it), or take the
+//!   last ones away (it could not log in again once its credentials are refused). A
+//!   removed guest's login handlers cannot be refused: the others log in anew, and an
+//!   error says so when none are left.
 
 use std::time::Duration;
 
@@ -42,7 +52,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::activities::{self, Finished};
-use crate::cluster::{ObjectRef, PostedEvent, Poster, Scope};
+use crate::cluster::{ObjectRef, PostedEvent, Poster, Scope, Vault};
 use crate::journal::{Journal, Record};
 use crate::peering;
 use crate::reactor::Swap;
@@ -78,6 +88,13 @@ pub(crate) struct Reloader {
     /// Where new guests go to be served.
     pub(crate) swaps: mpsc::Sender<Swap>,
     pub(crate) reporting: Reporting,
+    /// The credentials vault, when the operator logs in with login handlers.
+    pub(crate) vault: Option<Vault>,
+}
+
+/// Whether any of `guests` declares a login handler.
+fn logs_in(guests: &[Guest]) -> bool {
+    !activities::logins(guests).is_empty()
 }
 
 /// Why a new version's startup handlers refused it.
@@ -134,20 +151,33 @@ impl Reloader {
             }
             let mut rescan = self.library.rescan(&self.runtime).await;
             if !rescan.is_empty() {
-                let candidates: Vec<Guest> =
-                    rescan.candidates.iter().map(|c| c.guest.clone()).collect();
-                for guest in candidates {
+                let candidates: Vec<(Guest, Option<Guest>)> = rescan
+                    .candidates
+                    .iter()
+                    .map(|c| (c.guest.clone(), c.replaces.clone()))
+                    .collect();
+                for (guest, replaces) in candidates {
                     let started = tokio::select! {
                         () = stop.cancelled() => return,
-                        started = self.start(&guest) => started,
+                        started = self.start(&guest) => started.map_err(|e| e.to_string()),
                     };
-                    if let Err(error) = started {
-                        rescan.refuse(&guest, error.to_string());
+                    let logged_in = match started {
+                        Ok(()) => tokio::select! {
+                            () = stop.cancelled() => return,
+                            logged_in = self.log_in(&guest, replaces.as_ref()) => logged_in,
+                        },
+                        Err(error) => Err(error),
+                    };
+                    if let Err(error) = logged_in {
+                        rescan.refuse(&guest, error);
                     }
                 }
             }
             let changes = Changes::of(&rescan);
             self.library.apply(rescan);
+            if logs_in(&changes.removed) {
+                self.log_in_without(&changes.removed).await;
+            }
             if changes.swaps_guests() {
                 let (done, served) = oneshot::channel();
                 let swap = Swap {
@@ -200,6 +230,64 @@ impl Reloader {
         } else {
             Err(StartupFailed::Failed(failed))
         }
+    }
+
+    /// Logs in anew when `guest` (a new version, replacing `replaces`) changes the login
+    /// handlers: with those of the guests as they will be. Why it must be refused, if it
+    /// must.
+    async fn log_in(&self, guest: &Guest, replaces: Option<&Guest>) -> Result<(), String> {
+        let declares = logs_in(std::slice::from_ref(guest));
+        if !declares && !replaces.is_some_and(|old| logs_in(std::slice::from_ref(old))) {
+            return Ok(());
+        }
+        let Some(vault) = &self.vault else {
+            return Err(
+                "it declares login handlers, but the operator started without any: \
+                 it uses the client it was given, which a reload cannot replace; restart \
+                 the operator to log in with them"
+                    .to_owned(),
+            );
+        };
+        let mut guests: Vec<Guest> = self
+            .library
+            .guests()
+            .into_iter()
+            .filter(|served| served.name() != guest.name())
+            .collect();
+        guests.push(guest.clone());
+        if !logs_in(&guests) {
+            return Err(
+                "it removes the operator's last login handlers: the operator \
+                 could not log in again once its credentials are refused; restart the \
+                 operator to use the client it is given"
+                    .to_owned(),
+            );
+        }
+        activities::renew_login(vault, &guests, &self.reporting.activities)
+            .await
+            .map_err(|error| {
+                format!("its login handlers could not log in ({error}); the credentials before it are kept")
+            })
+    }
+
+    /// Guests with login handlers were removed: the guests left log in anew, or, with no
+    /// login handler left, an error says what follows.
+    async fn log_in_without(&self, removed: &[Guest]) {
+        let Some(vault) = &self.vault else {
+            return;
+        };
+        let guests = self.library.guests();
+        let names: Vec<&str> = removed.iter().map(Guest::name).collect();
+        if !logs_in(&guests) {
+            tracing::error!(
+                "Reload: the removed guests {names:?} had the operator's last login handlers: \
+                 it goes on with the credentials it has, and stops once the API server \
+                 refuses them; restart it to use the client it is given."
+            );
+            return;
+        }
+        // On failure the credentials before are kept; the error is logged.
+        let _ = activities::renew_login(vault, &guests, &self.reporting.activities).await;
     }
 
     /// Logs, journals and posts what a reload did.

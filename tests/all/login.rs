@@ -2,7 +2,8 @@
 //! handler is the operator's only way in (the client the test harness gives it is an
 //! anonymous one, which RBAC refuses); when the API server refuses its token (401), the
 //! operator logs in again and goes on without a restart; a failing login handler is
-//! retried, and one that fails for good stops the operator.
+//! retried, and one that fails for good stops the operator. A hot reload that changes the
+//! login handlers logs in anew at once; one that brings the first is refused.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kapsel_host::Record;
@@ -205,4 +206,154 @@ async fn a_login_handler_failing_for_good_stops_the_operator() {
         "{message}"
     );
     cluster.shutdown().await.expect("cluster stops");
+}
+
+/// Rescans this often in the reload tests.
+const RESCAN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The `login` guest's bytes; with `version`, as another build of it (a custom section
+/// that changes its digest, not its code), which a reload takes as a new version.
+fn login_guest(version: Option<&str>) -> Vec<u8> {
+    let mut bytes = std::fs::read(guest("login")).expect("the built login guest");
+    if let Some(version) = version {
+        let name = b"kapsel-test-version";
+        let size = 1 + name.len() + version.len();
+        let size = u8::try_from(size).expect("a short section");
+        bytes.extend([0, size, u8::try_from(name.len()).expect("short")]);
+        bytes.extend(name);
+        bytes.extend(version.as_bytes());
+    }
+    bytes
+}
+
+/// Waits until a record satisfies `check`; panics with `what` otherwise.
+async fn wait_record(
+    journal: &kapsel_host::Journal,
+    what: &str,
+    check: impl Fn(&Record) -> bool,
+) -> Record {
+    let mut found = None;
+    let waited = journal
+        .wait_for(std::time::Duration::from_secs(30), |records| {
+            found = records.iter().find(|r| check(r)).cloned();
+            found.is_some()
+        })
+        .await;
+    match waited {
+        Ok(()) => found.expect("the record the wait ended with"),
+        Err(records) => {
+            let tail = &records[records.len().saturating_sub(30)..];
+            panic!("{what}: never happened; the last records:\n{tail:#?}")
+        }
+    }
+}
+
+/// A reload that changes the login handlers logs in anew with the new version, at once:
+/// its credentials replace the old version's, so revoking the old token afterwards costs
+/// no refused request at all (the operator no longer uses it).
+#[tokio::test]
+async fn a_reloaded_login_handler_logs_in_anew_at_once() {
+    let (cluster, admin, server, ca) = rbac_cluster().await;
+    let ns = "relogin";
+    create(&admin, &crds(), None, manifest("kopfexamples-crd.yaml")).await;
+    create_namespace(&admin, ns).await;
+    operator_accounts(&admin, ns, &["first", "second"]).await;
+    let token = |name: &str| {
+        cluster
+            .server()
+            .service_account_token(ns, name, std::time::Duration::from_secs(3600))
+            .expect("token")
+    };
+    let tracker = Tracker::start(&admin, ns).await;
+    let memo = json!({"server": server, "ca": ca, "tokens": [token("first"), token("second")]});
+    let mut volume = ConfigMapVolume::new("relogin");
+    volume.publish(&[("login.wasm", &login_guest(None))]);
+    let operator = cluster.start_operator(
+        kapsel_host::Operator::new([volume.dir()])
+            .reload_interval(RESCAN)
+            .standalone()
+            .memo(memo),
+    );
+    let journal = operator.journal().clone();
+    let labels = json!({"kapsel.test/login": "yes"});
+    let kex = |name: &str| kopfexample(name, &[], labels.clone(), json!({}), json!({}));
+    create(&admin, &kopfexamples(), Some(ns), kex("before")).await;
+    tracker
+        .wait_for("before", "handled with the first token", handled)
+        .await;
+
+    volume.publish(&[("login.wasm", &login_guest(Some("2")))]);
+    wait_record(&journal, "the login guest is replaced", |r| {
+        matches!(r, Record::GuestReloaded { guest, change, .. } if guest == "login" && change == "replaced")
+    })
+    .await;
+    assert_eq!(
+        guest_logs(&journal.records(), "login"),
+        ["logging in with token #1", "logging in with token #2"],
+        "the new version logged in before it served"
+    );
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
+    accounts
+        .delete("first", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    cluster.server().faults().drop_watches();
+    create(&admin, &kopfexamples(), Some(ns), kex("after")).await;
+    tracker
+        .wait_for("after", "handled with the second token", handled)
+        .await;
+    let refused: u64 = cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| c.kind.code == 401)
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(refused, 0, "the revoked token was no longer used");
+    assert_eq!(logins(&journal.records()), ["success", "success"]);
+    operator.stop().await.expect("stopped cleanly");
+    cluster.shutdown().await.expect("cluster stops");
+}
+
+/// An operator started without login handlers uses the client it was given, which a
+/// reload cannot replace: a guest that brings the first login handlers is refused, with
+/// why, and the guests before it go on serving.
+#[tokio::test]
+async fn a_reload_bringing_the_first_login_handlers_is_refused() {
+    let s = Scene::start("login-added").await;
+    let mut volume = ConfigMapVolume::new("login-added");
+    let timers = std::fs::read(guest("timers")).expect("the built timers guest");
+    volume.publish(&[("timers.wasm", &timers)]);
+    let operator = s.cluster.start_operator(
+        kapsel_host::Operator::new([volume.dir()])
+            .reload_interval(RESCAN)
+            .standalone()
+            .memo(json!({"server": s.cluster.server().url(), "tokens": ["any"]})),
+    );
+    let journal = operator.journal().clone();
+    wait_record(
+        &journal,
+        "the timers guest is loaded",
+        |r| matches!(r, Record::GuestLoaded { guest, .. } if guest == "timers"),
+    )
+    .await;
+    volume.publish(&[("timers.wasm", &timers), ("login.wasm", &login_guest(None))]);
+    let refused = wait_record(
+        &journal,
+        "the login guest is refused",
+        |r| matches!(r, Record::GuestRefused { guest, .. } if guest == "login"),
+    )
+    .await;
+    let Record::GuestRefused { error, .. } = refused else {
+        unreachable!("matched above")
+    };
+    assert!(
+        error.contains("started without any") && error.contains("restart"),
+        "{error}"
+    );
+    assert!(logins(&journal.records()).is_empty(), "it never logged in");
+    assert!(!operator.is_finished());
+    operator.stop().await.expect("stopped cleanly");
+    s.shutdown().await;
 }

@@ -130,6 +130,24 @@ impl Vault {
         &self,
         given: Vec<(String, ConnectionInfo)>,
     ) -> Result<usize, (String, CredentialsError)> {
+        self.fill(given, false).await
+    }
+
+    /// As [`Vault::populate`], but what is given replaces every credential the vault had
+    /// (a reload changed the login handlers: those of the old version must not be used
+    /// again) — unless none of it is usable, when the vault keeps what it had.
+    pub(crate) async fn replace(
+        &self,
+        given: Vec<(String, ConnectionInfo)>,
+    ) -> Result<usize, (String, CredentialsError)> {
+        self.fill(given, true).await
+    }
+
+    async fn fill(
+        &self,
+        given: Vec<(String, ConnectionInfo)>,
+        whole: bool,
+    ) -> Result<usize, (String, CredentialsError)> {
         let mut items = Vec::new();
         for (key, info) in given {
             let refused = self
@@ -152,8 +170,14 @@ impl Vault {
             let client = built.map_err(|error| (key.clone(), error))?;
             items.push(Arc::new(Item { key, info, client }));
         }
+        if whole && items.is_empty() {
+            return Ok(0);
+        }
         let usable = {
             let mut state = self.state();
+            if whole {
+                state.items.clear();
+            }
             for item in items {
                 state.items.retain(|old| old.key != item.key);
                 state.items.push(item);
@@ -438,5 +462,25 @@ mod tests {
             .map(|c| c.count)
             .sum();
         assert_eq!(unauthorized, 1, "only the first refusal");
+    }
+
+    /// A reload's login replaces every credential: those of a login handler the new
+    /// version no longer has are not used again; none usable, the vault keeps its own.
+    #[tokio::test]
+    async fn replacing_credentials_drops_those_of_handlers_gone() {
+        let server = server().await;
+        let url = server.url();
+        let vault = Vault::new();
+        let old = vec![
+            ("old".to_owned(), info(&url, "good", json!({}))),
+            ("kept".to_owned(), info(&url, "good", json!({}))),
+        ];
+        assert_eq!(vault.populate(old).await.expect("usable"), 2);
+        let new = vec![("new".to_owned(), info(&url, "better", json!({})))];
+        assert_eq!(vault.replace(new).await.expect("usable"), 1);
+        let keys: Vec<String> = vault.state().items.iter().map(|i| i.key.clone()).collect();
+        assert_eq!(keys, ["new"]);
+        assert_eq!(vault.replace(Vec::new()).await.expect("nothing"), 0);
+        assert_eq!(vault.state().items.len(), 1, "nothing usable: kept");
     }
 }

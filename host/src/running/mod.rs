@@ -340,7 +340,7 @@ impl Operator {
         let client = crate::cluster::bounded(client, shared.settings.clone());
         let activities = activities_context(&client, &shared, &self.settings.scope);
         // Logs in again when the API server refuses the credentials; stopped when dropped.
-        let (login_failed, _stop_logins) = keep_logged_in(vault, &served, &activities);
+        let (login_failed, _stop_logins) = keep_logged_in(vault.clone(), &served, &activities);
         tokio::pin!(login_failed);
 
         // Startup handlers first: nothing else runs until they all succeed (KOPF.md §6.1).
@@ -379,7 +379,7 @@ impl Operator {
         let retries = crate::cluster::Retries::of(&in_force.networking);
         let swapped = self.start_reloading(
             (&client, retries),
-            (runtime, library),
+            (runtime, library, vault),
             reporting,
             (&reloads, events),
         );
@@ -500,7 +500,7 @@ impl Operator {
     fn start_reloading(
         &self,
         (client, retries): (&kube::Client, crate::cluster::Retries),
-        (runtime, library): (runtime::Runtime, Library),
+        (runtime, library, vault): (runtime::Runtime, Library, Option<Vault>),
         mut reporting: Reporting,
         (reloads, events): (&CancellationToken, CancellationToken),
     ) -> mpsc::Receiver<reactor::Swap> {
@@ -519,6 +519,7 @@ impl Operator {
                 interval,
                 swaps,
                 reporting,
+                vault,
             };
             tokio::spawn(reloader.run(reloads.clone()));
         }
