@@ -228,6 +228,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A client certificate could not be issued.
+    #[error("cannot issue a client certificate: {0}")]
+    Certificate(String),
     /// A ServiceAccount token could not be issued.
     #[error("cannot issue a token for the service account {namespace}/{name}: {message}")]
     Token {
@@ -334,22 +337,23 @@ impl ApiServer {
             source,
         })?;
         // With RBAC on, TLS beside plain HTTP (kubectl sends tokens only over TLS).
-        let (listener, dual) = if config.rbac {
-            let dual = tls::DualListener::new(listener, &credentials.tls).map_err(|message| {
-                Error::Bind {
-                    port: config.port,
-                    source: std::io::Error::other(message),
-                }
-            })?;
-            (None, Some(dual))
+        let bind_error = |message: String| Error::Bind {
+            port: config.port,
+            source: std::io::Error::other(message),
+        };
+        let (listener, dual, client_ca) = if config.rbac {
+            let client_ca = tls::ClientCa::generate().map_err(bind_error)?;
+            let dual = tls::DualListener::new(listener, &credentials.tls, &client_ca)
+                .map_err(bind_error)?;
+            (None, Some(dual), Some(client_ca))
         } else {
-            (Some(listener), None)
+            (Some(listener), None, None)
         };
         let shared = Arc::new(Shared::new(
             store,
             config.bookmark_interval,
             addr,
-            auth::Authenticator::new(credentials, &config.static_tokens),
+            auth::Authenticator::new(credentials, &config.static_tokens, client_ca),
             config.rbac,
         ));
         let (stop, stopped) = oneshot::channel::<()>();
@@ -364,7 +368,11 @@ impl ApiServer {
                         .with_graceful_shutdown(stopped)
                         .await
                 }
-                (None, Some(dual)) => axum::serve(dual, app).with_graceful_shutdown(stopped).await,
+                (None, Some(dual)) => {
+                    // Each request knows its connection's client certificate.
+                    let app = app.into_make_service_with_connect_info::<tls::Peer>();
+                    axum::serve(dual, app).with_graceful_shutdown(stopped).await
+                }
                 (None, None) => Ok(()),
             };
             if let Err(e) = served {
@@ -435,6 +443,24 @@ impl ApiServer {
             .issue(sa, &[auth::ISSUER.to_string()], seconds)
             .map_err(error)?;
         Ok(token)
+    }
+
+    /// A client certificate and its key (PEM) for the user `user` in `groups` (and
+    /// `system:authenticated`), as a cluster's CA would sign one: TLS connections that
+    /// present it are that user (kube's x509 authenticator). Valid until the server
+    /// stops (its client CA is made at each start); with [`Config::rbac`] only.
+    pub fn client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), Error> {
+        let groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        let issued = self
+            .shared
+            .auth
+            .issue_certificate(user, &groups)
+            .map_err(Error::Certificate)?;
+        Ok((issued.certificate_pem, issued.key_pem))
     }
 
     /// How many requests of each kind (client, verb, resource, status code) the server

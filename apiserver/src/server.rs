@@ -288,10 +288,17 @@ fn authorize(
         .headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let user = shared.auth.authenticate(&store, header).map_err(|why| {
-        tracing::debug!(reason = %why, "a bearer token was refused");
-        ApiError::new(401, "Unauthorized", "Unauthorized")
-    })?;
+    let certificate = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<crate::tls::Peer>>()
+        .and_then(|peer| peer.0.certificate.as_deref());
+    let user = shared
+        .auth
+        .authenticate(&store, header, certificate)
+        .map_err(|why| {
+            tracing::debug!(reason = %why, "a bearer token was refused");
+            ApiError::new(401, "Unauthorized", "Unauthorized")
+        })?;
     let user = crate::rbac::acting_user(&store, user, &parts.headers)?;
     let attributes = crate::rbac::attributes(&parts.method, parts.uri.path(), query);
     crate::rbac::authorize(&store, &user, &attributes)

@@ -4,12 +4,17 @@
 //! opens a TLS handshake gets TLS; any other is served as plain HTTP. The CA and the
 //! serving certificate (for 127.0.0.1 and localhost) are made once and kept with the
 //! state file's credentials.
+//!
+//! Client certificates (kube's x509 authenticator, for tests of clients that log in with
+//! one): a TLS client may present a certificate signed by the server's client CA
+//! ([`ClientCa`], made at each start and never kept, so what it signed is valid until
+//! the server stops); one that presents none is served as before. The certificate a
+//! connection presented travels with each of its requests as its [`Peer`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -80,12 +85,24 @@ impl Certificates {
         json!({"ca": self.ca_pem, "certificate": STANDARD.encode(&self.cert_der), "key": STANDARD.encode(&self.key_der)})
     }
 
-    fn acceptor(&self) -> Result<TlsAcceptor, String> {
+    fn acceptor(&self, client_ca: &ClientCa) -> Result<TlsAcceptor, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(client_ca.certificate.der().to_vec()))
+            .map_err(|e| format!("cannot use the client CA: {e}"))?;
+        // Clients without a certificate are served too (tokens, anonymous).
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| format!("cannot verify client certificates: {e}"))?;
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .and_then(|b| {
-                b.with_no_client_auth().with_single_cert(
+                b.with_client_cert_verifier(verifier).with_single_cert(
                     vec![CertificateDer::from(self.cert_der.clone())],
                     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
                 )
@@ -95,20 +112,92 @@ impl Certificates {
     }
 }
 
+/// The CA that signs client certificates, for this run of the server only.
+pub(crate) struct ClientCa {
+    certificate: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl std::fmt::Debug for ClientCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCa").finish_non_exhaustive()
+    }
+}
+
+/// A client certificate the client CA signed: PEM, with its key, and its DER (what the
+/// connection presents).
+pub(crate) struct ClientCertificate {
+    pub(crate) certificate_pem: String,
+    pub(crate) key_pem: String,
+    pub(crate) der: Vec<u8>,
+}
+
+impl ClientCa {
+    pub(crate) fn generate() -> Result<ClientCa, String> {
+        let fail = |e: rcgen::Error| format!("cannot make the client CA: {e}");
+        let key = rcgen::KeyPair::generate().map_err(fail)?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "kapsel-client-ca");
+        let certificate = params.self_signed(&key).map_err(fail)?;
+        Ok(ClientCa { certificate, key })
+    }
+
+    /// A client certificate for `user` (its common name), for TLS client authentication.
+    pub(crate) fn issue(&self, user: &str) -> Result<ClientCertificate, String> {
+        let fail = |e: rcgen::Error| format!("cannot make a client certificate: {e}");
+        let key = rcgen::KeyPair::generate().map_err(fail)?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, user);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let signed = params
+            .signed_by(&key, &self.certificate, &self.key)
+            .map_err(fail)?;
+        Ok(ClientCertificate {
+            certificate_pem: signed.pem(),
+            key_pem: key.serialize_pem(),
+            der: signed.der().to_vec(),
+        })
+    }
+}
+
 /// A connection, plain or TLS.
 pub(crate) type Conn = Either<TcpStream, TlsStream<TcpStream>>;
+
+/// What the server knows of a connection's client: the certificate it presented (DER),
+/// if any.
+#[derive(Clone, Debug)]
+pub(crate) struct Peer {
+    pub(crate) certificate: Option<Vec<u8>>,
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, DualListener>>
+    for Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, DualListener>) -> Peer {
+        stream.remote_addr().clone()
+    }
+}
 
 /// Accepts TCP connections and hands on each, after its TLS handshake if it starts one;
 /// handshakes run in their own tasks, so a slow client holds up no other.
 pub(crate) struct DualListener {
-    conns: mpsc::Receiver<(Conn, SocketAddr)>,
-    addr: SocketAddr,
+    conns: mpsc::Receiver<(Conn, Peer)>,
 }
 
 impl DualListener {
-    pub(crate) fn new(listener: TcpListener, certs: &Certificates) -> Result<DualListener, String> {
-        let acceptor = certs.acceptor()?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    pub(crate) fn new(
+        listener: TcpListener,
+        certs: &Certificates,
+        client_ca: &ClientCa,
+    ) -> Result<DualListener, String> {
+        let acceptor = certs.acceptor(client_ca)?;
         let (tx, conns) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
@@ -117,7 +206,7 @@ impl DualListener {
                     // The server stopped: let go of the port.
                     () = tx.closed() => return,
                 };
-                let (tcp, peer) = match accepted {
+                let (tcp, _) = match accepted {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::debug!(error = %e, "accept failed");
@@ -130,9 +219,18 @@ impl DualListener {
                     let mut first = [0u8; 1];
                     // A TLS record of type handshake (22) opens every TLS connection.
                     let tls = matches!(tcp.peek(&mut first).await, Ok(1) if first[0] == 22);
+                    let mut certificate = None;
                     let conn = if tls {
                         match acceptor.accept(tcp).await {
-                            Ok(s) => Either::Right(s),
+                            Ok(s) => {
+                                certificate = s
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|c| c.first())
+                                    .map(|c| c.to_vec());
+                                Either::Right(s)
+                            }
                             Err(e) => {
                                 tracing::debug!(error = %e, "TLS handshake failed");
                                 return;
@@ -141,19 +239,19 @@ impl DualListener {
                     } else {
                         Either::Left(tcp)
                     };
-                    let _ = tx.send((conn, peer)).await;
+                    let _ = tx.send((conn, Peer { certificate })).await;
                 });
             }
         });
-        Ok(DualListener { conns, addr })
+        Ok(DualListener { conns })
     }
 }
 
 impl axum::serve::Listener for DualListener {
     type Io = Conn;
-    type Addr = SocketAddr;
+    type Addr = Peer;
 
-    async fn accept(&mut self) -> (Conn, SocketAddr) {
+    async fn accept(&mut self) -> (Conn, Peer) {
         match self.conns.recv().await {
             Some(c) => c,
             // The accepting task is gone (it never ends by itself): accept nothing more.
@@ -161,7 +259,8 @@ impl axum::serve::Listener for DualListener {
         }
     }
 
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.addr)
+    /// The listener's own side: no client, no certificate.
+    fn local_addr(&self) -> std::io::Result<Peer> {
+        Ok(Peer { certificate: None })
     }
 }

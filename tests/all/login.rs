@@ -3,7 +3,8 @@
 //! anonymous one, which RBAC refuses); when the API server refuses its token (401), the
 //! operator logs in again and goes on without a restart; a failing login handler is
 //! retried, and one that fails for good stops the operator. A hot reload that changes the
-//! login handlers logs in anew at once; one that brings the first is refused.
+//! login handlers logs in anew at once; one that brings the first is refused. A client
+//! certificate a login handler returns authenticates the operator over TLS.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kapsel_host::Record;
@@ -356,4 +357,54 @@ async fn a_reload_bringing_the_first_login_handlers_is_refused() {
     assert!(!operator.is_finished());
     operator.stop().await.expect("stopped cleanly");
     s.shutdown().await;
+}
+
+/// A login handler that returns a client certificate and its key (Kopf's
+/// `certificate_data`/`private_key_data`): the operator authenticates with it over TLS,
+/// the API server's x509 authenticator naming its user (RBAC refuses the anonymous
+/// client the harness gives, and no token is sent).
+#[tokio::test]
+async fn a_client_certificate_from_a_login_handler_authenticates_the_operator() {
+    let (cluster, admin, server, ca) = rbac_cluster().await;
+    let ns = "by-certificate";
+    create(&admin, &crds(), None, manifest("kopfexamples-crd.yaml")).await;
+    create_namespace(&admin, ns).await;
+    let (certificate, key) = cluster
+        .server()
+        .client_certificate("operator-by-certificate", &["system:masters"])
+        .expect("a client certificate");
+    let tracker = Tracker::start(&admin, ns).await;
+    let memo = json!({"server": server, "ca": ca, "certificate": certificate, "key": key});
+    let operator = cluster.start_operator(
+        kapsel_host::Operator::new([guest("login")])
+            .standalone()
+            .memo(memo),
+    );
+    let labels = json!({"kapsel.test/login": "yes"});
+    create(
+        &admin,
+        &kopfexamples(),
+        Some(ns),
+        kopfexample("certified", &[], labels, json!({}), json!({})),
+    )
+    .await;
+    tracker
+        .wait_for("certified", "handled with the certificate", handled)
+        .await;
+    let records = operator.journal().records();
+    assert_eq!(logins(&records), ["success"]);
+    assert_eq!(
+        guest_logs(&records, "login"),
+        ["logging in with a client certificate"]
+    );
+    let refused: u64 = cluster
+        .server()
+        .request_counts()
+        .iter()
+        .filter(|c| c.kind.code == 401 || c.kind.code == 403)
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(refused, 0, "every request was the certificate's user");
+    operator.stop().await.expect("stopped cleanly");
+    cluster.shutdown().await.expect("cluster stops");
 }

@@ -3,16 +3,19 @@
 //! configured static tokens name their users; ServiceAccount tokens are JWTs the server
 //! signed (`jwt`), valid while their account exists with the uid they name. A request
 //! without a bearer token is `system:anonymous`; one with a token that is not valid gets
-//! 401.
+//! 401. Over TLS, a client certificate the server's client CA signed names its user
+//! first, as kube's x509 authenticator does (the server issued it, so it knows whose it
+//! is without parsing it).
 
 mod jwt;
 
 use crate::meta::meta_str;
 use crate::store::Store;
-use crate::tls::Certificates;
+use crate::tls::{Certificates, ClientCa, ClientCertificate};
 use jwt::SigningKey;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 /// The issuer (`iss`) of ServiceAccount tokens, and the audience the server accepts:
 /// kube-apiserver's usual `--service-account-issuer`.
@@ -136,6 +139,10 @@ pub(crate) type Rejection = String;
 pub(crate) struct Authenticator {
     credentials: Credentials,
     tokens: HashMap<String, User>,
+    /// What signs client certificates (with RBAC on: TLS is served then).
+    client_ca: Option<ClientCa>,
+    /// The users of the client certificates issued, by their DER.
+    certificates: Mutex<HashMap<Vec<u8>, User>>,
 }
 
 /// A token's time claims, seconds since the epoch.
@@ -144,7 +151,11 @@ fn unix_now() -> i64 {
 }
 
 impl Authenticator {
-    pub(crate) fn new(credentials: Credentials, static_tokens: &[StaticToken]) -> Authenticator {
+    pub(crate) fn new(
+        credentials: Credentials,
+        static_tokens: &[StaticToken],
+        client_ca: Option<ClientCa>,
+    ) -> Authenticator {
         let mut tokens = HashMap::new();
         tokens.insert(
             credentials.admin_token.clone(),
@@ -169,7 +180,38 @@ impl Authenticator {
         Authenticator {
             credentials,
             tokens,
+            client_ca,
+            certificates: Mutex::default(),
         }
+    }
+
+    /// A client certificate for `user` in `groups` (and `system:authenticated`), which
+    /// authenticates the TLS connections that present it while the server runs.
+    pub(crate) fn issue_certificate(
+        &self,
+        user: &str,
+        groups: &[String],
+    ) -> Result<ClientCertificate, String> {
+        let ca = self
+            .client_ca
+            .as_ref()
+            .ok_or("client certificates need TLS, which the server serves with RBAC on")?;
+        let issued = ca.issue(user)?;
+        let mut groups = groups.to_vec();
+        if !groups.iter().any(|g| g == AUTHENTICATED) {
+            groups.push(AUTHENTICATED.into());
+        }
+        self.certificates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                issued.der.clone(),
+                User {
+                    name: user.to_owned(),
+                    groups,
+                },
+            );
+        Ok(issued)
     }
 
     pub(crate) fn credentials(&self) -> &Credentials {
@@ -182,7 +224,17 @@ impl Authenticator {
         &self,
         store: &Store,
         authorization: Option<&str>,
+        certificate: Option<&[u8]>,
     ) -> Result<User, Rejection> {
+        if let Some(der) = certificate {
+            let issued = self
+                .certificates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(user) = issued.get(der) {
+                return Ok(user.clone());
+            }
+        }
         // kube's bearer token authenticator: `Bearer TOKEN`, the scheme in any case; any
         // other header (Basic, a bare token, an empty one) is not a bearer token.
         let header = authorization.unwrap_or("").trim();

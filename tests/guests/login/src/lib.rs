@@ -5,7 +5,9 @@
 //! after another. `login` returns the next of them on each login, counting its logins in
 //! the memo, and fails on the first `failures` attempts of each login, as a token service
 //! that is not answering yet would make it; with `refuse`, it fails for good (a token
-//! service that refuses this operator). A create handler on kopfexamples labelled
+//! service that refuses this operator). With `certificate` and `key` (PEM) in the memo, it
+//! logs in with that client certificate instead (logging `logging in with a client
+//! certificate`). A create handler on kopfexamples labelled
 //! `kapsel.test/login` proves the operator works with what it got.
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-test-login`.
@@ -26,6 +28,13 @@ fn login(cause: &mut Cause) -> kapsel::Result<ConnectionInfo> {
     }
     let text = |key: &str| memo[key].as_str().map(str::to_owned);
     let server = text("server").ok_or_else(|| kapsel::Error::msg("no server in the memo"))?;
+    if let (Some(certificate), Some(key)) = (text("certificate"), text("key")) {
+        let ca = text("ca").ok_or_else(|| kapsel::Error::msg("no CA in the memo"))?;
+        kapsel::info!("logging in with a client certificate");
+        return Ok(ConnectionInfo::new(server)
+            .ca_data(ca)
+            .client_certificate(certificate, key));
+    }
     let tokens = memo["tokens"].as_array().cloned().unwrap_or_default();
     let logins = memo["logins"].as_u64().unwrap_or(0);
     let index = usize::try_from(logins)
