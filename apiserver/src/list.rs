@@ -87,6 +87,10 @@ pub(crate) fn list(store: &Store, scope: &Scope, params: &ListParams) -> Result<
         metadata["continue"] = json!(encode_token(rv, ns, name));
         metadata["remainingItemCount"] = json!(n);
     }
+    if let Some(shard) = &params.selectors.shard {
+        // kube echoes the shard, so a client knows the list is one shard of the whole.
+        metadata["shardInfo"] = json!({"selector": shard.to_string()});
+    }
     Ok(json!({
         "kind": format!("{}List", scope.rt.kind),
         "apiVersion": scope.rt.api_version(),

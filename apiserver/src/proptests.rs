@@ -1,5 +1,6 @@
 //! Property tests of patch application (merge patch, JSON patch, strategic merge,
-//! server-side apply) and of selector parsing.
+//! server-side apply), of selector parsing, and of shard selectors (the shards of a
+//! partition of the hash space partition every collection).
 //!
 //! `cargo test -p kapsel-apiserver` runs proptest's default 256 cases per property (under a
 //! second); a longer run: `PROPTEST_CASES=20000 cargo test -p kapsel-apiserver --lib
@@ -8,6 +9,7 @@
 //! empty lost them, and strategic merge kept nulls inside newly added list items.
 
 use crate::patch::{PatchType, apply, strategic};
+use crate::shards::{ShardSelector, fnv1a64};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -178,6 +180,127 @@ proptest! {
         let text = reqs.join(",");
         prop_assert!(crate::selectors::LabelSelector::parse(&text).is_ok(), "{}", text);
     }
+}
+
+proptest! {
+    /// Ranges that partition the 64-bit hash space, dealt to shards (a shard may hold
+    /// several, joined by `||`): every object, whatever its uid or namespace, is in
+    /// exactly one shard, so the shards' lists together are the whole list, none twice.
+    #[test]
+    fn shards_of_a_partition_partition_every_collection(
+        objects in prop::collection::vec(sharded_object(), 0..40),
+        cuts in prop::collection::btree_set(1u64.., 0..6),
+        dealt in prop::collection::vec(0..4usize, 7),
+        by_namespace in any::<bool>(),
+    ) {
+        let field = if by_namespace { "object.metadata.namespace" } else { "object.metadata.uid" };
+        let bounds: Vec<u128> = std::iter::once(0)
+            .chain(cuts.iter().map(|c| u128::from(*c)))
+            .chain(std::iter::once(1u128 << 64))
+            .collect();
+        let mut shards: Vec<Vec<String>> = vec![Vec::new(); 4];
+        for (i, pair) in bounds.windows(2).enumerate() {
+            shards[dealt[i]].push(format!(
+                "shardRange({field}, '0x{:016x}', '0x{:016x}')",
+                pair[0], pair[1]
+            ));
+        }
+        let mut selectors = Vec::new();
+        for ranges in shards.iter().filter(|ranges| !ranges.is_empty()) {
+            let text = ranges.join(" || ");
+            let selector = ShardSelector::parse(&text);
+            prop_assert!(selector.is_ok(), "{}: {:?}", text, selector);
+            let selector = selector.unwrap_or_else(|_| unreachable!());
+            prop_assert_eq!(selector.to_string(), text, "kube's canonical text");
+            selectors.push(selector);
+        }
+        for object in &objects {
+            let holders = selectors.iter().filter(|s| s.matches(object)).count();
+            prop_assert_eq!(holders, 1, "{} is in {} shards", object, holders);
+        }
+        let listed: usize = selectors
+            .iter()
+            .map(|s| objects.iter().filter(|o| s.matches(o)).count())
+            .sum();
+        prop_assert_eq!(listed, objects.len());
+    }
+
+    /// The hash is FNV-1a 64 as its definition says it (the offset basis, then for each
+    /// byte: xor, then multiply by the FNV prime modulo 2^64), computed here apart.
+    #[test]
+    fn the_shard_hash_is_fnv1a_64(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        let mut reference: u128 = 14_695_981_039_346_656_037;
+        for byte in &bytes {
+            reference ^= u128::from(*byte);
+            reference = (reference * 1_099_511_628_211) % (1u128 << 64);
+        }
+        prop_assert_eq!(u128::from(fnv1a64(&bytes)), reference);
+    }
+
+    /// Any text made of CEL's pieces is a shard selector or refused with a message,
+    /// never a panic; what parses prints back to text that parses to it.
+    #[test]
+    fn shard_selectors_parse_or_are_refused(text in shard_selector_text()) {
+        if let Ok(selector) = ShardSelector::parse(&text) {
+            prop_assert_eq!(ShardSelector::parse(&selector.to_string()), Ok(selector));
+        }
+    }
+}
+
+/// An object of any uid (a UUID, or any text) in one of a few namespaces, or in none.
+fn sharded_object() -> impl Strategy<Value = Value> {
+    let uid = prop_oneof![
+        any::<u128>().prop_map(|n| uuid::Uuid::from_u128(n).to_string()),
+        ".{0,12}",
+    ];
+    let namespace = prop::sample::select(vec!["", "default", "kube-system", "team-a", "é"]);
+    (uid, namespace).prop_map(|(uid, ns)| {
+        if ns.is_empty() {
+            json!({"metadata": {"uid": uid}})
+        } else {
+            json!({"metadata": {"uid": uid, "namespace": ns}})
+        }
+    })
+}
+
+/// Text from the pieces of shard selectors and of CEL around them.
+fn shard_selector_text() -> impl Strategy<Value = String> {
+    let pieces = vec![
+        "shardRange(",
+        "object.metadata.uid",
+        "object.metadata.namespace",
+        ", ",
+        "'0x0000000000000000'",
+        "'0x8000000000000000'",
+        "'0x10000000000000000'",
+        "'0x0'",
+        ")",
+        " || ",
+        " && ",
+        "!",
+        "-",
+        "(",
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        "?",
+        "1",
+        "1.5",
+        "2u",
+        "\"",
+        "'",
+        "r'",
+        "b\"",
+        "'''",
+        "\\x",
+        ".",
+        "x",
+        "in",
+        "é",
+    ];
+    prop::collection::vec(prop::sample::select(pieces), 0..14).prop_map(|p| p.concat())
 }
 
 fn name() -> impl Strategy<Value = String> {

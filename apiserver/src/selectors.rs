@@ -1,5 +1,7 @@
-//! Label and field selectors, parsed as kube-apiserver parses them.
+//! Label and field selectors, parsed as kube-apiserver parses them; with the shard
+//! selector (`shards`), what a list or watch selects.
 
+use crate::shards::ShardSelector;
 use serde_json::Value;
 
 /// One label requirement.
@@ -313,16 +315,20 @@ impl std::fmt::Display for FieldSelector {
     }
 }
 
-/// Both selectors of a list or watch request.
+/// The selectors of a list or watch request: labels, fields and, when the client asks
+/// for one shard of the collection, the shard.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Selectors {
     pub(crate) labels: LabelSelector,
     pub(crate) fields: FieldSelector,
+    pub(crate) shard: Option<ShardSelector>,
 }
 
 impl Selectors {
     pub(crate) fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(obj) && self.fields.matches(obj)
+        self.labels.matches(obj)
+            && self.fields.matches(obj)
+            && self.shard.as_ref().is_none_or(|shard| shard.matches(obj))
     }
 }
 

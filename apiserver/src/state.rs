@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     pub(crate) auth: Authenticator,
     /// Whether requests are authenticated and authorized with RBAC.
     pub(crate) rbac: bool,
+    /// Whether lists and watches take a `shardSelector` (`Config::sharded_list_and_watch`).
+    pub(crate) sharded_list_and_watch: bool,
 }
 
 impl Shared {
@@ -34,6 +36,7 @@ impl Shared {
         addr: SocketAddr,
         auth: Authenticator,
         rbac: bool,
+        sharded_list_and_watch: bool,
     ) -> Self {
         Shared {
             store: Mutex::new(store),
@@ -44,6 +47,7 @@ impl Shared {
             addr,
             auth,
             rbac,
+            sharded_list_and_watch,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::managed::Who;
 use crate::objects::{Presented, Scope};
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
+use crate::shards::ShardSelector;
 use crate::state::Shared;
 use crate::status::{ApiError, json_response};
 use crate::table::View;
@@ -72,12 +73,30 @@ fn parse_bool(q: &HashMap<String, String>, k: &str) -> Result<Option<bool>, ApiE
     }
 }
 
-fn selectors(q: &HashMap<String, String>, plural: &str) -> Result<Selectors, ApiError> {
+/// The selectors of a list, watch or deletecollection: `labelSelector`, `fieldSelector`,
+/// and `shardSelector` unless the server is without sharded lists and watches (as
+/// kube-apiserver without the `ShardedListAndWatch` feature gate ignores it).
+fn selectors(call: &Call<'_>) -> Result<Selectors, ApiError> {
+    let q = call.query;
     let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))
         .map_err(ApiError::bad_request)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), plural)
-        .map_err(ApiError::bad_request)?;
-    Ok(Selectors { labels, fields })
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map_or("", String::as_str),
+        &call.scope.rt.plural,
+    )
+    .map_err(ApiError::bad_request)?;
+    let shard = match q.get("shardSelector").filter(|s| !s.is_empty()) {
+        Some(text) if call.shared.sharded_list_and_watch => Some(
+            ShardSelector::parse(text)
+                .map_err(|e| ApiError::bad_request(format!("invalid shard selector: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(Selectors {
+        labels,
+        fields,
+        shard,
+    })
 }
 
 /// Parses a create/update body: JSON, or YAML when the client says so.

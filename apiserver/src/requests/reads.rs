@@ -35,7 +35,7 @@ pub(super) fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         None => None,
     };
     let params = WatchParams {
-        selectors: selectors(q, &call.scope.rt.plural)?,
+        selectors: selectors(&call)?,
         resource_version: q.get("resourceVersion").cloned(),
         timeout,
         bookmarks: parse_bool(q, "allowWatchBookmarks")?.unwrap_or(false),
@@ -51,7 +51,7 @@ pub(super) fn watch(call: Call<'_>) -> Result<Response, ApiError> {
 pub(super) fn watch_one(call: Call<'_>, name: &str) -> Result<Response, ApiError> {
     let q = call.query;
     let mut params = WatchParams {
-        selectors: selectors(q, &call.scope.rt.plural)?,
+        selectors: selectors(&call)?,
         resource_version: q.get("resourceVersion").cloned(),
         bookmarks: parse_bool(q, "allowWatchBookmarks")?.unwrap_or(false),
         table: columns(&call),
@@ -76,7 +76,7 @@ pub(super) fn list(call: &Call<'_>) -> Result<Response, ApiError> {
         None => None,
     };
     let params = ListParams {
-        selectors: selectors(q, &call.scope.rt.plural)?,
+        selectors: selectors(call)?,
         limit,
         continue_token: q.get("continue").cloned(),
     };

@@ -285,7 +285,7 @@ pub(super) fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
         ));
     }
     let (propagation, _, body_dry) = delete_options(q, call.body)?;
-    let sel = selectors(q, &scope.rt.plural)?;
+    let sel = selectors(call)?;
     let mut store = call.shared.lock();
     let res = scope.res();
     let keys: Vec<_> = store

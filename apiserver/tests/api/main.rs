@@ -19,6 +19,7 @@ mod persistence;
 mod rbac;
 mod robustness;
 mod selection;
+mod sharding;
 mod watching;
 
 use kapsel_apiserver::{ApiServer, Config};

@@ -1,0 +1,1016 @@
+//! Shard selectors (KEP-5866, Kubernetes' `ShardedListAndWatch`): `shardSelector=
+//! shardRange(object.metadata.uid, '0x…', '0x…') || …` on a list or watch keeps the
+//! objects whose field hashes (64-bit FNV-1a) into one of the ranges `[start, end)`.
+//!
+//! kube-apiserver reads the selector as a CEL expression and walks its syntax tree; here a
+//! small parser of CEL's expression syntax builds the same tree, so that a selector that
+//! is valid CEL gets kube's own message when it is not a shard selector (`_&&_` is not
+//! allowed, `hexStart must be a string literal, got int64`, ...). Text that is not CEL at
+//! all gets a syntax error in this parser's own words.
+
+use serde_json::Value;
+
+/// The largest exclusive end of a range: 2^64.
+const END_OF_SPACE: u128 = 1 << 64;
+
+/// The fields a shard selector may hash.
+const FIELDS: [&str; 2] = ["object.metadata.uid", "object.metadata.namespace"];
+
+/// How deep CEL's syntax may nest before the parser refuses it.
+const MAX_DEPTH: usize = 100;
+
+/// How many tokens a selector may have (hundreds of ranges), so that no selector nests
+/// deep enough to exhaust the stack.
+const MAX_TOKENS: usize = 10_000;
+
+/// A parsed shard selector: ranges of the hash of one field, OR-ed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShardSelector {
+    /// `object.metadata.uid` or `object.metadata.namespace`.
+    field: &'static str,
+    /// `[start, end)` of the 64-bit hash, `end` at most 2^64.
+    ranges: Vec<(u128, u128)>,
+}
+
+/// The 64-bit FNV-1a hash, kube's hash of a shard key.
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    })
+}
+
+impl ShardSelector {
+    /// Parses a `shardSelector` as kube-apiserver does; the error is kube's text after
+    /// `invalid shard selector: `.
+    pub(crate) fn parse(text: &str) -> Result<ShardSelector, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(
+                "empty shard selector is not allowed; omit the parameter for unfiltered lists"
+                    .into(),
+            );
+        }
+        let expr = Parser::new(text)
+            .and_then(Parser::whole)
+            .map_err(|e| format!("CEL parse error: Syntax error: {e}"))?;
+        let mut found = Vec::new();
+        walk(&expr, &mut found)?;
+        let field = found.first().map_or(FIELDS[0], |(field, _)| *field);
+        if let Some((other, _)) = found.iter().find(|(f, _)| *f != field) {
+            return Err(format!(
+                "all shard ranges must use the same field, got {field:?} and {other:?}"
+            ));
+        }
+        Ok(ShardSelector {
+            field,
+            ranges: found.into_iter().map(|(_, range)| range).collect(),
+        })
+    }
+
+    /// Whether the object's field hashes into one of the ranges (a field the object does
+    /// not have, a cluster-scoped object's namespace, is the empty text, as in kube).
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
+        let name = self.field.rsplit('.').next().unwrap_or_default();
+        let value = obj
+            .get("metadata")
+            .and_then(|m| m.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let hash = u128::from(fnv1a64(value.as_bytes()));
+        self.ranges
+            .iter()
+            .any(|(start, end)| *start <= hash && hash < *end)
+    }
+}
+
+/// The selector as kube echoes it in a list's `metadata.shardInfo.selector`.
+impl std::fmt::Display for ShardSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (start, end)) in self.ranges.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" || ")?;
+            }
+            write!(
+                f,
+                "shardRange({}, '0x{start:016x}', '0x{end:016x}')",
+                self.field
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The ranges of the expression, in order, as kube's `walkExpr` finds them.
+fn walk(expr: &Expr, found: &mut Vec<(&'static str, (u128, u128))>) -> Result<(), String> {
+    let Expr::Call { function, args } = expr else {
+        return Err(format!(
+            "unexpected expression kind {}; expected shardRange() call or || operator",
+            expr.kind()
+        ));
+    };
+    match function.as_str() {
+        "_||_" => args.iter().try_for_each(|arg| walk(arg, found)),
+        "shardRange" => {
+            found.push(shard_range(args)?);
+            Ok(())
+        }
+        other => Err(format!(
+            "unsupported function {other:?}; only shardRange() and || are allowed"
+        )),
+    }
+}
+
+/// One `shardRange(field, start, end)`.
+fn shard_range(args: &[Expr]) -> Result<(&'static str, (u128, u128)), String> {
+    let [field, start, end] = args else {
+        return Err(format!(
+            "shardRange() requires exactly 3 arguments, got {}",
+            args.len()
+        ));
+    };
+    let path = field_path(field).map_err(|e| format!("shardRange() first argument: {e}"))?;
+    let field = FIELDS.into_iter().find(|f| *f == path).ok_or_else(|| {
+        format!(
+            "unsupported field path {path:?}; supported: object.metadata.uid, \
+                 object.metadata.namespace"
+        )
+    })?;
+    let (start_text, start) = bound(start, "hexStart")?;
+    let (end_text, end) = bound(end, "hexEnd")?;
+    if start >= end {
+        return Err(format!(
+            "shard range start {start_text} must be less than end {end_text}"
+        ));
+    }
+    Ok((field, (start, end)))
+}
+
+/// `object.metadata.uid` from its select chain.
+fn field_path(expr: &Expr) -> Result<String, String> {
+    match expr {
+        Expr::Ident(name) => Ok(name.clone()),
+        Expr::Select(operand, name) => Ok(format!("{}.{name}", field_path(operand)?)),
+        other => Err(format!(
+            "expected field path (e.g. object.metadata.uid), got expression kind {}",
+            other.kind()
+        )),
+    }
+}
+
+/// A bound: a string literal of `0x` and 16 lowercase hex digits, or `0x1` and 16 zeros
+/// (2^64).
+fn bound(expr: &Expr, name: &str) -> Result<(String, u128), String> {
+    let Expr::Literal(literal) = expr else {
+        return Err(format!(
+            "{name} must be a string literal (e.g. '0xff'), got expression kind {}",
+            expr.kind()
+        ));
+    };
+    let text = match literal {
+        Literal::Str(text) => text,
+        other => {
+            return Err(format!(
+                "{name} must be a string literal, got {}",
+                other.go_type()
+            ));
+        }
+    };
+    let Some(hex) = text.strip_prefix("0x") else {
+        return Err(format!("{name} must have '0x' prefix, got {text:?}"));
+    };
+    if hex.is_empty() {
+        return Err(format!("{name}: hex value is required after '0x'"));
+    }
+    if hex.len() > 17 {
+        return Err(format!(
+            "{name}: hex value too long ({} chars, max 17): {hex:?}",
+            hex.len()
+        ));
+    }
+    if let Some(c) = hex
+        .chars()
+        .find(|c| !c.is_ascii_digit() && !('a'..='f').contains(c))
+    {
+        return Err(format!(
+            "{name}: invalid hex character {:?} in {text:?}",
+            c.to_string()
+        ));
+    }
+    if hex.len() == 17 && text != "0x10000000000000000" {
+        return Err(format!(
+            "{name}: 17-digit hex value must be '0x10000000000000000' (2^64), got {text:?}"
+        ));
+    }
+    if hex.len() < 16 {
+        return Err(format!(
+            "{name} must be a 0x-prefixed 16-digit hex value, got {text:?} (did you mean \
+             \"0x{hex:0>16}\"?)"
+        ));
+    }
+    let value = if hex.len() == 17 {
+        END_OF_SPACE
+    } else {
+        u128::from_str_radix(hex, 16).map_err(|e| format!("{name}: {e}"))?
+    };
+    Ok((text.clone(), value))
+}
+
+/// CEL's syntax tree, as far as a shard selector's walk tells kinds apart.
+#[derive(Debug, Clone, PartialEq)]
+enum Expr {
+    Ident(String),
+    Select(Box<Expr>, String),
+    /// A function or operator (`_||_`, `_&&_`, `!_`, ...) and its arguments (a method's
+    /// receiver not among them, as in CEL's `Args()`).
+    Call {
+        function: String,
+        args: Vec<Expr>,
+    },
+    Literal(Literal),
+    List,
+    Map,
+}
+
+impl Expr {
+    /// cel-go's `ast.ExprKind` number, as kube prints it.
+    fn kind(&self) -> u8 {
+        match self {
+            Expr::Call { .. } => 1,
+            Expr::Ident(_) => 3,
+            Expr::List => 4,
+            Expr::Literal(_) => 5,
+            Expr::Map => 6,
+            Expr::Select(..) => 7,
+        }
+    }
+
+    fn call(function: &str, args: Vec<Expr>) -> Expr {
+        Expr::Call {
+            function: function.to_owned(),
+            args,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Literal {
+    Str(String),
+    Bytes,
+    Int,
+    Uint,
+    Double,
+    Bool,
+    Null,
+}
+
+impl Literal {
+    /// The Go type cel-go gives the literal's value, as kube prints it.
+    fn go_type(&self) -> &'static str {
+        match self {
+            Literal::Str(_) => "string",
+            Literal::Bytes => "[]uint8",
+            Literal::Int => "int64",
+            Literal::Uint => "uint64",
+            Literal::Double => "float64",
+            Literal::Bool => "bool",
+            Literal::Null => "structpb.NullValue",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Ident(String),
+    Literal(Literal),
+    Punct(&'static str),
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Token::Ident(name) => write!(f, "'{name}'"),
+            Token::Literal(_) => f.write_str("a literal"),
+            Token::Punct(p) => write!(f, "'{p}'"),
+        }
+    }
+}
+
+/// Operators and punctuation, longest first.
+const PUNCTUATION: [&str; 25] = [
+    "||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", "(", ")", "[", "]",
+    "{", "}", ",", ".", "?", ":", "=",
+];
+
+fn tokens(text: &str) -> Result<Vec<Token>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if out.len() > MAX_TOKENS {
+            return Err(format!("expression longer than {MAX_TOKENS} tokens"));
+        }
+        if c.is_whitespace() {
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if c.is_ascii_digit() {
+            let (literal, len) = number(rest);
+            out.push(Token::Literal(literal));
+            rest = &rest[len..];
+            continue;
+        }
+        if let Some((literal, len)) = string(rest)? {
+            out.push(Token::Literal(literal));
+            rest = &rest[len..];
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let len = rest
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(rest.len());
+            let word = &rest[..len];
+            out.push(match word {
+                "true" | "false" => Token::Literal(Literal::Bool),
+                "null" => Token::Literal(Literal::Null),
+                "in" => Token::Punct("in"),
+                _ => Token::Ident(word.to_owned()),
+            });
+            rest = &rest[len..];
+            continue;
+        }
+        let Some(p) = PUNCTUATION.into_iter().find(|p| rest.starts_with(p)) else {
+            return Err(format!("token recognition error at: '{c}'"));
+        };
+        if p == "=" {
+            return Err("token recognition error at: '='".into());
+        }
+        out.push(Token::Punct(p));
+        rest = &rest[p.len()..];
+    }
+    Ok(out)
+}
+
+/// A number at the start of `text` (which starts with a digit) and its length.
+fn number(text: &str) -> (Literal, usize) {
+    let bytes = text.as_bytes();
+    let mut len = 0;
+    let hex = text.starts_with("0x") || text.starts_with("0X");
+    if hex {
+        len = 2;
+        while bytes.get(len).is_some_and(u8::is_ascii_hexdigit) {
+            len += 1;
+        }
+    } else {
+        while bytes.get(len).is_some_and(u8::is_ascii_digit) {
+            len += 1;
+        }
+    }
+    let mut double = false;
+    if !hex && bytes.get(len) == Some(&b'.') && bytes.get(len + 1).is_some_and(u8::is_ascii_digit) {
+        double = true;
+        len += 1;
+        while bytes.get(len).is_some_and(u8::is_ascii_digit) {
+            len += 1;
+        }
+    }
+    if !hex && matches!(bytes.get(len), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(bytes.get(len + 1), Some(b'+' | b'-')));
+        if bytes.get(len + 1 + sign).is_some_and(u8::is_ascii_digit) {
+            double = true;
+            len += 1 + sign;
+            while bytes.get(len).is_some_and(u8::is_ascii_digit) {
+                len += 1;
+            }
+        }
+    }
+    if double {
+        return (Literal::Double, len);
+    }
+    if matches!(bytes.get(len), Some(b'u' | b'U')) {
+        return (Literal::Uint, len + 1);
+    }
+    (Literal::Int, len)
+}
+
+/// A string or bytes literal at the start of `text` (with CEL's `r` and `b` prefixes,
+/// single, double or triple quotes) and its length; `None` if none starts there.
+fn string(text: &str) -> Result<Option<(Literal, usize)>, String> {
+    let prefix_len = text
+        .find(|c: char| !matches!(c, 'r' | 'R' | 'b' | 'B'))
+        .unwrap_or(text.len())
+        .min(2);
+    let prefix = text[..prefix_len].to_ascii_lowercase();
+    let Some(prefix) = ["", "r", "b", "rb", "br"]
+        .into_iter()
+        .filter(|p| prefix.starts_with(p))
+        .rev()
+        .find(|p| text[p.len()..].starts_with(['\'', '"']))
+    else {
+        return Ok(None);
+    };
+    let raw = prefix.contains('r');
+    let body = &text[prefix.len()..];
+    let quote = ["'''", "\"\"\"", "'", "\""]
+        .into_iter()
+        .find(|q| body.starts_with(q))
+        .unwrap_or("'");
+    let mut value = String::new();
+    let mut chars = body[quote.len()..].char_indices();
+    let unterminated = || format!("token recognition error at: '{}'", &text[..1]);
+    loop {
+        let (at, c) = chars.next().ok_or_else(unterminated)?;
+        let here = &body[quote.len() + at..];
+        if here.starts_with(quote) {
+            let len = prefix.len() + quote.len() * 2 + at;
+            let literal = if prefix.contains('b') {
+                Literal::Bytes
+            } else {
+                Literal::Str(value)
+            };
+            return Ok(Some((literal, len)));
+        }
+        if (c == '\n' || c == '\r') && quote.len() == 1 {
+            return Err(unterminated());
+        }
+        if c != '\\' || raw {
+            value.push(c);
+            continue;
+        }
+        let (_, escaped) = chars.next().ok_or_else(unterminated)?;
+        let mut hex = |n: usize| -> Result<char, String> {
+            let digits: String = (0..n)
+                .filter_map(|_| chars.next().map(|(_, c)| c))
+                .collect();
+            u32::from_str_radix(&digits, 16)
+                .ok()
+                .filter(|_| digits.len() == n)
+                .and_then(char::from_u32)
+                .ok_or_else(|| format!("token recognition error at: '\\{escaped}{digits}'"))
+        };
+        value.push(match escaped {
+            'a' => '\u{7}',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'v' => '\u{b}',
+            'x' | 'X' => hex(2)?,
+            'u' => hex(4)?,
+            'U' => hex(8)?,
+            '\\' | '\'' | '"' | '`' | '?' => escaped,
+            other => return Err(format!("token recognition error at: '\\{other}'")),
+        });
+    }
+}
+
+/// A recursive-descent parser of CEL's expressions (its grammar's precedence: `? :`,
+/// `||`, `&&`, relations, `+ -`, `* / %`, unary `! -`, member access, primaries).
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+    depth: usize,
+}
+
+type Parsed = Result<Expr, String>;
+
+impl Parser {
+    fn new(text: &str) -> Result<Parser, String> {
+        Ok(Parser {
+            tokens: tokens(text)?,
+            at: 0,
+            depth: 0,
+        })
+    }
+
+    fn whole(mut self) -> Parsed {
+        let expr = self.expr()?;
+        match self.peek() {
+            None => Ok(expr),
+            Some(extra) => Err(format!("extraneous input {extra} expecting <EOF>")),
+        }
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn eat(&mut self, punct: &str) -> bool {
+        let found = matches!(self.peek(), Some(Token::Punct(p)) if *p == punct);
+        self.at += usize::from(found);
+        found
+    }
+
+    fn expect(&mut self, punct: &str) -> Result<(), String> {
+        if self.eat(punct) {
+            return Ok(());
+        }
+        Err(match self.peek() {
+            None => format!("missing '{punct}' at '<EOF>'"),
+            Some(other) => format!("mismatched input {other} expecting '{punct}'"),
+        })
+    }
+
+    fn expr(&mut self) -> Parsed {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("expression nested deeper than {MAX_DEPTH}"));
+        }
+        let condition = self.binary(0)?;
+        let expr = if self.eat("?") {
+            let then = self.binary(0)?;
+            self.expect(":")?;
+            let otherwise = self.expr()?;
+            Expr::call("_?_:_", vec![condition, then, otherwise])
+        } else {
+            condition
+        };
+        self.depth -= 1;
+        Ok(expr)
+    }
+
+    /// Binary operators of precedence `level` and above, left-associative.
+    fn binary(&mut self, level: usize) -> Parsed {
+        const LEVELS: [&[&str]; 5] = [
+            &["||"],
+            &["&&"],
+            &["==", "!=", "<", "<=", ">", ">=", "in"],
+            &["+", "-"],
+            &["*", "/", "%"],
+        ];
+        let Some(operators) = LEVELS.get(level) else {
+            return self.unary();
+        };
+        let mut left = self.binary(level + 1)?;
+        while let Some(Token::Punct(p)) = self.peek()
+            && operators.contains(p)
+        {
+            let function = if *p == "in" {
+                "@in".to_owned()
+            } else {
+                format!("_{p}_")
+            };
+            self.at += 1;
+            let right = self.binary(level + 1)?;
+            left = Expr::Call {
+                function,
+                args: vec![left, right],
+            };
+        }
+        Ok(left)
+    }
+
+    fn unary(&mut self) -> Parsed {
+        for op in ["!", "-"] {
+            if self.eat(op) {
+                // CEL reads a negative number as a literal.
+                if op == "-"
+                    && let Some(Token::Literal(literal @ (Literal::Int | Literal::Double))) =
+                        self.peek().cloned()
+                {
+                    self.at += 1;
+                    return self.member(Expr::Literal(literal));
+                }
+                self.depth += 1;
+                if self.depth > MAX_DEPTH {
+                    return Err(format!("expression nested deeper than {MAX_DEPTH}"));
+                }
+                let operand = self.unary()?;
+                self.depth -= 1;
+                return Ok(Expr::call(&format!("{op}_"), vec![operand]));
+            }
+        }
+        let primary = self.primary()?;
+        self.member(primary)
+    }
+
+    /// `.field`, `.method(args)` and `[index]` after an operand.
+    fn member(&mut self, mut operand: Expr) -> Parsed {
+        loop {
+            if self.eat(".") {
+                let Some(Token::Ident(name)) = self.peek().cloned() else {
+                    return Err(self.mismatched("IDENTIFIER"));
+                };
+                self.at += 1;
+                operand = if self.eat("(") {
+                    Expr::call(&name, self.arguments(")")?)
+                } else {
+                    Expr::Select(Box::new(operand), name)
+                };
+            } else if self.eat("[") {
+                let index = self.expr()?;
+                self.expect("]")?;
+                operand = Expr::call("_[_]", vec![operand, index]);
+            } else {
+                return Ok(operand);
+            }
+        }
+    }
+
+    fn primary(&mut self) -> Parsed {
+        let dot = self.eat(".");
+        match self.peek().cloned() {
+            Some(Token::Ident(name)) => {
+                self.at += 1;
+                let name = if dot { format!(".{name}") } else { name };
+                if self.eat("(") {
+                    return Ok(Expr::call(&name, self.arguments(")")?));
+                }
+                Ok(Expr::Ident(name))
+            }
+            _ if dot => Err(self.mismatched("IDENTIFIER")),
+            Some(Token::Literal(literal)) => {
+                self.at += 1;
+                Ok(Expr::Literal(literal))
+            }
+            Some(Token::Punct("(")) => {
+                self.at += 1;
+                let inner = self.expr()?;
+                self.expect(")")?;
+                Ok(inner)
+            }
+            Some(Token::Punct("[")) => {
+                self.at += 1;
+                self.arguments("]")?;
+                Ok(Expr::List)
+            }
+            Some(Token::Punct("{")) => {
+                self.at += 1;
+                while !self.eat("}") {
+                    self.expr()?;
+                    self.expect(":")?;
+                    self.expr()?;
+                    if !self.eat(",") {
+                        self.expect("}")?;
+                        break;
+                    }
+                }
+                Ok(Expr::Map)
+            }
+            _ => Err(self.mismatched(
+                "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, \
+                 NUM_UINT, STRING, BYTES, IDENTIFIER}",
+            )),
+        }
+    }
+
+    /// Comma-separated expressions up to `close` (a trailing comma allowed).
+    fn arguments(&mut self, close: &str) -> Result<Vec<Expr>, String> {
+        let mut args = Vec::new();
+        while !self.eat(close) {
+            args.push(self.expr()?);
+            if !self.eat(",") {
+                self.expect(close)?;
+                break;
+            }
+        }
+        Ok(args)
+    }
+
+    fn mismatched(&self, expecting: &str) -> String {
+        match self.peek() {
+            None => format!("mismatched input '<EOF>' expecting {expecting}"),
+            Some(other) => format!("mismatched input {other} expecting {expecting}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LOW: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    const HIGH: &str =
+        "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')";
+
+    /// FNV-1a 64's published test vectors, and kube's hash of a namespace and a uid
+    /// (`k8s.io/apimachinery/pkg/sharding.HashField`, run once to get them).
+    #[test]
+    fn the_hash_is_fnv1a_64() {
+        for (text, hash) in [
+            ("", 0xcbf2_9ce4_8422_2325),
+            ("a", 0xaf63_dc4c_8601_ec8c),
+            ("foobar", 0x8594_4171_f739_67e8),
+            ("default", 0xebad_a516_8620_c5fe),
+            ("kube-system", 0xdf65_c7bc_1d82_b35e),
+            (
+                "3f2a4c1e-9b7d-4e8a-a1c2-5d6e7f809a1b",
+                0xb29d_791d_d0c2_95f7,
+            ),
+        ] {
+            assert_eq!(fnv1a64(text.as_bytes()), hash, "{text:?}");
+        }
+    }
+
+    /// Selectors kube accepts, each with what kube echoes in `shardInfo`.
+    #[test]
+    fn good_selectors_parse_to_kubes_canonical_text() {
+        let both = format!("{LOW} || {HIGH}");
+        for (text, canonical) in [
+            (LOW, LOW),
+            (
+                "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')",
+                LOW,
+            ),
+            (
+                "  shardRange( object.metadata.uid ,  '0x0000000000000000' ,  '0x8000000000000000' )  ",
+                LOW,
+            ),
+            (&format!("({LOW})"), LOW),
+            (
+                "shardRange(object.metadata.uid, r'0x0000000000000000', \"0x8000000000000000\")",
+                LOW,
+            ),
+            (
+                "shardRange(object.metadata.uid, '\\x30x0000000000000000', '''0x8000000000000000''')",
+                LOW,
+            ),
+            (
+                "object.shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+                LOW,
+            ),
+            (&both, &both),
+            (&format!("{LOW}||{HIGH}"), &both),
+            (
+                "shardRange(object.metadata.namespace, '0x00000000000000aa', '0x00000000000000ff')",
+                "shardRange(object.metadata.namespace, '0x00000000000000aa', '0x00000000000000ff')",
+            ),
+        ] {
+            let selector = ShardSelector::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(selector.to_string(), canonical, "{text}");
+        }
+    }
+
+    /// Selectors kube refuses, each with kube's message (kube-apiserver's, from
+    /// `k8s.io/apiserver/pkg/sharding.Parse`, run once on each; the syntax errors of text
+    /// that is not CEL are this parser's own).
+    #[test]
+    fn bad_selectors_get_kubes_messages() {
+        let uid =
+            |start: &str, end: &str| format!("shardRange(object.metadata.uid, {start}, {end})");
+        let z = "'0x0000000000000000'";
+        let h = "'0x8000000000000000'";
+        for (text, message) in [
+            (
+                "   ",
+                "empty shard selector is not allowed; omit the parameter for unfiltered lists",
+            ),
+            (
+                &uid("'0000000000000000'", h),
+                "hexStart must have '0x' prefix, got \"0000000000000000\"",
+            ),
+            (
+                &uid(z, "'8000000000000000'"),
+                "hexEnd must have '0x' prefix, got \"8000000000000000\"",
+            ),
+            (
+                &uid("'0X0000000000000000'", h),
+                "hexStart must have '0x' prefix, got \"0X0000000000000000\"",
+            ),
+            (
+                &uid("'0x'", h),
+                "hexStart: hex value is required after '0x'",
+            ),
+            (
+                "shardRange(object.metadata.name, '0x00', '0x80')",
+                "unsupported field path \"object.metadata.name\"; supported: object.metadata.uid, object.metadata.namespace",
+            ),
+            (
+                "shardRange(metadata.uid, '0x00', '0x80')",
+                "unsupported field path \"metadata.uid\"; supported: object.metadata.uid, object.metadata.namespace",
+            ),
+            (
+                "shardRange(.object.metadata.uid, '0x00', '0x80')",
+                "unsupported field path \".object.metadata.uid\"; supported: object.metadata.uid, object.metadata.namespace",
+            ),
+            (
+                "invalidFunc(object.metadata.uid, '0x00', '0x80')",
+                "unsupported function \"invalidFunc\"; only shardRange() and || are allowed",
+            ),
+            (
+                &uid("'0x000000000000000000'", "'0x80'"),
+                "hexStart: hex value too long (18 chars, max 17): \"000000000000000000\"",
+            ),
+            (
+                &uid("'0x0g'", "'0x80'"),
+                "hexStart: invalid hex character \"g\" in \"0x0g\"",
+            ),
+            (
+                &uid(z, "'0x800000000000000F'"),
+                "hexEnd: invalid hex character \"F\" in \"0x800000000000000F\"",
+            ),
+            (
+                &format!("{LOW} && {HIGH}"),
+                "unsupported function \"_&&_\"; only shardRange() and || are allowed",
+            ),
+            (
+                "object.metadata.uid > '0x0'",
+                "unsupported function \"_>_\"; only shardRange() and || are allowed",
+            ),
+            (
+                &format!("!{LOW}"),
+                "unsupported function \"!_\"; only shardRange() and || are allowed",
+            ),
+            (
+                &format!("{LOW} ? 1 : 2"),
+                "unsupported function \"_?_:_\"; only shardRange() and || are allowed",
+            ),
+            (
+                &uid("0", "8"),
+                "hexStart must be a string literal, got int64",
+            ),
+            (
+                &uid("-1", h),
+                "hexStart must be a string literal, got int64",
+            ),
+            (
+                &uid("0u", "8"),
+                "hexStart must be a string literal, got uint64",
+            ),
+            (
+                &uid("0.5", "8"),
+                "hexStart must be a string literal, got float64",
+            ),
+            (
+                &uid("true", "8"),
+                "hexStart must be a string literal, got bool",
+            ),
+            (
+                &uid("null", "8"),
+                "hexStart must be a string literal, got structpb.NullValue",
+            ),
+            (
+                &uid("b'0x00'", "8"),
+                "hexStart must be a string literal, got []uint8",
+            ),
+            (
+                &uid("hex(0)", h),
+                "hexStart must be a string literal (e.g. '0xff'), got expression kind 1",
+            ),
+            (
+                &uid("'0x00' + '00'", h),
+                "hexStart must be a string literal (e.g. '0xff'), got expression kind 1",
+            ),
+            (
+                &uid("x", h),
+                "hexStart must be a string literal (e.g. '0xff'), got expression kind 3",
+            ),
+            (
+                &uid(z, "object.x"),
+                "hexEnd must be a string literal (e.g. '0xff'), got expression kind 7",
+            ),
+            (
+                "object.metadata.uid",
+                "unexpected expression kind 7; expected shardRange() call or || operator",
+            ),
+            (
+                "'0x00'",
+                "unexpected expression kind 5; expected shardRange() call or || operator",
+            ),
+            (
+                "[1]",
+                "unexpected expression kind 4; expected shardRange() call or || operator",
+            ),
+            (
+                "{1: 2}",
+                "unexpected expression kind 6; expected shardRange() call or || operator",
+            ),
+            (
+                &format!("{LOW} || x"),
+                "unexpected expression kind 3; expected shardRange() call or || operator",
+            ),
+            (
+                "shardRange(object.metadata.uid, '0x0')",
+                "shardRange() requires exactly 3 arguments, got 2",
+            ),
+            (
+                "shardRange()",
+                "shardRange() requires exactly 3 arguments, got 0",
+            ),
+            (
+                &format!("shardRange(object.metadata.uid, {z}, {h}, '0x0')"),
+                "shardRange() requires exactly 3 arguments, got 4",
+            ),
+            (
+                "shardRange(object[\"metadata\"].uid, '0x00', '0x80')",
+                "shardRange() first argument: expected field path (e.g. object.metadata.uid), got expression kind 1",
+            ),
+            (
+                "shardRange(1, '0x00', '0x80')",
+                "shardRange() first argument: expected field path (e.g. object.metadata.uid), got expression kind 5",
+            ),
+            (
+                &format!(
+                    "{LOW} || shardRange(object.metadata.namespace, '0x8000000000000000', '0x10000000000000000')"
+                ),
+                "all shard ranges must use the same field, got \"object.metadata.uid\" and \"object.metadata.namespace\"",
+            ),
+            (
+                &uid("'0x0'", h),
+                "hexStart must be a 0x-prefixed 16-digit hex value, got \"0x0\" (did you mean \"0x0000000000000000\"?)",
+            ),
+            (
+                &uid(z, "'0xff'"),
+                "hexEnd must be a 0x-prefixed 16-digit hex value, got \"0xff\" (did you mean \"0x00000000000000ff\"?)",
+            ),
+            (
+                &uid(h, h),
+                "shard range start 0x8000000000000000 must be less than end 0x8000000000000000",
+            ),
+            (
+                &uid("'0xffffffffffffffff'", z),
+                "shard range start 0xffffffffffffffff must be less than end 0x0000000000000000",
+            ),
+            (
+                &uid(z, "'0x20000000000000000'"),
+                "hexEnd: 17-digit hex value must be '0x10000000000000000' (2^64), got \"0x20000000000000000\"",
+            ),
+            (
+                &uid("'0x10000000000000000'", "'0x10000000000000000'"),
+                "shard range start 0x10000000000000000 must be less than end 0x10000000000000000",
+            ),
+            // Not CEL: kube's words are ANTLR's, these are the parser's own.
+            (
+                &format!("shardRange(object.metadata.uid, {z}, {h}"),
+                "CEL parse error: Syntax error: missing ')' at '<EOF>'",
+            ),
+            (
+                &format!("{LOW})"),
+                "CEL parse error: Syntax error: extraneous input ')' expecting <EOF>",
+            ),
+            (
+                &format!("{LOW} | {HIGH}"),
+                "CEL parse error: Syntax error: token recognition error at: '|'",
+            ),
+            (
+                &format!("{LOW} {HIGH}"),
+                "CEL parse error: Syntax error: extraneous input 'shardRange' expecting <EOF>",
+            ),
+            (
+                "shardRange(object.metadata.uid; '0x00', '0x80')",
+                "CEL parse error: Syntax error: token recognition error at: ';'",
+            ),
+            (
+                "shardRange(object.metadata.uid, '0x00, '0x80')",
+                "CEL parse error: Syntax error: token recognition error at: '''",
+            ),
+        ] {
+            assert_eq!(
+                ShardSelector::parse(text),
+                Err(message.to_owned()),
+                "{text}"
+            );
+        }
+        let trailing = ShardSelector::parse(&format!("{LOW} ||")).unwrap_err();
+        assert!(
+            trailing.starts_with("CEL parse error: Syntax error: mismatched input '<EOF>'"),
+            "{trailing}"
+        );
+        let deep = format!("{}{LOW}{}", "(".repeat(1_000), ")".repeat(1_000));
+        assert!(
+            ShardSelector::parse(&deep)
+                .unwrap_err()
+                .contains("nested deeper")
+        );
+        let negated = format!("{}{LOW}", "!".repeat(1_000));
+        assert!(
+            ShardSelector::parse(&negated)
+                .unwrap_err()
+                .contains("nested deeper")
+        );
+        let long = vec![LOW; 1_000].join(" || ");
+        assert!(
+            ShardSelector::parse(&long)
+                .unwrap_err()
+                .contains("longer than 10000 tokens")
+        );
+    }
+
+    #[test]
+    fn an_object_is_in_the_shard_its_fields_hash_falls_in() {
+        let uid = "3f2a4c1e-9b7d-4e8a-a1c2-5d6e7f809a1b"; // hashes to 0xb29d…
+        let obj = json!({"metadata": {"uid": uid, "namespace": "default"}});
+        let high = ShardSelector::parse(HIGH).unwrap();
+        let low = ShardSelector::parse(LOW).unwrap();
+        assert!(high.matches(&obj) && !low.matches(&obj));
+        let around = |start: u64, end: u128| {
+            ShardSelector::parse(&format!(
+                "shardRange(object.metadata.uid, '0x{start:016x}', '0x{end:016x}')"
+            ))
+            .unwrap()
+            .matches(&obj)
+        };
+        let hash = 0xb29d_791d_d0c2_95f7_u64;
+        assert!(around(hash, u128::from(hash) + 1), "start is in");
+        assert!(!around(hash - 1, u128::from(hash)), "end is out");
+        let namespace = |selector: &str| ShardSelector::parse(selector).unwrap();
+        // "default" hashes to 0xebad…, "" (a cluster-scoped object's) to 0xcbf2….
+        let top = namespace(
+            "shardRange(object.metadata.namespace, '0xe000000000000000', '0x10000000000000000')",
+        );
+        assert!(top.matches(&obj));
+        assert!(!top.matches(&json!({"metadata": {"name": "cluster-scoped"}})));
+    }
+}
