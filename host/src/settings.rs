@@ -31,6 +31,7 @@ use crate::persistence::Persistence;
 /// | `watching.chunk_size` | 500 (Kopf: none) | `limit` of the list pages (none: one page) |
 /// | `watching.label_selectors` | none | a label selector (`app=web,tier!=db`) every watch sends: objects without it are not seen at all |
 /// | `watching.field_selectors` | none | a field selector (`metadata.name!=skip`) every watch sends |
+/// | `watching.shard_selectors` | none | a shard selector (`shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`, ranges joined by `\|\|`) every list and watch sends (Kubernetes 1.36+ with `ShardedListAndWatch`): the server sends only the objects whose uid (or namespace) hashes into the ranges, so operators with complementary ranges share the objects; a server without the feature ignores it (every object is seen) |
 /// | `watching.initial_streaming` | false | list by watching (`sendInitialEvents`, Kubernetes 1.27+) instead of paged lists |
 /// | `watching.client_timeout` | none | the longest a watch request may last, client-side (none: no limit); it is then reopened from where it was |
 /// | `watching.connect_timeout` | none | how long a watch request may wait for its answer to start (none: `networking.connect_timeout`, else `networking.request_timeout`) |
@@ -138,6 +139,9 @@ pub struct Watching {
     pub label_selectors: Option<String>,
     /// A field selector sent with every list and watch.
     pub field_selectors: Option<String>,
+    /// A shard selector (`shardSelector`, Kubernetes' sharded lists and watches) sent
+    /// with every list and watch.
+    pub shard_selectors: Option<String>,
     /// List by watching (`sendInitialEvents=true`), not by paged lists.
     pub initial_streaming: bool,
     /// Seconds a watch request may last, client-side; `None`: no limit.
@@ -157,6 +161,7 @@ impl Default for Watching {
             chunk_size: Some(500),
             label_selectors: None,
             field_selectors: None,
+            shard_selectors: None,
             initial_streaming: false,
             client_timeout: None,
             connect_timeout: None,
@@ -461,6 +466,18 @@ impl Settings {
             ));
         }
         self.posting.check()?;
+        if self
+            .watching
+            .shard_selectors
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty())
+        {
+            return Err(SettingsError(
+                "watching.shard_selectors: an empty shard selector is refused by the API \
+                 server; leave it unset (null) to see every object"
+                    .into(),
+            ));
+        }
         if self.queueing.worker_limit == Some(0) {
             return Err(SettingsError(
                 "queueing.worker_limit: at least 1 object must be handled at once \
@@ -668,6 +685,36 @@ mod tests {
         assert!(settings.peering.stealth);
         settings.set("watching.chunk_size", "null").unwrap();
         assert_eq!(settings.watching.chunk_size, None);
+    }
+
+    /// Kopf 1.45's `watching.shard_selectors`, kube's `shardSelector` text as it is (a
+    /// YAML plain scalar, quotes and `||` in it), checked only for being there.
+    #[test]
+    fn a_shard_selector_is_a_setting() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.watching.shard_selectors, None, "Kopf's default");
+        let halves = "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') \
+                      || shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')";
+        settings.set("watching.shard_selectors", halves).unwrap();
+        assert_eq!(settings.watching.shard_selectors.as_deref(), Some(halves));
+        assert_eq!(
+            settings.to_json()["watching"]["shard_selectors"],
+            json!(halves)
+        );
+        let refused = settings
+            .set("watching.shard_selectors", "' '")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("watching.shard_selectors"), "{refused}");
+        assert_eq!(
+            settings.watching.shard_selectors.as_deref(),
+            Some(halves),
+            "kept"
+        );
+        settings
+            .merge(&json!({"watching": {"shard_selectors": null}}))
+            .unwrap();
+        assert_eq!(settings.watching.shard_selectors, None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Kopf's settings (`kapsel_host::Settings`), from the command line, the embedding API and
 //! startup handlers (`kapsel::settings`), changing what the operator does: server-side
-//! selectors on its watches, which of the guests' Events and log lines are posted, how
+//! selectors on its watches (labels, fields, shards), which of the guests' Events and log lines are posted, how
 //! many objects are handled at once, how long a stop waits, and how long the operator
 //! waits for its own patch to come back. (The lifecycles: `lifecycles`.)
 
@@ -128,6 +128,105 @@ async fn a_label_selector_setting_hides_the_other_objects_from_every_stream() {
         ["default/listed-served", "default/served"]
     );
     operator.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// 64-bit FNV-1a, the API server's hash of a shard key, written here apart.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The ConfigMaps the `activities` guest's `saw` was called for, each once, sorted.
+fn saw(records: &[Record]) -> Vec<String> {
+    let mut seen: Vec<String> = calls(records, "saw")
+        .into_iter()
+        .map(|(object, _)| object)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+/// `watching.shard_selectors` (Kopf 1.45's `settings.watching.shard_selectors`, kube's
+/// sharded lists and watches): two operators with complementary halves of the hash space
+/// of uids share the ConfigMaps, listed or created later: each handles exactly those whose
+/// uid hashes into its half, together all of them, none both.
+#[tokio::test]
+async fn operators_with_complementary_shard_selectors_share_the_objects() {
+    const HALVES: [&str; 2] = [
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+        "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
+    ];
+    let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let configmaps = core("ConfigMap", "configmaps");
+    for n in 0..4 {
+        create(
+            &client,
+            &configmaps,
+            Some("default"),
+            configmap(&format!("listed-{n}"), json!({})),
+        )
+        .await;
+    }
+    let operators: Vec<_> = HALVES
+        .iter()
+        .map(|half| {
+            let mut settings = Settings::default();
+            settings.set("watching.shard_selectors", half).unwrap();
+            cluster.start_operator(
+                Operator::new([guest("activities")])
+                    .standalone()
+                    .settings(settings),
+            )
+        })
+        .collect();
+    // Created while they run, until each half has two of these.
+    let mut late = [0, 0];
+    let mut n = 0;
+    while late.iter().any(|count| *count < 2) {
+        n += 1;
+        let created = create(
+            &client,
+            &configmaps,
+            Some("default"),
+            configmap(&format!("late-{n}"), json!({})),
+        )
+        .await;
+        let uid = created.metadata.uid.expect("a uid");
+        late[usize::from(fnv1a(&uid) >= 1 << 63)] += 1;
+    }
+    // Every ConfigMap of the cluster, in the half its uid hashes into.
+    let mut expected = [Vec::new(), Vec::new()];
+    let all = kube::Api::<kube::api::DynamicObject>::all_with(client.clone(), &configmaps)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    for object in all.items {
+        let name = format!(
+            "{}/{}",
+            object.metadata.namespace.unwrap_or_default(),
+            object.metadata.name.unwrap_or_default()
+        );
+        let half = usize::from(fnv1a(&object.metadata.uid.unwrap_or_default()) >= 1 << 63);
+        expected[half].push(name);
+    }
+    for (operator, expected) in operators.iter().zip(&mut expected) {
+        expected.sort();
+        let journal = operator.journal().clone();
+        journal
+            .wait_for(PATIENCE, |records| saw(records).len() >= expected.len())
+            .await
+            .expect("its shard was handled");
+        operator.settle([]).await.expect("settled");
+        assert_eq!(&saw(&journal.records()), expected, "exactly its shard");
+    }
+    assert!(expected.iter().all(|half| !half.is_empty()), "{expected:?}");
+    for operator in operators {
+        operator.stop().await.unwrap();
+    }
     cluster.shutdown().await.unwrap();
 }
 

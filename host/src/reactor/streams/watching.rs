@@ -48,6 +48,8 @@ pub(crate) struct StreamSettings {
     /// Server-side selectors every list and watch sends.
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
+    /// Kubernetes' `shardSelector` (sharded lists and watches), sent the same way.
+    pub(crate) shard_selector: Option<String>,
     /// List by watching (`sendInitialEvents`).
     pub(crate) initial_streaming: bool,
     /// How many of the stream's objects are handled at once.
@@ -72,6 +74,7 @@ impl StreamSettings {
             server_timeout: watching.server_timeout.map(seconds),
             label_selector: watching.label_selectors.clone(),
             field_selector: watching.field_selectors.clone(),
+            shard_selector: watching.shard_selectors.clone(),
             initial_streaming: watching.initial_streaming,
             objects_in_flight: usize::try_from(user.queueing.objects_in_flight)
                 .unwrap_or(usize::MAX),
@@ -121,6 +124,10 @@ pub(crate) async fn run(
         recorder,
     } = watch;
     let api_resource = resource.api_resource();
+    let client = match &settings.shard_selector {
+        Some(selector) => sharded(client, selector),
+        None => client,
+    };
     let api: Api<RawObject> = match &namespace {
         Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, &api_resource),
         _ => Api::all_with(client, &api_resource),
@@ -198,6 +205,39 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// The stream's client, each of its requests (the watcher's lists and watches) with
+/// `shardSelector` added: kube-runtime's watcher knows label and field selectors only.
+fn sharded(client: kube::Client, selector: &str) -> kube::Client {
+    let namespace = client.default_namespace().to_owned();
+    // Percent-encoded but for the characters a query never needs encoded.
+    let value: String = selector
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let uri = request.uri().clone();
+        let with = match uri.query() {
+            Some(query) if !query.is_empty() => {
+                format!("{}?{query}&shardSelector={value}", uri.path())
+            }
+            _ => format!("{}?shardSelector={value}", uri.path()),
+        };
+        async move {
+            let mut parts = uri.into_parts();
+            parts.path_and_query = Some(with.parse()?);
+            *request.uri_mut() = http::Uri::from_parts(parts)?;
+            client.send(request).await.map_err(tower::BoxError::from)
+        }
+    });
+    kube::Client::new(service, namespace)
 }
 
 /// A watcher's event with its objects keyed and as the API server's text.
