@@ -179,7 +179,7 @@ async fn run(
         ),
     }
     let server = if embedded {
-        let server = start_server(port, kubeconfig.as_deref(), None, false).await?;
+        let server = start_server(port, kubeconfig.as_deref(), None, false, true).await?;
         let client = kapsel_host::testing::client_for(&server.url())
             .map_err(|e| CliError::new(error_chain(&e), 1))?;
         operator = operator.client(client);
@@ -320,6 +320,7 @@ async fn dev_cluster(
         args.server.kubeconfig.as_deref(),
         args.state,
         args.rbac,
+        !args.no_sharded_list_and_watch,
     )
     .await?;
     shutdown.await;
@@ -333,14 +334,18 @@ async fn dev_cluster(
 }
 
 /// Starts the in-memory API server and tells how to reach it (and, with `rbac`, how to
-/// act as a ServiceAccount).
+/// act as a ServiceAccount); `sharding`: it serves sharded lists and watches.
 async fn start_server(
     port: u16,
     kubeconfig: Option<&std::path::Path>,
     state: Option<PathBuf>,
     rbac: bool,
+    sharding: bool,
 ) -> Result<kapsel_apiserver::ApiServer, CliError> {
-    let mut config = kapsel_apiserver::Config::default().port(port).rbac(rbac);
+    let mut config = kapsel_apiserver::Config::default()
+        .port(port)
+        .rbac(rbac)
+        .sharded_list_and_watch(sharding);
     if let Some(state) = state {
         config = config.state_file(state);
     }

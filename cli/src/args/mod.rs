@@ -311,6 +311,11 @@ pub(crate) struct DevClusterArgs {
     /// `kubectl create token`.
     #[arg(long)]
     pub(crate) rbac: bool,
+    /// Serve as a cluster without Kubernetes' `ShardedListAndWatch` feature gate: the
+    /// `shardSelector` of lists and watches is ignored (every object is sent), where by
+    /// default it selects one shard of the objects.
+    #[arg(long)]
+    pub(crate) no_sharded_list_and_watch: bool,
 }
 
 #[cfg(test)]

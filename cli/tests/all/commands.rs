@@ -113,6 +113,21 @@ fn manifests(output: &std::process::Output) -> (String, Vec<Value>) {
     (stdout, documents)
 }
 
+/// `kapsel dev-cluster` serves sharded lists (a malformed selector is refused, kube's
+/// 400); with `--no-sharded-list-and-watch` it serves as a cluster without the feature
+/// gate, which ignores the parameter.
+#[test]
+fn dev_cluster_serves_sharded_lists_unless_told_not_to() {
+    let path = "/api/v1/namespaces/default/configmaps?shardSelector=nonsense(";
+    let dir = scratch("sharded");
+    let (code, answer) = DevCluster::start(&dir).request("GET", path, &Value::Null);
+    assert_eq!(code, 400, "{answer}");
+    let dir = scratch("unsharded");
+    let cluster = DevCluster::start_with(&dir, &["--no-sharded-list-and-watch"]);
+    let (code, answer) = cluster.request("GET", path, &Value::Null);
+    assert_eq!(code, 200, "{answer}");
+}
+
 #[test]
 fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
     let dir = scratch("rbac");

@@ -63,10 +63,16 @@ pub(crate) struct DevCluster {
 
 impl DevCluster {
     pub(crate) fn start(dir: &Path) -> DevCluster {
+        DevCluster::start_with(dir, &[])
+    }
+
+    /// A dev cluster started with more options.
+    pub(crate) fn start_with(dir: &Path, options: &[&str]) -> DevCluster {
         let kubeconfig = dir.join("kubeconfig");
         let child = kapsel()
             .args(["dev-cluster", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(options)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
