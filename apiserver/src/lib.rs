@@ -5,8 +5,9 @@
 //! too), built-in resources (with the protobuf bodies kubectl's typed commands send), CRDs,
 //! CRUD with every patch type, server-side apply with field ownership (`managedFields`,
 //! conflicts, force), finalizers, owner-reference garbage collection, status subresources,
-//! selectors, and watches with bookmarks and 410 Gone. With a state file, every
-//! acknowledged write survives a crash. Tests can inject faults through [`Faults`]; every
+//! selectors (label, field, and shard selectors: sharded lists and watches,
+//! [`Config::sharded_list_and_watch`]), and watches with bookmarks and 410 Gone. With a
+//! state file, every acknowledged write survives a crash. Tests can inject faults through [`Faults`]; every
 //! request is counted ([`ApiServer::request_counts`], `GET /metrics`).
 //!
 //! With [`Config::rbac`] (`kapsel dev-cluster --rbac`), every request is authenticated
