@@ -117,6 +117,12 @@ fn list_params() -> Vec<Value> {
             "boolean",
             "sendInitialEvents=true may be set together with watch=true.",
         ),
+        // kube-apiserver lists ListOptions' fields whatever its feature gates say.
+        query(
+            "shardSelector",
+            "string",
+            "shardSelector restricts the list of returned objects using a CEL-based shard selector expression: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000'), ranges joined by ||.",
+        ),
         query(
             "timeoutSeconds",
             "integer",

@@ -260,6 +260,20 @@ async fn a_malformed_shard_selector_is_a_bad_request() {
     server.shutdown().await.unwrap();
 }
 
+/// The OpenAPI documents list `shardSelector` among a collection's query parameters, as
+/// kube-apiserver's do (it lists `ListOptions`' fields whatever its feature gates say).
+#[tokio::test]
+async fn openapi_names_the_shard_selector() {
+    let (server, _client) = start().await;
+    let doc = get(&server, "/openapi/v3/api/v1").await.json();
+    let collection = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"];
+    assert!(
+        collection.to_string().contains(r#""name":"shardSelector""#),
+        "{collection}"
+    );
+    server.shutdown().await.unwrap();
+}
+
 /// Without the feature (kube's `ShardedListAndWatch` gate off), the parameter is ignored
 /// as kube-apiserver ignores parameters it does not know: every object, no `shardInfo`,
 /// and no 400 for a malformed one.
