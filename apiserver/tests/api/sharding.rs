@@ -161,8 +161,9 @@ async fn a_shard_selector_lists_and_watches_one_shard() {
     server.shutdown().await.unwrap();
 }
 
-/// A live watch of the upper half and of the namespace's hash: only its objects, as they
-/// come (the initial events of a watch without a resourceVersion included).
+/// A live watch of the upper half: only its objects, as they come (the initial events of
+/// a watch without a resourceVersion included); a shard of the namespace's hash; and a
+/// deletecollection of the lower half, which leaves the upper one.
 #[tokio::test]
 async fn a_live_watch_sends_only_its_shards_objects() {
     let (server, _client) = start().await;
@@ -217,6 +218,18 @@ async fn a_live_watch_sends_only_its_shards_objects() {
         .collect();
     assert_eq!(names(added.iter().copied()), expected, "{events:?}");
     assert_eq!(added.len(), expected.len(), "each once");
+    // deletecollection takes the shard too: the other half is left.
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{CMS}?shardSelector={}", encoded(LOW)),
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let left = get(&server, CMS).await.json();
+    assert_eq!(names(left["items"].as_array().unwrap()), expected);
     server.shutdown().await.unwrap();
 }
 
