@@ -473,8 +473,8 @@ impl Settings {
             .is_some_and(|s| s.trim().is_empty())
         {
             return Err(SettingsError(
-                "watching.shard_selectors: an empty shard selector is refused by the API \
-                 server; leave it unset (null) to see every object"
+                "watching.shard_selectors: an empty shard selector names no shard (the API \
+                 server refuses a blank one); leave it unset (null) to see every object"
                     .into(),
             ));
         }
