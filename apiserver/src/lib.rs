@@ -27,6 +27,7 @@
 
 mod auth;
 mod builtins;
+mod cel;
 mod counts;
 mod crd;
 mod defaults;
