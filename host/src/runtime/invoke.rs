@@ -89,11 +89,19 @@ pub(super) enum Export {
     InitialDelay(Cause),
 }
 
+/// What a guest declares during `describe` through the imports beside its output.
+#[derive(Debug, Default)]
+pub(super) struct Declared {
+    /// The further options of its timers and daemons (`spawning.declare`).
+    pub(super) spawning: Vec<SpawningOptions>,
+    /// The ids of its login handlers (`login.declare`).
+    pub(super) logins: Vec<String>,
+}
+
 /// What the export answered.
 pub(super) enum Returned {
-    /// `describe`'s output, with the timer and daemon options declared during the call
-    /// and the ids of the login handlers it declared.
-    Describe(DescribeOutput, Vec<SpawningOptions>, Vec<String>),
+    /// `describe`'s output, with what the guest declared beside it during the call.
+    Describe(DescribeOutput, Declared),
     Reply(Reply),
     Index(IndexOutcome),
     When(bool),
@@ -284,9 +292,13 @@ pub(super) async fn call_export(
     log_output(&state);
     // What the guest answered through the `spawning` imports goes with the export's.
     result.map(|returned| match returned {
-        Returned::Describe(output, _, logins) => {
-            Returned::Describe(output, std::mem::take(&mut state.spawning.declared), logins)
-        }
+        Returned::Describe(output, declared) => Returned::Describe(
+            output,
+            Declared {
+                spawning: std::mem::take(&mut state.spawning.declared),
+                ..declared
+            },
+        ),
         Returned::InitialDelay(_) => Returned::InitialDelay(state.spawning.initial_delay),
         returned => returned,
     })
@@ -386,7 +398,13 @@ async fn run(
             store.data_mut().logins = Some(Vec::new());
             let output = describe.call_async(&mut *store, ()).await?.0;
             let logins = store.data_mut().logins.take().unwrap_or_default();
-            Returned::Describe(output, Vec::new(), logins)
+            Returned::Describe(
+                output,
+                Declared {
+                    logins,
+                    ..Declared::default()
+                },
+            )
         }
         Export::Invoke(cause) => {
             let invoke = instance.get_typed_func::<(&Cause,), (Reply,)>(&mut *store, "invoke")?;

@@ -15,7 +15,7 @@ use super::compiler::Compiled;
 use super::describe::{DeclarationError, validate, validate_spawning};
 use super::engine::Runtime;
 use super::guest::{Compilation, Guest, GuestInner};
-use super::invoke::{Budget, CallError, Export, Returned, call_export};
+use super::invoke::{Budget, CallError, Declared, Export, Returned, call_export};
 use super::services::{CallContext, NoServices};
 use super::slots::Pool;
 use super::state::HostState;
@@ -186,9 +186,9 @@ impl Runtime {
         };
         let ctx =
             CallContext::new("describe", None, Arc::new(NoServices)).in_pool(Pool::Activities);
-        let (describe, spawning, logins) =
+        let (describe, Declared { spawning, logins }) =
             match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
-                Ok(Returned::Describe(output, spawning, logins)) => (output, spawning, logins),
+                Ok(Returned::Describe(output, declared)) => (output, declared),
                 Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
                 Err(source) => {
                     return Err(LoadError::Describe {
