@@ -135,6 +135,7 @@ impl crate::bindings::Guest for Component {
             });
         }
         registry::declare_logins();
+        registry::declare_everything(&registrations);
         wit::DescribeOutput {
             sdk_version: crate::SDK_VERSION.to_owned(),
             handlers: registrations.into_iter().map(registration_to_wit).collect(),

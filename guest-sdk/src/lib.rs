@@ -48,6 +48,7 @@
 //! | `"pods.v1"`, `"kopfexamples.v1.kopf.dev"` | `name.version[.group]` |
 //! | `"kopfexamples.kopf.dev"`, `"deployments.apps"` | `name.group` (kubectl style) |
 //! | `group = "..", version = "..", kind/plural/singular/shortcut/category = ".."` | keyword forms |
+//! | `everything` | every resource (Kopf's `kopf.EVERYTHING`): the preferred version of each resource the cluster serves, also of CRDs created later, except Events; alone, with no other selector; its guest must still `kapsel::permit!` Secrets to be handed them |
 //!
 //! | option | example | kinds |
 //! |---|---|---|
@@ -269,7 +270,8 @@ pub mod __private {
     pub use crate::log::{Level, log};
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
-        PermissionEntry, Registration, ResourceName, Selector, enable_logins, index_error,
-        index_ret, register, register_permission, result_outcome, to_json, value_outcome,
+        PermissionEntry, Registration, ResourceName, Selector, enable_everything, enable_logins,
+        index_error, index_ret, register, register_permission, result_outcome, to_json,
+        value_outcome,
     };
 }

@@ -70,6 +70,8 @@ pub struct Registration {
     pub cancellation_timeout_seconds: Option<f64>,
     pub cancellation_polling_seconds: Option<f64>,
     pub initial_delay_callback: bool,
+    /// Selects every resource (the WIT's `selection.everything`), with no selectors.
+    pub everything: bool,
 }
 
 impl Registration {
@@ -103,6 +105,7 @@ impl Registration {
             cancellation_timeout_seconds: None,
             cancellation_polling_seconds: None,
             initial_delay_callback: false,
+            everything: false,
         }
     }
 
@@ -231,6 +234,33 @@ pub(crate) fn declare_logins() {
     for entry in entries() {
         if entry.kind == HandlerKind::Login && !ids.iter().any(|id| id == entry.id) {
             ids.push(entry.id.to_owned());
+        }
+    }
+    declare(&ids);
+}
+
+/// How the handlers selecting every resource are named to the host, set by the first
+/// attribute with `everything`: a guest without them does not import the WIT's
+/// `selection` interface.
+static EVERYTHING_DECLARER: OnceLock<fn(&[String])> = OnceLock::new();
+
+/// Makes `describe` name the handlers selecting every resource to the host; called by
+/// the static constructor of every attribute with `everything`.
+pub fn enable_everything() {
+    EVERYTHING_DECLARER.get_or_init(|| crate::host::declare_everything);
+}
+
+/// Names the handlers selecting every resource to the host (WIT `selection.everything`),
+/// if there are any.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn declare_everything(registrations: &[Registration]) {
+    let Some(declare) = EVERYTHING_DECLARER.get() else {
+        return;
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for r in registrations.iter().filter(|r| r.everything) {
+        if !ids.contains(&r.id) {
+            ids.push(r.id.clone());
         }
     }
     declare(&ids);

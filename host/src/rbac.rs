@@ -10,7 +10,13 @@
 //!   but an index writes to its objects (results, progress records, finalizers), with
 //!   `patch` on `<plural>/status` too when the resource has a status subresource (the
 //!   gap in Kopf's documented example);
-//! - every resource the guests' `kapsel::permit!` declarations name, with their verbs.
+//! - every resource the guests' `kapsel::permit!` declarations name, with their verbs;
+//! - for a handler selecting every resource (Kopf's `kopf.EVERYTHING`): `list` and
+//!   `watch` on every resource of every group (`*`), cluster-wide, and `patch` on them and
+//!   their `status` unless it is an index. A wildcard, because the operator serves the
+//!   CRDs created after it started too; it includes Secrets, which the operator still
+//!   hands such a handler only with its guest's `kapsel::permit!` for them (a comment at
+//!   the top says so).
 //!
 //! Where: a ServiceAccount, and a ClusterRole with its binding for what is cluster-wide.
 //! An operator restricted to named namespaces (`-n a -n b`) gets its namespaced grants
@@ -50,6 +56,9 @@ pub(crate) struct GuestNeeds {
     pub(crate) refused: Vec<String>,
     /// The peering resources the cluster serves, of both modes.
     pub(crate) peering: Vec<Resource>,
+    /// Handlers selecting every resource (`handler "id" of guest "name"`), and whether
+    /// they patch what they are handed.
+    pub(crate) everything: Vec<(String, bool)>,
 }
 
 /// Resolves every handler selector and every permission of `guests` on the cluster.
@@ -86,6 +95,10 @@ pub(crate) async fn guest_needs(
         let described = guest.describe();
         for registration in &described.handlers {
             let patches = registration.kind != HandlerKind::Index;
+            if guest.selects_everything(&registration.id) {
+                let handler = format!("handler {:?} of guest {:?}", registration.id, guest.name());
+                needs.everything.push((handler, patches));
+            }
             for wit in &registration.selectors {
                 for resource in resolve(wit, &mut needs) {
                     match undeclared(guest, registration.kind, &resource, &discovered) {
@@ -202,7 +215,7 @@ fn grants(needs: &GuestNeeds, mode: &Mode) -> Grants {
     // Events about cluster-scoped objects go to `default` (as Kopf posts them).
     if let Some(names) = named
         && !names.iter().any(|n| n == "default")
-        && needs.watched.iter().any(|(r, _)| !r.namespaced)
+        && (needs.watched.iter().any(|(r, _)| !r.namespaced) || !needs.everything.is_empty())
     {
         grants.grant(Some(&["default".to_owned()]), "", "events", &["create"]);
     }
@@ -243,6 +256,14 @@ fn grants(needs: &GuestNeeds, mode: &Mode) -> Grants {
                 let status = format!("{}/status", resource.plural);
                 grants.grant(where_, &resource.group, &status, &["patch"]);
             }
+        }
+    }
+    // Every resource, also those of CRDs created later: a wildcard, cluster-wide.
+    if !needs.everything.is_empty() {
+        grants.grant(None, "*", "*", &["list", "watch"]);
+        if needs.everything.iter().any(|(_, patches)| *patches) {
+            grants.grant(None, "*", "*", &["patch"]);
+            grants.grant(None, "*", "*/status", &["patch"]);
         }
     }
     for (resource, verbs) in &needs.permitted {
@@ -321,6 +342,16 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
             out.push_str(&format!("#   {refused}\n"));
         }
     }
+    if !needs.everything.is_empty() {
+        out.push_str(
+            "# Selecting every resource (EVERYTHING), so granted on every resource of every \
+             group (*), Secrets included, which the operator hands them only with their \
+             guest's kapsel::permit! for Secrets:\n",
+        );
+        for (handler, _) in &needs.everything {
+            out.push_str(&format!("#   {handler}\n"));
+        }
+    }
     if !needs.unresolved.is_empty() {
         out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
         for selector in &needs.unresolved {
@@ -387,6 +418,7 @@ mod tests {
             unresolved: vec!["widgets".into()],
             refused: Vec::new(),
             peering: Vec::new(),
+            everything: Vec::new(),
         }
     }
 
@@ -556,6 +588,34 @@ mod tests {
             verbs(cluster, "kopf.dev", "kopfexamples"),
             ["list", "patch", "watch"]
         );
+    }
+
+    #[test]
+    fn everything_is_granted_on_every_resource_cluster_wide_and_said_so() {
+        let everything = |patches| GuestNeeds {
+            everything: vec![("handler \"all_fn\" of guest \"g\"".into(), patches)],
+            ..needs()
+        };
+        let text = manifests(&everything(true), &subject(), &mode(&["team-a"], None));
+        assert!(
+            text.starts_with("# Selecting every resource (EVERYTHING)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#   handler \"all_fn\" of guest \"g\""),
+            "{text}"
+        );
+        let granted = documents(&text);
+        let cluster = &granted[1];
+        assert_eq!(verbs(cluster, "*", "*"), ["list", "patch", "watch"]);
+        assert_eq!(verbs(cluster, "*", "*/status"), ["patch"]);
+        // Events about cluster-scoped objects it is handed go to `default`.
+        assert_eq!(kinds(&granted)[3], ("Role".into(), "default".into()));
+        // An index only reads.
+        let text = manifests(&everything(false), &subject(), &mode(&[], None));
+        let cluster = &documents(&text)[1];
+        assert_eq!(verbs(cluster, "*", "*"), ["list", "watch"]);
+        assert!(verbs(cluster, "*", "*/status").is_empty());
     }
 
     #[test]

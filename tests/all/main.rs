@@ -32,6 +32,7 @@ mod resumes;
 mod retries;
 mod sandbox;
 mod schemas;
+mod selection;
 mod settings;
 mod storages;
 mod streams;

@@ -71,6 +71,30 @@ async fn rbac_grants_what_the_guests_watch_patch_and_declare() {
     cluster.shutdown().await.expect("shutdown");
 }
 
+/// A handler of every resource (`kopf.EVERYTHING`) is granted every resource of every
+/// group, so that CRDs created after the operator started are served too; the manifests
+/// say so at the top.
+#[tokio::test]
+async fn rbac_grants_every_resource_to_a_handler_of_everything() {
+    let cluster = Cluster::start().await.expect("cluster");
+    let request = RbacRequest::new([guest("selection")]).service_account("op", "ops");
+    let text = kapsel_host::rbac(&request, cluster.client())
+        .await
+        .expect("manifests");
+    assert!(
+        text.starts_with("# Selecting every resource (EVERYTHING)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#   handler \"everything_fn\" of guest \"selection\""),
+        "{text}"
+    );
+    let documents = parse(&text);
+    assert_eq!(verbs(&documents, "*", "*"), ["list", "patch", "watch"]);
+    assert_eq!(verbs(&documents, "*", "*/status"), ["patch"]);
+    cluster.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test]
 async fn rbac_refuses_what_is_not_a_guest() {
     let cluster = Cluster::start().await.expect("cluster");

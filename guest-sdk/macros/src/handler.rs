@@ -34,7 +34,14 @@ impl Kind {
         }
         if !self.is_activity() {
             options.extend(SELECTOR_KEYS);
-            options.extend(["labels", "annotations", "field", "value", "when"]);
+            options.extend([
+                "labels",
+                "annotations",
+                "field",
+                "value",
+                "when",
+                "everything",
+            ]);
         }
         match self {
             Self::Update | Self::Field => options.extend(["old", "new"]),
@@ -219,6 +226,8 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     let constructor = static_constructor();
     // Only a guest with login handlers names them to the host (and imports WIT `login`).
     let enable_logins = (kind == Kind::Login).then(|| quote!(#p::enable_logins();));
+    // Likewise for handlers of every resource (WIT `selection`).
+    let enable_everything = options.everything.then(|| quote!(#p::enable_everything();));
     Ok(quote! {
         #function
 
@@ -232,6 +241,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
             #body
             extern "C" fn __kapsel_register() {
                 #enable_logins
+                #enable_everything
                 #p::register(#p::Entry {
                     id: #id,
                     kind: #p::HandlerKind::#variant,
@@ -346,6 +356,7 @@ fn behaviour_sets(options: &Options) -> Vec<TokenStream> {
         ("optional", options.optional),
         ("deleted", options.deleted),
         ("sharp", options.sharp),
+        ("everything", options.everything),
         ("initial_delay_callback", options.initial_delay_fn.is_some()),
     ] {
         if value {
@@ -630,6 +641,38 @@ mod tests {
                 "{cancelled}"
             );
         }
+    }
+
+    /// `everything` (Kopf's `kopf.EVERYTHING`) stands alone as the selector, and makes
+    /// the guest name the handler in `selection.everything`.
+    #[test]
+    fn everything_selects_without_a_selector() {
+        let item = quote!(
+            fn f() {}
+        );
+        let all = expanded(Kind::Event, quote!(everything), item.clone());
+        assert!(all.contains("r . everything = true"), "{all}");
+        assert!(all.contains("enable_everything ()"), "{all}");
+        assert!(!all.contains("r . selectors . push"), "{all}");
+        let labelled = expanded(
+            Kind::Create,
+            quote!(everything, labels(a = "b")),
+            item.clone(),
+        );
+        assert!(labelled.contains("r . everything = true"), "{labelled}");
+        let named = expanded(Kind::Event, quote!("pods"), item.clone());
+        assert!(!named.contains("enable_everything"), "{named}");
+        for both in [
+            quote!("pods", everything),
+            quote!(everything, group = "apps"),
+        ] {
+            assert!(
+                error(Kind::Event, both, item.clone()).contains("takes no other resource selector")
+            );
+        }
+        assert!(
+            error(Kind::Startup, quote!(everything), item).contains("unknown option `everything`")
+        );
     }
 
     #[test]

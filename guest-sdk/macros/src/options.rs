@@ -64,7 +64,10 @@ pub(crate) struct Options {
     pub(crate) sharp: bool,
     pub(crate) deadline_ms: Option<u32>,
     pub(crate) memory_mib: Option<u32>,
+    /// None with `everything`, and for activities.
     pub(crate) selector: Option<Selector>,
+    /// `everything`: every resource (Kopf's `kopf.EVERYTHING`), in place of a selector.
+    pub(crate) everything: bool,
 }
 
 fn err<T>(span: Span, message: impl std::fmt::Display) -> syn::Result<T> {
@@ -333,6 +336,7 @@ impl Reader {
             "optional" => self.options.optional = true,
             "deleted" => self.options.deleted = true,
             "sharp" => self.options.sharp = true,
+            "everything" => self.options.everything = true,
             _ => return err(span, format!("`{key}` needs a value: `{key} = ...`")),
         }
         Ok(())
@@ -390,7 +394,20 @@ impl Reader {
     /// The options, once what they say together is checked: the selector a resource
     /// kind needs, and the field that `value`, `old` and `new` match.
     fn finish(mut self) -> syn::Result<Options> {
-        if !self.kind.is_activity() {
+        if self.options.everything {
+            if !self.positional.is_empty()
+                || self
+                    .seen
+                    .iter()
+                    .any(|k| SELECTOR_KEYS.contains(&k.as_str()))
+            {
+                let span = self.first_positional.unwrap_or_else(Span::call_site);
+                return err(
+                    span,
+                    "`everything` selects every resource: it takes no other resource selector",
+                );
+            }
+        } else if !self.kind.is_activity() {
             self.options.selector = Some(self.selector()?);
         }
         check_field_matchers(self.kind, &self.options)?;
@@ -410,8 +427,8 @@ impl Reader {
             return err(
                 span,
                 format!(
-                    "`{attribute}` needs a resource, e.g. `#[kapsel::{attribute}(\"kopfexamples\")]` \
-                     or `#[kapsel::{attribute}(\"v1\", \"pods\")]`"
+                    "`{attribute}` needs a resource, e.g. `#[kapsel::{attribute}(\"kopfexamples\")]`, \
+                     `#[kapsel::{attribute}(\"v1\", \"pods\")]` or `#[kapsel::{attribute}(everything)]`"
                 ),
             );
         }

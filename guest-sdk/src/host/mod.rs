@@ -275,6 +275,12 @@ pub(crate) fn declare_logins(ids: &[String]) {
     imp::declare_logins(ids);
 }
 
+/// Names the guest's handlers selecting every resource to the host (during `describe`
+/// only).
+pub(crate) fn declare_everything(ids: &[String]) {
+    imp::declare_everything(ids);
+}
+
 /// The resource of the call's object, as the host discovered it.
 pub(crate) fn resource_info() -> Option<ResourceInfo> {
     imp::resource_info()

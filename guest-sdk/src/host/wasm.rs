@@ -1,9 +1,11 @@
 //! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning`, `login`,
-//! `settings` and `resources` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
+//! `settings`, `resources` and `selection` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
 
 use super::{ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
-use crate::bindings::kapsel::operator::{host, login, resources, settings, spawning, subhandlers};
+use crate::bindings::kapsel::operator::{
+    host, login, resources, selection, settings, spawning, subhandlers,
+};
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
 use crate::selector::{ResourceName, Selector};
@@ -184,6 +186,10 @@ pub(super) fn subhandlers_pending(parent: &str) -> Option<f64> {
 
 pub(super) fn declare_logins(ids: &[String]) {
     login::declare(ids);
+}
+
+pub(super) fn declare_everything(ids: &[String]) {
+    selection::everything(ids);
 }
 
 pub(super) fn settings() -> String {

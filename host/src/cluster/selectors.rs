@@ -17,7 +17,13 @@ pub(crate) enum Name {
     Singular(String),
     Shortcut(String),
     Category(String),
+    /// Every resource but Events (Kopf's `kopf.EVERYTHING`).
+    Everything,
 }
+
+/// The resources Kopf's `kopf.EVERYTHING` leaves out (group, plural): Events, which
+/// handling itself produces, so that serving them would handle without end.
+const NOT_EVERYTHING: [(&str, &str); 2] = [("", "events"), ("events.k8s.io", "events")];
 
 /// One resource selector, as a guest declared it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,9 +54,18 @@ impl Selector {
         }
     }
 
-    /// Whether this selector names one resource (rather than a category).
-    fn is_specific(&self) -> bool {
-        !matches!(self.name, Name::Category(_))
+    /// Kopf's `kopf.EVERYTHING`: the preferred version of every resource but Events.
+    pub(crate) fn everything() -> Selector {
+        Selector {
+            group: None,
+            version: None,
+            name: Name::Everything,
+        }
+    }
+
+    /// Whether this selector names one resource (rather than a category or everything).
+    pub(crate) fn is_specific(&self) -> bool {
+        !matches!(self.name, Name::Category(_) | Name::Everything)
     }
 
     /// KOPF.md §2.2: group and version must agree (an unversioned selector
@@ -73,6 +88,9 @@ impl Selector {
             Name::Singular(s) => *s == r.singular,
             Name::Shortcut(s) => r.short_names.contains(s),
             Name::Category(c) => r.categories.contains(c),
+            Name::Everything => !NOT_EVERYTHING
+                .iter()
+                .any(|(group, plural)| r.group == *group && r.plural == *plural),
         }
     }
 }
@@ -86,6 +104,7 @@ impl fmt::Display for Selector {
             Name::Singular(n) => format!("singular={n}"),
             Name::Shortcut(n) => format!("shortcut={n}"),
             Name::Category(n) => format!("category={n}"),
+            Name::Everything => "EVERYTHING".to_owned(),
         };
         match (&self.group, &self.version) {
             (Some(g), Some(v)) if g.is_empty() => write!(f, "{v}/{name}"),
@@ -294,6 +313,25 @@ mod tests {
         assert!(matches!(r, Resolution::Ambiguous(v) if v.len() == 2));
         let r = resolve(&sel(None, None, Name::Any("gadgets".into())), &cluster());
         assert_eq!(r, Resolution::Unresolved);
+    }
+
+    #[test]
+    fn everything_serves_every_preferred_version_but_events() {
+        let mut discovered = cluster();
+        discovered.push(res("", "v1", "events", "Event", true));
+        discovered.push(res("events.k8s.io", "v1", "events", "Event", true));
+        let r = resolve(&Selector::everything(), &discovered);
+        assert_eq!(
+            served(r),
+            // Not kopfexamples.v1beta1 (not preferred), nor either Events.
+            vec![
+                "pods.v1",
+                "widgets.v1.a.example",
+                "widgets.v1.b.example",
+                "kopfexamples.v1.kopf.dev",
+                "pods.v1beta1.metrics.k8s.io",
+            ]
+        );
     }
 
     #[test]

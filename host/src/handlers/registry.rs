@@ -128,7 +128,8 @@ impl Registry {
     /// §2.3), warning about ambiguous and unresolved ones, and returns the
     /// resources to watch with their handlers.
     ///
-    /// Resources without `list` and `watch` cannot be served.
+    /// Resources without `list` and `watch` cannot be served: said when a selector named
+    /// them, quietly left out where a category or everything reaches them.
     pub(crate) fn serve(&self, discovered: &[Resource]) -> Vec<(Resource, ResourceHandlers)> {
         let mut resolved: HashMap<Selector, Vec<Resource>> = HashMap::new();
         for selector in self.selectors() {
@@ -150,12 +151,17 @@ impl Registry {
                 }
             }
         }
+        let named: BTreeSet<&Resource> = resolved
+            .iter()
+            .filter(|(selector, _)| selector.is_specific())
+            .flat_map(|(_, resources)| resources)
+            .collect();
         let mut served: BTreeSet<Resource> = BTreeSet::new();
         for resources in resolved.values() {
             for r in resources {
                 if r.has_verb("list") && r.has_verb("watch") {
                     served.insert(r.clone());
-                } else {
+                } else if named.contains(r) {
                     tracing::warn!("Non-watchable resources will not be served: {}", r.key());
                 }
             }

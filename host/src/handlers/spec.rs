@@ -149,6 +149,15 @@ impl HandlerSpec {
         self
     }
 
+    /// Selecting every resource (Kopf's `kopf.EVERYTHING`) when `everything`, in place of
+    /// the registration's selectors (it has none).
+    pub(crate) fn selecting_everything(mut self, everything: bool) -> HandlerSpec {
+        if everything {
+            self.selectors = vec![Selector::everything()];
+        }
+        self
+    }
+
     /// With the further options the guest declared for this timer or daemon, if any.
     pub(crate) fn with_spawning(mut self, options: Option<&SpawningOptions>) -> HandlerSpec {
         if let Some(options) = options {

@@ -227,6 +227,7 @@ fn registry_of(guests: &[Guest], indexes: &Indexes, default_backoff: f64) -> Reg
                 guest.describe().handlers.iter().map(|registration| {
                     let spec = HandlerSpec::of(registration, guest.runtime().limits())
                         .with_spawning(guest.spawning_options(&registration.id))
+                        .selecting_everything(guest.selects_everything(&registration.id))
                         .with_default_backoff(default_backoff);
                     warn_if_bounded(guest.name(), registration, &spec);
                     Handler {

@@ -29,6 +29,7 @@ pub(crate) use generated::kapsel::operator::host::{
 pub(super) use generated::kapsel::operator::login::Host as LoginImports;
 pub(super) use generated::kapsel::operator::resources::Host as ResourcesImports;
 pub(crate) use generated::kapsel::operator::resources::ResourceInfo;
+pub(super) use generated::kapsel::operator::selection::Host as SelectionImports;
 pub(super) use generated::kapsel::operator::settings::Host as SettingsImports;
 pub(super) use generated::kapsel::operator::spawning::Host as SpawningImports;
 pub(crate) use generated::kapsel::operator::spawning::Options as SpawningOptions;

@@ -81,6 +81,16 @@ pub(crate) enum DeclarationError {
     #[error("cancellation options are for daemons only, and {0:?} is a timer")]
     CancellationOfTimer(String),
     #[error(
+        "handler {0:?} selects every resource (selection.everything names it) but is no \
+         handler of resources, or has no registration"
+    )]
+    EverythingOfNoResourceHandler(String),
+    #[error(
+        "handler {0:?} selects every resource (selection.everything names it) and names \
+         resource selectors too: give one of its attributes another id"
+    )]
+    EverythingAndSelectors(String),
+    #[error(
         "login handler {0:?} is not a startup registration of the guest (login.declare names those)"
     )]
     NotALoginRegistration(String),
@@ -137,12 +147,29 @@ pub(super) fn validate_spawning(
 ///
 /// Several registrations may share an id (stacked attributes on one function), also with
 /// different kinds (Kopf allows `on.create` and `on.update` on one function). The login
-/// handlers (`logins`, from `login.declare`) must be startup registrations.
+/// handlers (`logins`, from `login.declare`) must be startup registrations; the handlers
+/// selecting every resource (`everything`, from `selection.everything`) must be handlers
+/// of resources, each of whose registrations names no selectors.
 pub(super) fn validate(
     output: &DescribeOutput,
     logins: &[String],
+    everything: &[String],
     limits: &Limits,
 ) -> Result<(), DeclarationError> {
+    for id in everything {
+        let mut registrations = output.handlers.iter().filter(|r| &r.id == id).peekable();
+        if registrations.peek().is_none() {
+            return Err(DeclarationError::EverythingOfNoResourceHandler(id.clone()));
+        }
+        for r in registrations {
+            if r.kind.is_operator_level() {
+                return Err(DeclarationError::EverythingOfNoResourceHandler(id.clone()));
+            }
+            if !r.selectors.is_empty() {
+                return Err(DeclarationError::EverythingAndSelectors(id.clone()));
+            }
+        }
+    }
     for login in logins {
         let registered = output
             .handlers
@@ -153,7 +180,8 @@ pub(super) fn validate(
         }
     }
     for (position, registration) in output.handlers.iter().enumerate() {
-        validate_registration(registration, limits).map_err(|reason| {
+        let everything = everything.contains(&registration.id);
+        validate_registration(registration, everything, limits).map_err(|reason| {
             let reason = Box::new(reason);
             if registration.id.is_empty() {
                 DeclarationError::UnnamedHandler {
@@ -181,7 +209,12 @@ pub(super) fn validate(
     Ok(())
 }
 
-fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), DeclarationError> {
+/// One registration; `everything`: its id selects every resource, in place of selectors.
+fn validate_registration(
+    r: &Registration,
+    everything: bool,
+    limits: &Limits,
+) -> Result<(), DeclarationError> {
     if r.id.trim().is_empty() {
         return Err(DeclarationError::EmptyId);
     }
@@ -189,7 +222,7 @@ fn validate_registration(r: &Registration, limits: &Limits) -> Result<(), Declar
         if !r.selectors.is_empty() {
             return Err(DeclarationError::NeedsNoSelectors(r.kind.as_str()));
         }
-    } else if r.selectors.is_empty() {
+    } else if r.selectors.is_empty() && !everything {
         return Err(DeclarationError::NeedsSelectors(r.kind.as_str()));
     }
     for selector in &r.selectors {
@@ -265,11 +298,13 @@ fn validate_selector(selector: &Selector) -> Result<(), DeclarationError> {
 /// A faithful JSON rendering of what a guest declares, for `kapsel inspect`: every
 /// registration with its id, kind, selectors, filters and options. Empty and absent fields
 /// are left out; JSON-valued fields (`param`) are embedded as JSON when they parse. A login
-/// handler (one of `logins`) is of kind `login`.
+/// handler (one of `logins`) is of kind `login`; a handler selecting every resource (one
+/// of `everything`) has `"everything": true`.
 pub(crate) fn describe_json(
     output: &DescribeOutput,
     spawning: &[SpawningOptions],
     logins: &[String],
+    everything: &[String],
 ) -> Value {
     let mut root = Map::new();
     if !output.sdk_version.is_empty() {
@@ -281,6 +316,9 @@ pub(crate) fn describe_json(
         .map(|r| {
             let login = r.kind == HandlerKind::Startup && logins.contains(&r.id);
             let mut json = registration_json(r, if login { "login" } else { r.kind.as_str() });
+            if let (true, Value::Object(m)) = (everything.contains(&r.id), &mut json) {
+                m.insert("everything".to_owned(), Value::Bool(true));
+            }
             if let (Some(options), Value::Object(m)) =
                 (spawning.iter().find(|o| o.id == r.id), &mut json)
             {
@@ -600,7 +638,7 @@ pub(crate) mod tests {
             initial_delay_callback: true,
             ..options("run")
         };
-        assert_eq!(describe_json(&output, &[spawning], &[]), expected);
+        assert_eq!(describe_json(&output, &[spawning], &[], &[]), expected);
     }
 
     #[test]
@@ -612,7 +650,8 @@ pub(crate) mod tests {
         };
         let limits = Limits::default();
         // The texts users read.
-        let check = |declared| validate(&declared, &[], &limits).map_err(|error| error.to_string());
+        let check =
+            |declared| validate(&declared, &[], &[], &limits).map_err(|error| error.to_string());
         let ok = output(vec![
             registration("a", HandlerKind::Create),
             // Stacked attributes repeat ids, also across kinds.
@@ -661,6 +700,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn handlers_selecting_everything_are_resource_handlers_without_selectors() {
+        let mut everything = registration("all_fn", HandlerKind::Event);
+        everything.selectors.clear();
+        let mut startup = registration("start_fn", HandlerKind::Startup);
+        startup.selectors.clear();
+        let declared = DescribeOutput {
+            sdk_version: String::new(),
+            handlers: vec![
+                everything,
+                startup,
+                registration("pods_fn", HandlerKind::Event),
+            ],
+            permissions: Vec::new(),
+        };
+        let limits = Limits::default();
+        let ids = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
+        let check = |everything: &[&str]| {
+            validate(&declared, &[], &ids(everything), &limits).map_err(|e| e.to_string())
+        };
+        assert_eq!(check(&["all_fn"]), Ok(()));
+        // Without the declaration, its empty selectors are refused.
+        assert!(
+            check(&[])
+                .unwrap_err()
+                .contains("needs at least one resource selector")
+        );
+        for wrong in ["start_fn", "nowhere"] {
+            let error = check(&[wrong]).unwrap_err();
+            assert!(error.contains("is no handler of resources"), "{error}");
+        }
+        let error = check(&["pods_fn"]).unwrap_err();
+        assert!(error.contains("names resource selectors too"), "{error}");
+        let rendered = describe_json(&declared, &[], &[], &ids(&["all_fn"]));
+        assert_eq!(rendered["handlers"][0]["everything"], true);
+        assert!(rendered["handlers"][0].get("selectors").is_none());
+    }
+
+    #[test]
     fn login_handlers_are_startup_registrations_and_render_as_logins() {
         let mut login = registration("login_fn", HandlerKind::Startup);
         login.selectors.clear();
@@ -671,9 +748,9 @@ pub(crate) mod tests {
         };
         let limits = Limits::default();
         let logins = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
-        assert!(validate(&declared, &logins(&["login_fn"]), &limits).is_ok());
+        assert!(validate(&declared, &logins(&["login_fn"]), &[], &limits).is_ok());
         for wrong in ["create_fn", "nowhere"] {
-            let error = validate(&declared, &logins(&[wrong]), &limits).unwrap_err();
+            let error = validate(&declared, &logins(&[wrong]), &[], &limits).unwrap_err();
             assert_eq!(
                 error.to_string(),
                 format!(
@@ -682,11 +759,11 @@ pub(crate) mod tests {
                 )
             );
         }
-        let rendered = describe_json(&declared, &[], &logins(&["login_fn"]));
+        let rendered = describe_json(&declared, &[], &logins(&["login_fn"]), &[]);
         assert_eq!(rendered["handlers"][0]["kind"], "login");
         assert_eq!(rendered["handlers"][1]["kind"], "create");
         assert_eq!(
-            describe_json(&declared, &[], &[])["handlers"][0]["kind"],
+            describe_json(&declared, &[], &[], &[])["handlers"][0]["kind"],
             "startup"
         );
     }

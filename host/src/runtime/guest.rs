@@ -40,6 +40,9 @@ pub(super) struct GuestInner {
     pub(super) spawning: Vec<SpawningOptions>,
     /// The ids of its login handlers (startup registrations it named in `login.declare`).
     pub(super) logins: Vec<String>,
+    /// The ids of its handlers that select every resource (named in
+    /// `selection.everything`).
+    pub(super) everything: Vec<String>,
     /// Keeps the engine's epoch ticker alive while the guest may be called.
     pub(super) runtime: Runtime,
 }
@@ -143,6 +146,20 @@ impl Guest {
     /// a startup registration and named in `login.declare`.
     pub(crate) fn is_login(&self, id: &str) -> bool {
         self.inner.logins.iter().any(|login| login == id)
+    }
+
+    /// Whether the registrations `id` select every resource (Kopf's `kopf.EVERYTHING`):
+    /// named in `selection.everything`.
+    pub(crate) fn selects_everything(&self, id: &str) -> bool {
+        self.inner
+            .everything
+            .iter()
+            .any(|everything| everything == id)
+    }
+
+    /// The ids of its handlers that select every resource.
+    pub(crate) fn everything(&self) -> &[String] {
+        &self.inner.everything
     }
 
     /// The runtime the guest was loaded into (every guest of an operator shares one).

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::bindings::{
     Declaration, Due, HostImports, KubeError, Level, LoginImports, Outcome, ResourceInfo,
-    ResourcesImports, Selector, SettingsImports, SpawningImports, SpawningOptions,
-    SubhandlerImports, TypesImports, WitStopReasons,
+    ResourcesImports, SelectionImports, Selector, SettingsImports, SpawningImports,
+    SpawningOptions, SubhandlerImports, TypesImports, WitStopReasons,
 };
 use super::services::{GUEST_LOG_TARGET, GuestEvent, KubeRequest, StopReasons};
 use super::state::{HostState, over_limit};
@@ -419,6 +419,28 @@ impl LoginImports for HostState {
     }
 }
 
+// Which handlers select every resource is part of what the guest declares at load: kept
+// for the loader, which checks them against the registrations.
+impl SelectionImports for HostState {
+    fn everything(&mut self, ids: Vec<String>) -> wasmtime::Result<()> {
+        match &mut self.everything {
+            // Once per `describe`, so that the list is bounded by the guest's own memory.
+            Some(everything) if everything.is_empty() => {
+                *everything = ids;
+                Ok(())
+            }
+            Some(_) => {
+                Err(self.refuse("declared its handlers selecting every resource twice".to_owned()))
+            }
+            None => Err(self.refuse(
+                "declared handlers selecting every resource outside describe \
+                 (selection.everything is for describe only)"
+                    .to_owned(),
+            )),
+        }
+    }
+}
+
 // The settings are the operator's: the services keep them and check the changes.
 impl SettingsImports for HostState {
     fn get(&mut self) -> wasmtime::Result<String> {
@@ -558,6 +580,24 @@ mod tests {
     }
 
     /// Login handlers are declared during `describe` only, and once.
+    #[test]
+    fn everything_is_declared_once_in_describe() {
+        let mut state = state();
+        let refused = SelectionImports::everything(&mut state, vec!["all".to_owned()])
+            .expect_err("not describe");
+        assert!(
+            refused.to_string().contains("outside describe"),
+            "{refused}"
+        );
+        let mut state = super::tests::state();
+        state.everything = Some(Vec::new());
+        SelectionImports::everything(&mut state, vec!["all".to_owned()]).expect("in describe");
+        assert_eq!(state.everything.as_deref(), Some(&["all".to_owned()][..]));
+        let refused =
+            SelectionImports::everything(&mut state, vec!["more".to_owned()]).expect_err("twice");
+        assert!(refused.to_string().contains("twice"), "{refused}");
+    }
+
     #[test]
     fn logins_are_declared_once_in_describe() {
         let mut state = state();

@@ -96,6 +96,8 @@ pub(super) struct Declared {
     pub(super) spawning: Vec<SpawningOptions>,
     /// The ids of its login handlers (`login.declare`).
     pub(super) logins: Vec<String>,
+    /// The ids of its handlers that select every resource (`selection.everything`).
+    pub(super) everything: Vec<String>,
 }
 
 /// What the export answered.
@@ -396,12 +398,15 @@ async fn run(
             let describe =
                 instance.get_typed_func::<(), (DescribeOutput,)>(&mut *store, "describe")?;
             store.data_mut().logins = Some(Vec::new());
+            store.data_mut().everything = Some(Vec::new());
             let output = describe.call_async(&mut *store, ()).await?.0;
             let logins = store.data_mut().logins.take().unwrap_or_default();
+            let everything = store.data_mut().everything.take().unwrap_or_default();
             Returned::Describe(
                 output,
                 Declared {
                     logins,
+                    everything,
                     ..Declared::default()
                 },
             )

@@ -186,18 +186,24 @@ impl Runtime {
         };
         let ctx =
             CallContext::new("describe", None, Arc::new(NoServices)).in_pool(Pool::Activities);
-        let (describe, Declared { spawning, logins }) =
-            match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
-                Ok(Returned::Describe(output, declared)) => (output, declared),
-                Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
-                Err(source) => {
-                    return Err(LoadError::Describe {
-                        path: path.to_owned(),
-                        source,
-                    });
-                }
-            };
-        validate(&describe, &logins, self.limits())
+        let (
+            describe,
+            Declared {
+                spawning,
+                logins,
+                everything,
+            },
+        ) = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
+            Ok(Returned::Describe(output, declared)) => (output, declared),
+            Ok(_) => return Err(host_error(path, &"describe answered another export's type")),
+            Err(source) => {
+                return Err(LoadError::Describe {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        validate(&describe, &logins, &everything, self.limits())
             .and_then(|()| validate_spawning(&describe, &spawning))
             .map_err(|reason| LoadError::InvalidRegistration {
                 path: path.to_owned(),
@@ -222,6 +228,7 @@ impl Runtime {
                 describe,
                 spawning,
                 logins,
+                everything,
                 runtime: self.clone(),
             }),
         })

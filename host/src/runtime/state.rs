@@ -53,6 +53,9 @@ pub(crate) struct HostState {
     /// The login handlers the guest declared (`login.declare`); `None` outside
     /// `describe`, the only call that may declare them.
     pub(super) logins: Option<Vec<String>>,
+    /// The handlers that select every resource (`selection.everything`); `None` outside
+    /// `describe`, the only call that may declare them.
+    pub(super) everything: Option<Vec<String>>,
 }
 
 /// What a guest hands over through the `spawning` imports: the options of its timers and
@@ -126,6 +129,7 @@ impl HostState {
             turns,
             spawning: SpawningAnswers::default(),
             logins: None,
+            everything: None,
         }
     }
 

@@ -120,7 +120,12 @@ async fn describe_lists_the_guests_handlers() {
         ids,
         ["ok", "spin", "hog", "crash", "log-and-lookup", "remember"]
     );
-    let json = describe_json(guest.describe(), guest.spawning(), guest.logins());
+    let json = describe_json(
+        guest.describe(),
+        guest.spawning(),
+        guest.logins(),
+        guest.everything(),
+    );
     assert_eq!(json["sdk_version"], "raw-0");
     assert_eq!(json["handlers"][1]["deadline_ms"], 200);
     assert_eq!(json["handlers"][2]["memory_mib"], 16);

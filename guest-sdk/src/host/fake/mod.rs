@@ -182,6 +182,9 @@ pub(crate) fn subhandlers_pending(parent: &str) -> Option<f64> {
 /// Natively nothing is described to a host: a test calls a login handler itself.
 pub(crate) fn declare_logins(_ids: &[String]) {}
 
+/// Natively nothing is described to a host.
+pub(crate) fn declare_everything(_ids: &[String]) {}
+
 /// Native tests have no discovery: a cause's resource is all they know.
 pub(crate) fn resource_info() -> Option<super::ResourceInfo> {
     None
