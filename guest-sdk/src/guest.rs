@@ -15,6 +15,10 @@ struct Component;
 /// `spawning.initial-delay`).
 const INITIAL_DELAY: &str = "initial-delay";
 
+/// The reason of a `when` call asking whether a handler selects a resource (the WIT's
+/// `selection.chosen`).
+const RESOURCE_SELECTION: &str = "resource-selection";
+
 crate::bindings::export!(Component with_types_in crate::bindings);
 
 fn matcher_to_wit(matcher: Matcher) -> wit::Matcher {
@@ -136,6 +140,7 @@ impl crate::bindings::Guest for Component {
         }
         registry::declare_logins();
         registry::declare_everything(&registrations);
+        registry::declare_chosen(&registrations);
         wit::DescribeOutput {
             sdk_version: crate::SDK_VERSION.to_owned(),
             handlers: registrations.into_iter().map(registration_to_wit).collect(),
@@ -187,7 +192,11 @@ impl crate::bindings::Guest for Component {
     fn when(cause: wit::Cause) -> bool {
         // The host asks a timer's or daemon's initial delay the way it asks a filter.
         let asks_initial_delay = cause.reason.as_deref() == Some(INITIAL_DELAY);
+        // And whether a handler selects a resource: its description is the host's.
+        let asks_selection = cause.reason.as_deref() == Some(RESOURCE_SELECTION);
         match cause_from_wit(cause) {
+            Ok(cause) if asks_selection => crate::host::resource_info()
+                .is_some_and(|resource| registry::chooses(&cause, &resource)),
             Ok(cause) if asks_initial_delay => {
                 if let Some(seconds) = registry::initial_delay(&cause) {
                     crate::host::answer_initial_delay(seconds);

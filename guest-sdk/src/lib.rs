@@ -49,6 +49,7 @@
 //! | `"kopfexamples.kopf.dev"`, `"deployments.apps"` | `name.group` (kubectl style) |
 //! | `group = "..", version = "..", kind/plural/singular/shortcut/category = ".."` | keyword forms |
 //! | `everything` | every resource (Kopf's `kopf.EVERYTHING`): the preferred version of each resource the cluster serves, also of CRDs created later, except Events; alone, with no other selector; its guest must still `kapsel::permit!` Secrets to be handed them |
+//! | `resource_filter = path::to::choose` | the resources a function of their description chooses (Kopf's callable selector, `lambda r: ...`): `fn(&kapsel::ResourceInfo) -> bool`, evaluated in the guest once per resource the cluster serves (every version, CRDs created later too, never Events); alone, with no other selector |
 //!
 //! | option | example | kinds |
 //! |---|---|---|
@@ -270,8 +271,8 @@ pub mod __private {
     pub use crate::log::{Level, log};
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
-        PermissionEntry, Registration, ResourceName, Selector, enable_everything, enable_logins,
-        index_error, index_ret, register, register_permission, result_outcome, to_json,
-        value_outcome,
+        PermissionEntry, Registration, ResourceName, Selector, enable_chosen, enable_everything,
+        enable_logins, index_error, index_ret, register, register_permission, result_outcome,
+        to_json, value_outcome,
     };
 }

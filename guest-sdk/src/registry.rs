@@ -72,6 +72,9 @@ pub struct Registration {
     pub initial_delay_callback: bool,
     /// Selects every resource (the WIT's `selection.everything`), with no selectors.
     pub everything: bool,
+    /// Selects the resources its `resource_filter` chooses (the WIT's
+    /// `selection.chosen`), with no selectors.
+    pub chosen: bool,
 }
 
 impl Registration {
@@ -106,6 +109,7 @@ impl Registration {
             cancellation_polling_seconds: None,
             initial_delay_callback: false,
             everything: false,
+            chosen: false,
         }
     }
 
@@ -151,6 +155,8 @@ pub struct Entry {
     pub when: Option<fn(&Cause) -> bool>,
     /// Timers and daemons: `initial_delay = <function>`, seconds for the cause's object.
     pub initial_delay: Option<fn(&Cause) -> f64>,
+    /// `resource_filter = <function>`: whether the handler selects a resource.
+    pub resource_filter: Option<fn(&crate::ResourceInfo) -> bool>,
     /// `module::function`, to tell two functions sharing an id apart.
     pub function: &'static str,
     /// Where the attribute is written (file, line, column): the declaration order.
@@ -264,6 +270,42 @@ pub(crate) fn declare_everything(registrations: &[Registration]) {
         }
     }
     declare(&ids);
+}
+
+/// How the handlers choosing their resources are named to the host, set by the first
+/// attribute with `resource_filter`: a guest without them does not import the WIT's
+/// `selection` interface for them.
+static CHOSEN_DECLARER: OnceLock<fn(&[String])> = OnceLock::new();
+
+/// Makes `describe` name the handlers choosing their resources to the host; called by
+/// the static constructor of every attribute with `resource_filter`.
+pub fn enable_chosen() {
+    CHOSEN_DECLARER.get_or_init(|| crate::host::declare_chosen);
+}
+
+/// Names the handlers choosing their resources to the host (WIT `selection.chosen`), if
+/// there are any.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn declare_chosen(registrations: &[Registration]) {
+    let Some(declare) = CHOSEN_DECLARER.get() else {
+        return;
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for r in registrations.iter().filter(|r| r.chosen) {
+        if !ids.contains(&r.id) {
+            ids.push(r.id.clone());
+        }
+    }
+    declare(&ids);
+}
+
+/// Whether the handler named by the cause selects `resource` (its `resource_filter`);
+/// false for a handler without one.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn chooses(cause: &Cause, resource: &crate::ResourceInfo) -> bool {
+    find(cause, cause.kind == HandlerKind::Index)
+        .and_then(|entry| entry.resource_filter)
+        .is_some_and(|filter| filter(resource))
 }
 
 /// The handler registered under the cause's id, preferring one of its kind.

@@ -16,7 +16,10 @@
 //!   their `status` unless it is an index. A wildcard, because the operator serves the
 //!   CRDs created after it started too; it includes Secrets, which the operator still
 //!   hands such a handler only with its guest's `kapsel::permit!` for them (a comment at
-//!   the top says so).
+//!   the top says so);
+//! - for a handler whose guest chooses its resources (Kopf's callable selector): what
+//!   the guest chooses of what the cluster serves now, asked as the operator asks it (a
+//!   comment at the top says that CRDs created later are not covered).
 //!
 //! Where: a ServiceAccount, and a ClusterRole with its binding for what is cluster-wide.
 //! An operator restricted to named namespaces (`-n a -n b`) gets its namespaced grants
@@ -36,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use crate::cluster::{self, DiscoveryError, Resolution, Resource, Scope, Selector};
-use crate::handlers::{declaration, undeclared};
+use crate::handlers::{Handler, HandlerSpec, Registry, declaration, undeclared};
 use crate::peering::resources as peering;
 use crate::runtime::{Guest, HandlerKind};
 
@@ -59,6 +62,8 @@ pub(crate) struct GuestNeeds {
     /// Handlers selecting every resource (`handler "id" of guest "name"`), and whether
     /// they patch what they are handed.
     pub(crate) everything: Vec<(String, bool)>,
+    /// Handlers whose guests chose their resources on this cluster.
+    pub(crate) chosen: Vec<String>,
 }
 
 /// Resolves every handler selector and every permission of `guests` on the cluster.
@@ -77,9 +82,8 @@ pub(crate) async fn guest_needs(
             .collect(),
         ..GuestNeeds::default()
     };
-    let resolve = |wit: &crate::runtime::Selector, needs: &mut GuestNeeds| {
-        let selector = Selector::from_wit(wit);
-        match cluster::resolve(&selector, &discovered) {
+    let resolve = |selector: &Selector, needs: &mut GuestNeeds| {
+        match cluster::resolve(selector, &discovered) {
             Resolution::Resolved(found) => found,
             Resolution::Ambiguous(_) | Resolution::Unresolved => {
                 // Named once, however many handlers use it.
@@ -95,12 +99,29 @@ pub(crate) async fn guest_needs(
         let described = guest.describe();
         for registration in &described.handlers {
             let patches = registration.kind != HandlerKind::Index;
+            let named = format!("handler {:?} of guest {:?}", registration.id, guest.name());
             if guest.selects_everything(&registration.id) {
-                let handler = format!("handler {:?} of guest {:?}", registration.id, guest.name());
-                needs.everything.push((handler, patches));
+                needs.everything.push((named.clone(), patches));
             }
-            for wit in &registration.selectors {
-                for resource in resolve(wit, &mut needs) {
+            let mut selectors: Vec<Selector> = registration
+                .selectors
+                .iter()
+                .map(Selector::from_wit)
+                .collect();
+            if guest.chooses_resources(&registration.id) {
+                // Asked as the operator asks it.
+                let spec = HandlerSpec::of(registration, guest.runtime().limits())
+                    .choosing_resources(true);
+                let registry = Registry::new(vec![Handler {
+                    guest: guest.clone(),
+                    spec,
+                }]);
+                registry.choose(&discovered).await;
+                selectors = registry.selectors();
+                needs.chosen.push(named);
+            }
+            for selector in &selectors {
+                for resource in resolve(selector, &mut needs) {
                     match undeclared(guest, registration.kind, &resource, &discovered) {
                         Some(verbs) => needs.refused.push(format!(
                             "handler {:?} of guest {:?} on {}: declare {}",
@@ -115,7 +136,7 @@ pub(crate) async fn guest_needs(
             }
         }
         for permission in &described.permissions {
-            for resource in resolve(&permission.target, &mut needs) {
+            for resource in resolve(&Selector::from_wit(&permission.target), &mut needs) {
                 needs.permitted.push((resource, permission.verbs.clone()));
             }
         }
@@ -352,6 +373,15 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
             out.push_str(&format!("#   {handler}\n"));
         }
     }
+    if !needs.chosen.is_empty() {
+        out.push_str(
+            "# Choosing their resources, granted what their guest chose of what this cluster \
+             serves now (make these again for CRDs created later):\n",
+        );
+        for handler in &needs.chosen {
+            out.push_str(&format!("#   {handler}\n"));
+        }
+    }
     if !needs.unresolved.is_empty() {
         out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
         for selector in &needs.unresolved {
@@ -419,6 +449,7 @@ mod tests {
             refused: Vec::new(),
             peering: Vec::new(),
             everything: Vec::new(),
+            chosen: Vec::new(),
         }
     }
 

@@ -27,7 +27,7 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
         guest.describe(),
         guest.spawning(),
         guest.logins(),
-        guest.everything(),
+        (guest.everything(), guest.chosen()),
     ))
 }
 

@@ -95,6 +95,34 @@ async fn rbac_grants_every_resource_to_a_handler_of_everything() {
     cluster.shutdown().await.expect("shutdown");
 }
 
+/// A handler whose guest chooses its resources (Kopf's callable selector) is granted what
+/// the guest chooses of what the cluster serves now, asked as the operator asks it.
+#[tokio::test]
+async fn rbac_grants_what_a_guest_chooses() {
+    let cluster = Cluster::start().await.expect("cluster");
+    create_kopfexamples_crd(&cluster.client()).await;
+    let request = RbacRequest::new([guest("choosing")]).service_account("op", "ops");
+    let text = kapsel_host::rbac(&request, cluster.client())
+        .await
+        .expect("manifests");
+    assert!(
+        text.contains("#   handler \"chosen_fn\" of guest \"choosing\""),
+        "{text}"
+    );
+    let documents = parse(&text);
+    assert_eq!(
+        verbs(&documents, "", "configmaps"),
+        ["list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs(&documents, "kopf.dev", "kopfexamples"),
+        ["list", "patch", "watch"]
+    );
+    assert!(verbs(&documents, "", "pods").is_empty(), "{text}");
+    assert!(verbs(&documents, "*", "*").is_empty(), "{text}");
+    cluster.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test]
 async fn rbac_refuses_what_is_not_a_guest() {
     let cluster = Cluster::start().await.expect("cluster");

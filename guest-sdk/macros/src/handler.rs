@@ -41,6 +41,7 @@ impl Kind {
                 "value",
                 "when",
                 "everything",
+                "resource_filter",
             ]);
         }
         match self {
@@ -228,6 +229,11 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     let enable_logins = (kind == Kind::Login).then(|| quote!(#p::enable_logins();));
     // Likewise for handlers of every resource (WIT `selection`).
     let enable_everything = options.everything.then(|| quote!(#p::enable_everything();));
+    let enable_chosen = options
+        .resource_filter
+        .is_some()
+        .then(|| quote!(#p::enable_chosen();));
+    let resource_filter = resource_filter_function(&options);
     Ok(quote! {
         #function
 
@@ -242,6 +248,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
             extern "C" fn __kapsel_register() {
                 #enable_logins
                 #enable_everything
+                #enable_chosen
                 #p::register(#p::Entry {
                     id: #id,
                     kind: #p::HandlerKind::#variant,
@@ -249,6 +256,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
                     handler: #p::Handler::#handler(__kapsel_dispatch),
                     when: #when,
                     initial_delay: #initial_delay,
+                    resource_filter: #resource_filter,
                     function: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
                     source: (::core::file!(), ::core::line!(), ::core::column!()),
                 });
@@ -357,6 +365,7 @@ fn behaviour_sets(options: &Options) -> Vec<TokenStream> {
         ("deleted", options.deleted),
         ("sharp", options.sharp),
         ("everything", options.everything),
+        ("chosen", options.resource_filter.is_some()),
         ("initial_delay_callback", options.initial_delay_fn.is_some()),
     ] {
         if value {
@@ -464,6 +473,22 @@ fn initial_delay_function(options: &Options) -> TokenStream {
                     ::core::convert::Into::<f64>::into((#delay)(cause))
                 }
                 __kapsel_initial_delay
+            })
+        },
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// `resource_filter = <function>` (Kopf's callable selector) as the entry's function of a
+/// resource's description.
+fn resource_filter_function(options: &Options) -> TokenStream {
+    match &options.resource_filter {
+        Some(filter) => quote_spanned! {filter.span()=>
+            ::core::option::Option::Some({
+                fn __kapsel_resource_filter(resource: &::kapsel::ResourceInfo) -> bool {
+                    (#filter)(resource)
+                }
+                __kapsel_resource_filter
             })
         },
         None => quote!(::core::option::Option::None),
@@ -671,7 +696,43 @@ mod tests {
             );
         }
         assert!(
-            error(Kind::Startup, quote!(everything), item).contains("unknown option `everything`")
+            error(Kind::Startup, quote!(everything), item.clone())
+                .contains("unknown option `everything`")
+        );
+    }
+
+    /// `resource_filter` (Kopf's callable selector) stands alone as the selector too, and
+    /// makes the guest name the handler in `selection.chosen`.
+    #[test]
+    fn resource_filter_chooses_without_a_selector() {
+        let item = quote!(
+            fn f() {}
+        );
+        let chosen = expanded(Kind::Event, quote!(resource_filter = mine), item.clone());
+        assert!(chosen.contains("r . chosen = true"), "{chosen}");
+        assert!(chosen.contains("enable_chosen ()"), "{chosen}");
+        assert!(chosen.contains("(mine) (resource)"), "{chosen}");
+        assert!(!chosen.contains("r . selectors . push"), "{chosen}");
+        let plain = expanded(Kind::Event, quote!("pods"), item.clone());
+        assert!(
+            plain.contains("resource_filter : :: core :: option :: Option :: None"),
+            "{plain}"
+        );
+        assert!(
+            error(
+                Kind::Event,
+                quote!("pods", resource_filter = mine),
+                item.clone()
+            )
+            .contains("takes no other resource selector")
+        );
+        assert!(
+            error(
+                Kind::Event,
+                quote!(everything, resource_filter = mine),
+                item
+            )
+            .contains("two resource selectors")
         );
     }
 

@@ -68,6 +68,9 @@ pub(crate) struct Options {
     pub(crate) selector: Option<Selector>,
     /// `everything`: every resource (Kopf's `kopf.EVERYTHING`), in place of a selector.
     pub(crate) everything: bool,
+    /// `resource_filter = <function or closure>`: the resources the guest chooses (Kopf's
+    /// callable selector), in place of a selector.
+    pub(crate) resource_filter: Option<Expr>,
 }
 
 fn err<T>(span: Span, message: impl std::fmt::Display) -> syn::Result<T> {
@@ -380,6 +383,7 @@ impl Reader {
             "old" => options.old = Some((span, field_matcher(value))),
             "new" => options.new = Some((span, field_matcher(value))),
             "when" => options.when = Some(value),
+            "resource_filter" => options.resource_filter = Some(value),
             "labels" | "annotations" => {
                 return err(
                     span,
@@ -394,7 +398,18 @@ impl Reader {
     /// The options, once what they say together is checked: the selector a resource
     /// kind needs, and the field that `value`, `old` and `new` match.
     fn finish(mut self) -> syn::Result<Options> {
-        if self.options.everything {
+        if self.options.everything && self.options.resource_filter.is_some() {
+            return err(
+                Span::call_site(),
+                "`everything` and `resource_filter` are two resource selectors: give one",
+            );
+        }
+        if self.options.everything || self.options.resource_filter.is_some() {
+            let which = if self.options.everything {
+                "`everything` selects every resource"
+            } else {
+                "`resource_filter` chooses the resources"
+            };
             if !self.positional.is_empty()
                 || self
                     .seen
@@ -404,7 +419,7 @@ impl Reader {
                 let span = self.first_positional.unwrap_or_else(Span::call_site);
                 return err(
                     span,
-                    "`everything` selects every resource: it takes no other resource selector",
+                    format!("{which}: it takes no other resource selector"),
                 );
             }
         } else if !self.kind.is_activity() {

@@ -281,6 +281,12 @@ pub(crate) fn declare_everything(ids: &[String]) {
     imp::declare_everything(ids);
 }
 
+/// Names the guest's handlers choosing their resources to the host (during `describe`
+/// only).
+pub(crate) fn declare_chosen(ids: &[String]) {
+    imp::declare_chosen(ids);
+}
+
 /// The resource of the call's object, as the host discovered it.
 pub(crate) fn resource_info() -> Option<ResourceInfo> {
     imp::resource_info()

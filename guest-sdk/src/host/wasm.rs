@@ -192,6 +192,10 @@ pub(super) fn declare_everything(ids: &[String]) {
     selection::everything(ids);
 }
 
+pub(super) fn declare_chosen(ids: &[String]) {
+    selection::chosen(ids);
+}
+
 pub(super) fn settings() -> String {
     settings::get()
 }

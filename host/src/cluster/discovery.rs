@@ -58,6 +58,23 @@ impl Resource {
     pub(crate) fn has_verb(&self, verb: &str) -> bool {
         self.verbs.iter().any(|v| v == verb)
     }
+
+    /// All of it, as the WIT's `resources.current` hands it to a guest.
+    pub(crate) fn info(&self) -> crate::runtime::ResourceInfo {
+        crate::runtime::ResourceInfo {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            plural: self.plural.clone(),
+            kind: self.kind.clone(),
+            singular: self.singular.clone(),
+            shortcuts: self.short_names.clone(),
+            categories: self.categories.clone(),
+            subresources: self.subresources.clone(),
+            namespaced: self.namespaced,
+            preferred: self.preferred,
+            verbs: self.verbs.clone(),
+        }
+    }
 }
 
 /// Errors of a discovery scan.

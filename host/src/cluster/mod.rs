@@ -26,8 +26,8 @@ pub(crate) use events::{ObjectRef, PostedEvent, Poster, from_guest, from_log, po
 pub(crate) use guest_calls::{GuestTraffic, KnownResources, KubeAccess, SENSITIVE, guest_may};
 pub(crate) use requests::{RequestError, Retries, retried};
 pub(crate) use scope::{Scope, served_namespaces};
+pub(crate) use selectors::{Choices, Resolution, Selector, only_named, resolve};
 #[cfg(feature = "testing")]
 pub(crate) use selectors::{FindError, find_kind, find_resource};
-pub(crate) use selectors::{Resolution, Selector, resolve};
 pub(crate) use timeouts::bounded;
 pub(crate) use vault::Vault;

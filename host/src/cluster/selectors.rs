@@ -1,6 +1,9 @@
 //! Resource selectors and their resolution against discovered resources (KOPF.md §2.2–§2.3).
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
 
 #[cfg(feature = "testing")]
 use kube::Client;
@@ -19,11 +22,60 @@ pub(crate) enum Name {
     Category(String),
     /// Every resource but Events (Kopf's `kopf.EVERYTHING`).
     Everything,
+    /// The resources a guest chose (Kopf's callable selector), never Events.
+    Chosen(Choices),
+}
+
+/// What a guest answered for one handler about each resource it was asked about (Kopf's
+/// callable selector): asked once per resource, before the resources are resolved. Two
+/// are the same only when they are one (a handler's).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Choices(Arc<Mutex<HashMap<String, bool>>>);
+
+impl Choices {
+    /// Whether the guest was asked about `r` already.
+    pub(crate) fn answered(&self, r: &Resource) -> bool {
+        self.answers().contains_key(&r.key())
+    }
+
+    /// Keeps the guest's answer about `r`.
+    pub(crate) fn answer(&self, r: &Resource, chosen: bool) {
+        self.answers().insert(r.key(), chosen);
+    }
+
+    fn chose(&self, r: &Resource) -> bool {
+        self.answers().get(&r.key()).copied().unwrap_or(false)
+    }
+
+    fn answers(&self) -> std::sync::MutexGuard<'_, HashMap<String, bool>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl PartialEq for Choices {
+    fn eq(&self, other: &Choices) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Choices {}
+
+impl Hash for Choices {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.0).hash(state);
+    }
 }
 
 /// The resources Kopf's `kopf.EVERYTHING` leaves out (group, plural): Events, which
 /// handling itself produces, so that serving them would handle without end.
 const NOT_EVERYTHING: [(&str, &str); 2] = [("", "events"), ("events.k8s.io", "events")];
+
+/// Whether `r` is one of the resources no selector but a named one reaches: Events.
+pub(crate) fn only_named(r: &Resource) -> bool {
+    NOT_EVERYTHING
+        .iter()
+        .any(|(group, plural)| r.group == *group && r.plural == *plural)
+}
 
 /// One resource selector, as a guest declared it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -63,9 +115,31 @@ impl Selector {
         }
     }
 
-    /// Whether this selector names one resource (rather than a category or everything).
+    /// Kopf's callable selector: the resources the guest chooses, any version, never
+    /// Events; `choices` keeps its answers.
+    pub(crate) fn chosen(choices: Choices) -> Selector {
+        Selector {
+            group: None,
+            version: None,
+            name: Name::Chosen(choices),
+        }
+    }
+
+    /// What the guest answered, if this is a callable selector.
+    pub(crate) fn choices(&self) -> Option<&Choices> {
+        match &self.name {
+            Name::Chosen(choices) => Some(choices),
+            _ => None,
+        }
+    }
+
+    /// Whether this selector names one resource (rather than a category, everything or
+    /// the resources a guest chose).
     pub(crate) fn is_specific(&self) -> bool {
-        !matches!(self.name, Name::Category(_) | Name::Everything)
+        !matches!(
+            self.name,
+            Name::Category(_) | Name::Everything | Name::Chosen(_)
+        )
     }
 
     /// KOPF.md §2.2: group and version must agree (an unversioned selector
@@ -76,7 +150,8 @@ impl Selector {
         }
         match &self.version {
             Some(v) if *v != r.version => return false,
-            None if !r.preferred => return false,
+            // A callable selector sees every version (Kopf skips the preferred-only rule).
+            None if !r.preferred && !matches!(self.name, Name::Chosen(_)) => return false,
             _ => {}
         }
         match &self.name {
@@ -88,9 +163,8 @@ impl Selector {
             Name::Singular(s) => *s == r.singular,
             Name::Shortcut(s) => r.short_names.contains(s),
             Name::Category(c) => r.categories.contains(c),
-            Name::Everything => !NOT_EVERYTHING
-                .iter()
-                .any(|(group, plural)| r.group == *group && r.plural == *plural),
+            Name::Everything => !only_named(r),
+            Name::Chosen(choices) => !only_named(r) && choices.chose(r),
         }
     }
 }
@@ -105,6 +179,7 @@ impl fmt::Display for Selector {
             Name::Shortcut(n) => format!("shortcut={n}"),
             Name::Category(n) => format!("category={n}"),
             Name::Everything => "EVERYTHING".to_owned(),
+            Name::Chosen(_) => "the resources its guest chooses".to_owned(),
         };
         match (&self.group, &self.version) {
             (Some(g), Some(v)) if g.is_empty() => write!(f, "{v}/{name}"),
@@ -331,6 +406,29 @@ mod tests {
                 "kopfexamples.v1.kopf.dev",
                 "pods.v1beta1.metrics.k8s.io",
             ]
+        );
+    }
+
+    #[test]
+    fn chosen_serves_what_the_guest_chose_in_any_version_but_events() {
+        let mut discovered = cluster();
+        let events = res("", "v1", "events", "Event", true);
+        discovered.push(events.clone());
+        let choices = Choices::default();
+        for r in &discovered {
+            assert!(!choices.answered(r));
+            // Kopf: `lambda r: r.group == 'kopf.dev' or r.plural == 'events'`.
+            choices.answer(r, r.group == "kopf.dev" || r.plural == "events");
+        }
+        assert!(choices.answered(&events));
+        let r = resolve(&Selector::chosen(choices.clone()), &discovered);
+        assert_eq!(
+            served(r),
+            vec!["kopfexamples.v1.kopf.dev", "kopfexamples.v1beta1.kopf.dev"]
+        );
+        assert_ne!(
+            Selector::chosen(choices),
+            Selector::chosen(Choices::default())
         );
     }
 

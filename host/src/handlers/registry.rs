@@ -5,8 +5,67 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::spec::Handler;
-use crate::cluster::{Resolution, Resource, SENSITIVE, Selector, guest_may, resolve};
-use crate::runtime::{Guest, HandlerKind};
+use crate::cluster::{Resolution, Resource, SENSITIVE, Selector, guest_may, only_named, resolve};
+use crate::runtime::{
+    CallContext, Caller, Cause, Guest, HandlerKind, HostServices, Pool, ResourceInfo,
+};
+
+/// The reason of the `when` call that asks a guest whether a handler selects a resource
+/// (the WIT's `selection.chosen`).
+const RESOURCE_SELECTION: &str = "resource-selection";
+
+/// What a guest may ask while it chooses: the candidate resource, in full.
+struct Choosing(ResourceInfo);
+
+impl HostServices for Choosing {
+    fn resource_info(&self, _caller: &Caller) -> Option<ResourceInfo> {
+        Some(self.0.clone())
+    }
+}
+
+/// Whether `handler`'s guest chooses `resource` for it (Kopf's callable selector), asked
+/// through its `when` export with the reason `resource-selection`. A failed call: not
+/// chosen, said once.
+async fn chooses(handler: &Handler, resource: &Resource) -> bool {
+    let spec = &handler.spec;
+    let cause = Cause {
+        handler_id: spec.id.clone(),
+        kind: spec.kind,
+        resource: crate::runtime::Resource {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            plural: resource.plural.clone(),
+            kind: resource.kind.clone(),
+            namespaced: resource.namespaced,
+        },
+        event_type: None,
+        reason: Some(RESOURCE_SELECTION.to_owned()),
+        body: "{}".to_owned(),
+        old: None,
+        new: None,
+        diff: None,
+        retry: 0,
+        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+        runtime_seconds: 0.0,
+        param: spec.param.clone(),
+        memo: None,
+    };
+    let services = Arc::new(Choosing(resource.info()));
+    let ctx = CallContext::new(spec.id.clone(), None, services).in_pool(Pool::Activities);
+    match handler.guest.when(cause, ctx).await {
+        Ok(chosen) => chosen,
+        Err(error) => {
+            tracing::error!(
+                "Handler '{}' of guest '{}' could not choose whether it serves {}: {error}; \
+                 it does not.",
+                spec.id,
+                handler.guest.name(),
+                resource.key()
+            );
+            false
+        }
+    }
+}
 
 /// The handlers of one served resource, by kind, in declaration order.
 #[derive(Debug, Default, Clone)]
@@ -110,6 +169,24 @@ impl Registry {
     pub(crate) fn new(handlers: Vec<Handler>) -> Registry {
         Registry {
             handlers: handlers.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// Asks the guests whose handlers choose their resources (Kopf's callable selector)
+    /// about each of `discovered` they were not asked about yet, but Events: once per
+    /// handler of a load of a guest and resource, so that resolving is then a lookup.
+    pub(crate) async fn choose(&self, discovered: &[Resource]) {
+        for handler in &self.handlers {
+            let Some(choices) = handler.spec.choices() else {
+                continue;
+            };
+            for resource in discovered {
+                if only_named(resource) || choices.answered(resource) {
+                    continue;
+                }
+                let chosen = chooses(handler, resource).await;
+                choices.answer(resource, chosen);
+            }
         }
     }
 

@@ -210,20 +210,7 @@ impl HostServices for GuestServices {
     }
 
     fn resource_info(&self, _caller: &Caller) -> Option<runtime::ResourceInfo> {
-        let resource = self.resource.as_deref()?;
-        Some(runtime::ResourceInfo {
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            plural: resource.plural.clone(),
-            kind: resource.kind.clone(),
-            singular: resource.singular.clone(),
-            shortcuts: resource.short_names.clone(),
-            categories: resource.categories.clone(),
-            subresources: resource.subresources.clone(),
-            namespaced: resource.namespaced,
-            preferred: resource.preferred,
-            verbs: resource.verbs.clone(),
-        })
+        self.resource.as_deref().map(Resource::info)
     }
 
     fn merge_settings(&self, caller: &Caller, changes: &str) -> Result<(), String> {

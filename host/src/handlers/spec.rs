@@ -2,7 +2,7 @@
 //! contract's registration), and a loaded guest's handler ([`Handler`]).
 
 use super::filters::{Filters, Matcher};
-use crate::cluster::Selector;
+use crate::cluster::{Choices, Selector};
 use crate::limits::Limits;
 use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration, SpawningOptions};
 
@@ -156,6 +156,20 @@ impl HandlerSpec {
             self.selectors = vec![Selector::everything()];
         }
         self
+    }
+
+    /// Selecting the resources its guest chooses (Kopf's callable selector) when
+    /// `chosen`, in place of the registration's selectors (it has none).
+    pub(crate) fn choosing_resources(mut self, chosen: bool) -> HandlerSpec {
+        if chosen {
+            self.selectors = vec![Selector::chosen(Choices::default())];
+        }
+        self
+    }
+
+    /// What its guest answered about which resources it selects, if it chooses them.
+    pub(crate) fn choices(&self) -> Option<&Choices> {
+        self.selectors.iter().find_map(Selector::choices)
     }
 
     /// With the further options the guest declared for this timer or daemon, if any.

@@ -228,6 +228,7 @@ fn registry_of(guests: &[Guest], indexes: &Indexes, default_backoff: f64) -> Reg
                     let spec = HandlerSpec::of(registration, guest.runtime().limits())
                         .with_spawning(guest.spawning_options(&registration.id))
                         .selecting_everything(guest.selects_everything(&registration.id))
+                        .choosing_resources(guest.chooses_resources(&registration.id))
                         .with_default_backoff(default_backoff);
                     warn_if_bounded(guest.name(), registration, &spec);
                     Handler {
@@ -431,7 +432,7 @@ impl Reactor {
                     reason: reason.clone(),
                 });
             }
-            None => reactor.reconcile(),
+            None => reactor.reconcile().await,
         }
         handling.readiness().check();
         tracing::info!(
@@ -442,8 +443,10 @@ impl Reactor {
         Ok(reactor)
     }
 
-    /// Starts the streams that should run now and stops the others.
-    fn reconcile(&mut self) {
+    /// Starts the streams that should run now and stops the others, once the guests that
+    /// choose their handlers' resources have been asked about the resources new to them.
+    async fn reconcile(&mut self) {
+        self.registry.choose(&self.discovered).await;
         self.streams.reconcile(
             &self.registry,
             &self.discovered,
@@ -470,7 +473,7 @@ impl Reactor {
                     self.repause().await;
                 }
                 Wake::Trigger(Some(trigger)) => self.on_trigger(trigger).await,
-                Wake::Swap(Some(swap)) => self.on_swap(swap),
+                Wake::Swap(Some(swap)) => self.on_swap(swap).await,
                 Wake::Swap(None) => self.swaps = None,
             }
         }
@@ -479,14 +482,14 @@ impl Reactor {
     /// Serves new guests: the streams take their handlers for their next events, those no
     /// handler serves any more retire, new ones start (once resumed, if paused); the
     /// indexes of handlers gone are dropped.
-    fn on_swap(&mut self, swap: Swap) {
+    async fn on_swap(&mut self, swap: Swap) {
         self.registry = registry_of(&swap.guests, &self.shared.indexes, self.default_backoff);
         let declared = indexes_of(&swap.guests);
         self.shared
             .indexes
             .retain(|guest, index| declared.contains(&(guest.to_owned(), index.to_owned())));
         if self.paused.is_none() {
-            self.reconcile();
+            self.reconcile().await;
         }
         let _ = swap.done.send(());
     }
@@ -506,7 +509,7 @@ impl Reactor {
             (Some(_), None) => {
                 tracing::info!("Resuming operations: relisting.");
                 self.shared.journal.push(Record::Resumed);
-                self.reconcile();
+                self.reconcile().await;
             }
             (Some(_), Some(reason)) => tracing::debug!("Still paused: {reason}."),
             (None, None) => {}
@@ -536,7 +539,7 @@ impl Reactor {
         }
         // While paused, resuming reconciles with whatever changed meanwhile.
         if self.paused.is_none() {
-            self.reconcile();
+            self.reconcile().await;
         }
     }
 

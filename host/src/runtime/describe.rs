@@ -81,15 +81,17 @@ pub(crate) enum DeclarationError {
     #[error("cancellation options are for daemons only, and {0:?} is a timer")]
     CancellationOfTimer(String),
     #[error(
-        "handler {0:?} selects every resource (selection.everything names it) but is no \
-         handler of resources, or has no registration"
+        "handler {0:?} {1} (selection.{2} names it) but is no handler of resources, or has \
+         no registration"
     )]
-    EverythingOfNoResourceHandler(String),
+    SelectionOfNoResourceHandler(String, &'static str, &'static str),
     #[error(
-        "handler {0:?} selects every resource (selection.everything names it) and names \
-         resource selectors too: give one of its attributes another id"
+        "handler {0:?} {1} (selection.{2} names it) and names resource selectors too: give \
+         one of its attributes another id"
     )]
-    EverythingAndSelectors(String),
+    SelectionAndSelectors(String, &'static str, &'static str),
+    #[error("handler {0:?} both selects every resource and chooses its resources")]
+    EverythingAndChosen(String),
     #[error(
         "login handler {0:?} is not a startup registration of the guest (login.declare names those)"
     )]
@@ -148,27 +150,50 @@ pub(super) fn validate_spawning(
 /// Several registrations may share an id (stacked attributes on one function), also with
 /// different kinds (Kopf allows `on.create` and `on.update` on one function). The login
 /// handlers (`logins`, from `login.declare`) must be startup registrations; the handlers
-/// selecting every resource (`everything`, from `selection.everything`) must be handlers
-/// of resources, each of whose registrations names no selectors.
+/// selecting every resource and those choosing theirs (`selections`: from
+/// `selection.everything` and `selection.chosen`) must be handlers of resources, each of
+/// whose registrations names no selectors, and in one of the two only.
 pub(super) fn validate(
     output: &DescribeOutput,
     logins: &[String],
-    everything: &[String],
+    selections: (&[String], &[String]),
     limits: &Limits,
 ) -> Result<(), DeclarationError> {
-    for id in everything {
-        let mut registrations = output.handlers.iter().filter(|r| &r.id == id).peekable();
-        if registrations.peek().is_none() {
-            return Err(DeclarationError::EverythingOfNoResourceHandler(id.clone()));
-        }
-        for r in registrations {
-            if r.kind.is_operator_level() {
-                return Err(DeclarationError::EverythingOfNoResourceHandler(id.clone()));
+    let (everything, chosen) = selections;
+    let named = [
+        (everything, "selects every resource", "everything"),
+        (chosen, "chooses its resources", "chosen"),
+    ];
+    for (ids, does, function) in named {
+        for id in ids {
+            let mut registrations = output.handlers.iter().filter(|r| &r.id == id).peekable();
+            if registrations.peek().is_none() {
+                return Err(DeclarationError::SelectionOfNoResourceHandler(
+                    id.clone(),
+                    does,
+                    function,
+                ));
             }
-            if !r.selectors.is_empty() {
-                return Err(DeclarationError::EverythingAndSelectors(id.clone()));
+            for r in registrations {
+                if r.kind.is_operator_level() {
+                    return Err(DeclarationError::SelectionOfNoResourceHandler(
+                        id.clone(),
+                        does,
+                        function,
+                    ));
+                }
+                if !r.selectors.is_empty() {
+                    return Err(DeclarationError::SelectionAndSelectors(
+                        id.clone(),
+                        does,
+                        function,
+                    ));
+                }
             }
         }
+    }
+    if let Some(id) = everything.iter().find(|id| chosen.contains(id)) {
+        return Err(DeclarationError::EverythingAndChosen(id.clone()));
     }
     for login in logins {
         let registered = output
@@ -180,8 +205,8 @@ pub(super) fn validate(
         }
     }
     for (position, registration) in output.handlers.iter().enumerate() {
-        let everything = everything.contains(&registration.id);
-        validate_registration(registration, everything, limits).map_err(|reason| {
+        let selected = everything.contains(&registration.id) || chosen.contains(&registration.id);
+        validate_registration(registration, selected, limits).map_err(|reason| {
             let reason = Box::new(reason);
             if registration.id.is_empty() {
                 DeclarationError::UnnamedHandler {
@@ -209,10 +234,11 @@ pub(super) fn validate(
     Ok(())
 }
 
-/// One registration; `everything`: its id selects every resource, in place of selectors.
+/// One registration; `selected`: its id selects every resource or those its guest
+/// chooses, in place of selectors.
 fn validate_registration(
     r: &Registration,
-    everything: bool,
+    selected: bool,
     limits: &Limits,
 ) -> Result<(), DeclarationError> {
     if r.id.trim().is_empty() {
@@ -222,7 +248,7 @@ fn validate_registration(
         if !r.selectors.is_empty() {
             return Err(DeclarationError::NeedsNoSelectors(r.kind.as_str()));
         }
-    } else if r.selectors.is_empty() && !everything {
+    } else if r.selectors.is_empty() && !selected {
         return Err(DeclarationError::NeedsSelectors(r.kind.as_str()));
     }
     for selector in &r.selectors {
@@ -299,12 +325,13 @@ fn validate_selector(selector: &Selector) -> Result<(), DeclarationError> {
 /// registration with its id, kind, selectors, filters and options. Empty and absent fields
 /// are left out; JSON-valued fields (`param`) are embedded as JSON when they parse. A login
 /// handler (one of `logins`) is of kind `login`; a handler selecting every resource (one
-/// of `everything`) has `"everything": true`.
+/// of `everything`) has `"everything": true`, one whose guest chooses its resources (one
+/// of `chosen`) `"chosen": true`.
 pub(crate) fn describe_json(
     output: &DescribeOutput,
     spawning: &[SpawningOptions],
     logins: &[String],
-    everything: &[String],
+    (everything, chosen): (&[String], &[String]),
 ) -> Value {
     let mut root = Map::new();
     if !output.sdk_version.is_empty() {
@@ -316,8 +343,12 @@ pub(crate) fn describe_json(
         .map(|r| {
             let login = r.kind == HandlerKind::Startup && logins.contains(&r.id);
             let mut json = registration_json(r, if login { "login" } else { r.kind.as_str() });
-            if let (true, Value::Object(m)) = (everything.contains(&r.id), &mut json) {
-                m.insert("everything".to_owned(), Value::Bool(true));
+            if let Value::Object(m) = &mut json {
+                for (ids, key) in [(everything, "everything"), (chosen, "chosen")] {
+                    if ids.contains(&r.id) {
+                        m.insert(key.to_owned(), Value::Bool(true));
+                    }
+                }
             }
             if let (Some(options), Value::Object(m)) =
                 (spawning.iter().find(|o| o.id == r.id), &mut json)
@@ -638,7 +669,10 @@ pub(crate) mod tests {
             initial_delay_callback: true,
             ..options("run")
         };
-        assert_eq!(describe_json(&output, &[spawning], &[], &[]), expected);
+        assert_eq!(
+            describe_json(&output, &[spawning], &[], (&[], &[])),
+            expected
+        );
     }
 
     #[test]
@@ -650,8 +684,9 @@ pub(crate) mod tests {
         };
         let limits = Limits::default();
         // The texts users read.
-        let check =
-            |declared| validate(&declared, &[], &[], &limits).map_err(|error| error.to_string());
+        let check = |declared| {
+            validate(&declared, &[], (&[], &[]), &limits).map_err(|error| error.to_string())
+        };
         let ok = output(vec![
             registration("a", HandlerKind::Create),
             // Stacked attributes repeat ids, also across kinds.
@@ -717,7 +752,7 @@ pub(crate) mod tests {
         let limits = Limits::default();
         let ids = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
         let check = |everything: &[&str]| {
-            validate(&declared, &[], &ids(everything), &limits).map_err(|e| e.to_string())
+            validate(&declared, &[], (&ids(everything), &[]), &limits).map_err(|e| e.to_string())
         };
         assert_eq!(check(&["all_fn"]), Ok(()));
         // Without the declaration, its empty selectors are refused.
@@ -732,7 +767,28 @@ pub(crate) mod tests {
         }
         let error = check(&["pods_fn"]).unwrap_err();
         assert!(error.contains("names resource selectors too"), "{error}");
-        let rendered = describe_json(&declared, &[], &[], &ids(&["all_fn"]));
+        // A handler chooses its resources the same way, and does one or the other.
+        let chosen = |ids: &[String]| {
+            validate(&declared, &[], (&[], ids), &limits).map_err(|e| e.to_string())
+        };
+        assert_eq!(chosen(&ids(&["all_fn"])), Ok(()));
+        let error = chosen(&ids(&["pods_fn"])).unwrap_err();
+        assert!(
+            error.contains("chooses its resources (selection.chosen"),
+            "{error}"
+        );
+        let both = validate(
+            &declared,
+            &[],
+            (&ids(&["all_fn"]), &ids(&["all_fn"])),
+            &limits,
+        );
+        assert!(
+            both.unwrap_err()
+                .to_string()
+                .contains("both selects every resource")
+        );
+        let rendered = describe_json(&declared, &[], &[], (&ids(&["all_fn"]), &[]));
         assert_eq!(rendered["handlers"][0]["everything"], true);
         assert!(rendered["handlers"][0].get("selectors").is_none());
     }
@@ -748,9 +804,9 @@ pub(crate) mod tests {
         };
         let limits = Limits::default();
         let logins = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
-        assert!(validate(&declared, &logins(&["login_fn"]), &[], &limits).is_ok());
+        assert!(validate(&declared, &logins(&["login_fn"]), (&[], &[]), &limits).is_ok());
         for wrong in ["create_fn", "nowhere"] {
-            let error = validate(&declared, &logins(&[wrong]), &[], &limits).unwrap_err();
+            let error = validate(&declared, &logins(&[wrong]), (&[], &[]), &limits).unwrap_err();
             assert_eq!(
                 error.to_string(),
                 format!(
@@ -759,11 +815,11 @@ pub(crate) mod tests {
                 )
             );
         }
-        let rendered = describe_json(&declared, &[], &logins(&["login_fn"]), &[]);
+        let rendered = describe_json(&declared, &[], &logins(&["login_fn"]), (&[], &[]));
         assert_eq!(rendered["handlers"][0]["kind"], "login");
         assert_eq!(rendered["handlers"][1]["kind"], "create");
         assert_eq!(
-            describe_json(&declared, &[], &[], &[])["handlers"][0]["kind"],
+            describe_json(&declared, &[], &[], (&[], &[]))["handlers"][0]["kind"],
             "startup"
         );
     }

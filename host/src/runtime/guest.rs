@@ -43,6 +43,8 @@ pub(super) struct GuestInner {
     /// The ids of its handlers that select every resource (named in
     /// `selection.everything`).
     pub(super) everything: Vec<String>,
+    /// The ids of its handlers whose resources it chooses (named in `selection.chosen`).
+    pub(super) chosen: Vec<String>,
     /// Keeps the engine's epoch ticker alive while the guest may be called.
     pub(super) runtime: Runtime,
 }
@@ -160,6 +162,17 @@ impl Guest {
     /// The ids of its handlers that select every resource.
     pub(crate) fn everything(&self) -> &[String] {
         &self.inner.everything
+    }
+
+    /// Whether the registrations `id` select the resources the guest chooses (Kopf's
+    /// callable selector): named in `selection.chosen`.
+    pub(crate) fn chooses_resources(&self, id: &str) -> bool {
+        self.inner.chosen.iter().any(|chosen| chosen == id)
+    }
+
+    /// The ids of its handlers whose resources it chooses.
+    pub(crate) fn chosen(&self) -> &[String] {
+        &self.inner.chosen
     }
 
     /// The runtime the guest was loaded into (every guest of an operator shares one).

@@ -419,25 +419,38 @@ impl LoginImports for HostState {
     }
 }
 
-// Which handlers select every resource is part of what the guest declares at load: kept
-// for the loader, which checks them against the registrations.
-impl SelectionImports for HostState {
-    fn everything(&mut self, ids: Vec<String>) -> wasmtime::Result<()> {
-        match &mut self.everything {
-            // Once per `describe`, so that the list is bounded by the guest's own memory.
-            Some(everything) if everything.is_empty() => {
-                *everything = ids;
+impl HostState {
+    /// Keeps the ids of one `selection` declaration (`what` names it), once per
+    /// `describe`, so that the list is bounded by the guest's own memory.
+    fn declare_selection(
+        &mut self,
+        which: fn(&mut HostState) -> &mut Option<Vec<String>>,
+        what: &str,
+        ids: Vec<String>,
+    ) -> wasmtime::Result<()> {
+        match which(self) {
+            Some(declared) if declared.is_empty() => {
+                *declared = ids;
                 Ok(())
             }
-            Some(_) => {
-                Err(self.refuse("declared its handlers selecting every resource twice".to_owned()))
-            }
-            None => Err(self.refuse(
-                "declared handlers selecting every resource outside describe \
-                 (selection.everything is for describe only)"
-                    .to_owned(),
-            )),
+            Some(_) => Err(self.refuse(format!("declared its handlers {what} twice"))),
+            None => Err(self.refuse(format!(
+                "declared handlers {what} outside describe (selection is for describe only)"
+            ))),
         }
+    }
+}
+
+// Which handlers select every resource, or resources the guest chooses, is part of what
+// the guest declares at load: kept for the loader, which checks them against the
+// registrations.
+impl SelectionImports for HostState {
+    fn everything(&mut self, ids: Vec<String>) -> wasmtime::Result<()> {
+        self.declare_selection(|s| &mut s.everything, "selecting every resource", ids)
+    }
+
+    fn chosen(&mut self, ids: Vec<String>) -> wasmtime::Result<()> {
+        self.declare_selection(|s| &mut s.chosen, "choosing their resources", ids)
     }
 }
 

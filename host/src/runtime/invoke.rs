@@ -98,6 +98,8 @@ pub(super) struct Declared {
     pub(super) logins: Vec<String>,
     /// The ids of its handlers that select every resource (`selection.everything`).
     pub(super) everything: Vec<String>,
+    /// The ids of its handlers whose resources it chooses (`selection.chosen`).
+    pub(super) chosen: Vec<String>,
 }
 
 /// What the export answered.
@@ -399,14 +401,17 @@ async fn run(
                 instance.get_typed_func::<(), (DescribeOutput,)>(&mut *store, "describe")?;
             store.data_mut().logins = Some(Vec::new());
             store.data_mut().everything = Some(Vec::new());
+            store.data_mut().chosen = Some(Vec::new());
             let output = describe.call_async(&mut *store, ()).await?.0;
             let logins = store.data_mut().logins.take().unwrap_or_default();
             let everything = store.data_mut().everything.take().unwrap_or_default();
+            let chosen = store.data_mut().chosen.take().unwrap_or_default();
             Returned::Describe(
                 output,
                 Declared {
                     logins,
                     everything,
+                    chosen,
                     ..Declared::default()
                 },
             )

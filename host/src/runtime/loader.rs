@@ -192,6 +192,7 @@ impl Runtime {
                 spawning,
                 logins,
                 everything,
+                chosen,
             },
         ) = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
             Ok(Returned::Describe(output, declared)) => (output, declared),
@@ -203,7 +204,7 @@ impl Runtime {
                 });
             }
         };
-        validate(&describe, &logins, &everything, self.limits())
+        validate(&describe, &logins, (&everything, &chosen), self.limits())
             .and_then(|()| validate_spawning(&describe, &spawning))
             .map_err(|reason| LoadError::InvalidRegistration {
                 path: path.to_owned(),
@@ -229,6 +230,7 @@ impl Runtime {
                 spawning,
                 logins,
                 everything,
+                chosen,
                 runtime: self.clone(),
             }),
         })

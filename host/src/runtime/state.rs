@@ -56,6 +56,9 @@ pub(crate) struct HostState {
     /// The handlers that select every resource (`selection.everything`); `None` outside
     /// `describe`, the only call that may declare them.
     pub(super) everything: Option<Vec<String>>,
+    /// The handlers whose resources the guest chooses (`selection.chosen`); `None`
+    /// outside `describe`.
+    pub(super) chosen: Option<Vec<String>>,
 }
 
 /// What a guest hands over through the `spawning` imports: the options of its timers and
@@ -130,6 +133,7 @@ impl HostState {
             spawning: SpawningAnswers::default(),
             logins: None,
             everything: None,
+            chosen: None,
         }
     }
 

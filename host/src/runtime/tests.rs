@@ -124,7 +124,7 @@ async fn describe_lists_the_guests_handlers() {
         guest.describe(),
         guest.spawning(),
         guest.logins(),
-        guest.everything(),
+        (guest.everything(), guest.chosen()),
     );
     assert_eq!(json["sdk_version"], "raw-0");
     assert_eq!(json["handlers"][1]["deadline_ms"], 200);

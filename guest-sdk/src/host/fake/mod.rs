@@ -185,6 +185,9 @@ pub(crate) fn declare_logins(_ids: &[String]) {}
 /// Natively nothing is described to a host.
 pub(crate) fn declare_everything(_ids: &[String]) {}
 
+/// Natively nothing is described to a host.
+pub(crate) fn declare_chosen(_ids: &[String]) {}
+
 /// Native tests have no discovery: a cause's resource is all they know.
 pub(crate) fn resource_info() -> Option<super::ResourceInfo> {
     None
