@@ -135,7 +135,7 @@ impl Selector {
 
     /// Whether this selector names one resource (rather than a category, everything or
     /// the resources a guest chose).
-    pub(crate) fn is_specific(&self) -> bool {
+    fn is_specific(&self) -> bool {
         !matches!(
             self.name,
             Name::Category(_) | Name::Everything | Name::Chosen(_)

@@ -205,8 +205,7 @@ impl Registry {
     /// §2.3), warning about ambiguous and unresolved ones, and returns the
     /// resources to watch with their handlers.
     ///
-    /// Resources without `list` and `watch` cannot be served: said when a selector named
-    /// them, quietly left out where a category or everything reaches them.
+    /// Resources without `list` and `watch` cannot be served: said in one line.
     pub(crate) fn serve(&self, discovered: &[Resource]) -> Vec<(Resource, ResourceHandlers)> {
         let mut resolved: HashMap<Selector, Vec<Resource>> = HashMap::new();
         for selector in self.selectors() {
@@ -228,20 +227,24 @@ impl Registry {
                 }
             }
         }
-        let named: BTreeSet<&Resource> = resolved
-            .iter()
-            .filter(|(selector, _)| selector.is_specific())
-            .flat_map(|(_, resources)| resources)
-            .collect();
         let mut served: BTreeSet<Resource> = BTreeSet::new();
+        let mut unwatchable: BTreeSet<String> = BTreeSet::new();
         for resources in resolved.values() {
             for r in resources {
                 if r.has_verb("list") && r.has_verb("watch") {
                     served.insert(r.clone());
-                } else if named.contains(r) {
-                    tracing::warn!("Non-watchable resources will not be served: {}", r.key());
+                } else {
+                    unwatchable.insert(r.key());
                 }
             }
+        }
+        // One line, as Kopf says it: a category or everything may reach many.
+        if !unwatchable.is_empty() {
+            let unwatchable: Vec<String> = unwatchable.into_iter().collect();
+            tracing::warn!(
+                "Non-watchable resources will not be served: {}",
+                unwatchable.join(", ")
+            );
         }
         served
             .into_iter()
