@@ -301,7 +301,6 @@ pub(crate) fn declare_chosen(registrations: &[Registration]) {
 
 /// Whether the handler named by the cause selects `resource` (its `resource_filter`);
 /// false for a handler without one.
-#[cfg(target_arch = "wasm32")]
 pub(crate) fn chooses(cause: &Cause, resource: &crate::ResourceInfo) -> bool {
     find(cause, cause.kind == HandlerKind::Index)
         .and_then(|entry| entry.resource_filter)

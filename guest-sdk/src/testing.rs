@@ -188,6 +188,13 @@ pub fn initial_delay(cause: &Cause) -> Option<f64> {
     registry::initial_delay(cause)
 }
 
+/// Whether the handler `cause.handler_id()` names selects `resource` by its
+/// `resource_filter = <function>` (Kopf's callable selector), as the host asks it; false
+/// for a handler without one.
+pub fn chooses(cause: &Cause, resource: &crate::ResourceInfo) -> bool {
+    registry::chooses(cause, resource)
+}
+
 /// The operator's settings on this thread: those [`set_settings`] gave (an empty object
 /// otherwise), with what handlers merged into them ([`kapsel::settings`](crate::settings)),
 /// unchecked: only the host knows which settings there are.

@@ -23,3 +23,31 @@ fn chosen_fn(cause: &Cause) {
 fn kopf_dev_or_configmaps(resource: &kapsel::ResourceInfo) -> bool {
     resource.group == "kopf.dev" || (resource.group.is_empty() && resource.plural == "configmaps")
 }
+
+#[cfg(test)]
+mod tests {
+    use kapsel::testing;
+
+    /// The host's question, asked natively: kopf.dev in any version and ConfigMaps are
+    /// chosen, Pods are not.
+    #[test]
+    fn chooses_kopf_dev_and_configmaps() {
+        let cause = testing::cause()
+            .handler_id("chosen_fn")
+            .kind(kapsel::HandlerKind::Event)
+            .build();
+        let resource = |group: &str, version: &str, plural: &str| {
+            let mut info = kapsel::ResourceInfo::default();
+            info.group = group.to_owned();
+            info.version = version.to_owned();
+            info.plural = plural.to_owned();
+            info
+        };
+        assert!(testing::chooses(
+            &cause,
+            &resource("kopf.dev", "v1beta1", "kopfexamples")
+        ));
+        assert!(testing::chooses(&cause, &resource("", "v1", "configmaps")));
+        assert!(!testing::chooses(&cause, &resource("", "v1", "pods")));
+    }
+}
