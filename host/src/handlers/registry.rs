@@ -175,16 +175,20 @@ impl Registry {
     /// Asks the guests whose handlers choose their resources (Kopf's callable selector)
     /// about each of `discovered` they were not asked about yet, but Events: once per
     /// handler of a load of a guest and resource, so that resolving is then a lookup.
+    /// A handler's questions go out at once (its call slots bound how many run), so
+    /// that a cluster of many resources does not wait for them one by one.
     pub(crate) async fn choose(&self, discovered: &[Resource]) {
         for handler in &self.handlers {
             let Some(choices) = handler.spec.choices() else {
                 continue;
             };
-            for resource in discovered {
-                if only_named(resource) || choices.answered(resource) {
-                    continue;
-                }
-                let chosen = chooses(handler, resource).await;
+            let asked: Vec<&Resource> = discovered
+                .iter()
+                .filter(|r| !only_named(r) && !choices.answered(r))
+                .collect();
+            let answers =
+                futures::future::join_all(asked.iter().map(|r| chooses(handler, r))).await;
+            for (resource, chosen) in asked.into_iter().zip(answers) {
                 choices.answer(resource, chosen);
             }
         }

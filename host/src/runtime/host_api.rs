@@ -594,7 +594,7 @@ mod tests {
 
     /// Login handlers are declared during `describe` only, and once.
     #[test]
-    fn everything_is_declared_once_in_describe() {
+    fn selections_are_declared_once_in_describe() {
         let mut state = state();
         let refused = SelectionImports::everything(&mut state, vec!["all".to_owned()])
             .expect_err("not describe");
@@ -609,6 +609,17 @@ mod tests {
         let refused =
             SelectionImports::everything(&mut state, vec!["more".to_owned()]).expect_err("twice");
         assert!(refused.to_string().contains("twice"), "{refused}");
+        // The handlers choosing their resources alike, apart.
+        let refused =
+            SelectionImports::chosen(&mut state, vec!["mine".to_owned()]).expect_err("not now");
+        assert!(
+            refused.to_string().contains("outside describe"),
+            "{refused}"
+        );
+        let mut state = super::tests::state();
+        state.chosen = Some(Vec::new());
+        SelectionImports::chosen(&mut state, vec!["mine".to_owned()]).expect("in describe");
+        assert_eq!(state.chosen.as_deref(), Some(&["mine".to_owned()][..]));
     }
 
     #[test]
