@@ -599,7 +599,12 @@ mod tests {
         }
         let seen = Warnings::default();
         let subscriber = tracing_subscriber::registry().with(seen.clone());
-        tracing::subscriber::with_default(subscriber, f);
+        tracing::subscriber::with_default(subscriber, || {
+            // Another test may have met these callsites first, without a subscriber, and
+            // cached that nobody listens: ask again, now that this one does.
+            tracing::callsite::rebuild_interest_cache();
+            f();
+        });
         seen.0.lock().unwrap().clone()
     }
 
