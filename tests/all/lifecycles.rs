@@ -85,6 +85,67 @@ async fn asap_runs_one_handler_per_cycle() {
     s.shutdown().await;
 }
 
+/// `one_by_one` takes the first due handler in declaration order, where `asap` takes the
+/// one with the fewest retries: when `lifecycle_one` fails its first attempt with a retry
+/// due at once, `one_by_one` runs it again before the others, and `asap` runs the two
+/// others (no retries) before it. Retries are not floored here, so that the failed
+/// handler is due in the very next cycle.
+#[tokio::test]
+async fn one_by_one_takes_the_first_due_where_asap_takes_the_fewest_retries() {
+    for (lifecycle, expected) in [
+        (
+            "asap",
+            [
+                "lifecycle_one",
+                "lifecycle_two",
+                "lifecycle_three",
+                "lifecycle_one",
+            ],
+        ),
+        (
+            "one_by_one",
+            [
+                "lifecycle_one",
+                "lifecycle_one",
+                "lifecycle_two",
+                "lifecycle_three",
+            ],
+        ),
+    ] {
+        let s = Scene::start(&format!("retried-{}", lifecycle.replace('_', "-"))).await;
+        let mut settings = Settings::default();
+        settings.set("execution.lifecycle", lifecycle).unwrap();
+        let mut limits = kapsel_host::Limits::default();
+        limits.min_retry_delay = std::time::Duration::ZERO;
+        let operator = s.cluster.start_operator(
+            kapsel_host::Operator::new([guest("changes")])
+                .limits(limits)
+                .settings(settings),
+        );
+        s.create(kopfexample(
+            "retried",
+            &["lifecycle"],
+            json!({}),
+            json!({}),
+            json!({"first_fails": true}),
+        ))
+        .await;
+        s.tracker
+            .wait_for("retried", "all three handled", |b| {
+                handled_with(b, &HANDLERS)
+            })
+            .await;
+        assert_eq!(
+            order(&operator, &s.object("retried")),
+            expected,
+            "{lifecycle}: {}",
+            s.tracker.dump("retried")
+        );
+        operator.stop().await.unwrap();
+        s.shutdown().await;
+    }
+}
+
 /// `all_at_once`: every due handler in one cycle, so the one patch that ends it brings
 /// all three results.
 #[tokio::test]

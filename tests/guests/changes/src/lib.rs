@@ -31,7 +31,7 @@
 //!   annotations' limit);
 //! - `lifecycle`: `lifecycle_one`, `lifecycle_two`, `lifecycle_three`, three creation
 //!   handlers that succeed at once (which of them run in one cycle is the lifecycle's
-//!   choice, `execution.lifecycle`);
+//!   choice, `execution.lifecycle`), the first failing once when `spec.first_fails`;
 //! - `loggers`: `logging_create` logs a line at each level, `logging_event` (a raw event
 //!   handler) logs a warning (`posting.loggers` posts what the first logs, not the second);
 //! - `consistency`: `consistency_create` and `consistency_update` succeed at once;
@@ -483,10 +483,15 @@ fn huge_update(cause: &Cause) -> Value {
 
 // ---- lifecycle: which handlers run in one cycle --------------------------------------
 
-/// The first of three creation handlers that succeed at once.
+/// The first of three creation handlers that succeed at once; or, when the object's
+/// `spec.first_fails` is true, fails its first attempt with a retry due at once, so that
+/// it is due again with one retry beside the others' none.
 #[kapsel::on::create("kopfexamples", labels("kapsel.test/lifecycle" = present))]
-fn lifecycle_one() -> Value {
-    json!({"done": 1})
+fn lifecycle_one(cause: &Cause) -> kapsel::Result<Value> {
+    if cause.spec()["first_fails"] == true && cause.retry() == 0 {
+        return Err(TemporaryError::new("once").with_delay(0.0).into());
+    }
+    Ok(json!({"done": 1}))
 }
 
 /// The second.
