@@ -147,10 +147,16 @@ fn apply(
 ) -> Result<Response, ApiError> {
     let scope = &call.scope;
     let config = crate::patch::parse_apply(call.body)?;
+    // kube-apiserver checks the name of the applied result (`checkName`): a
+    // configuration without a name keeps the existing object's, and creates nothing.
     let body_name = crate::store::meta_str(&config, "name");
-    if body_name != name {
+    let result_name = match (body_name, &current) {
+        ("", Some(current)) => crate::store::meta_str(current, "name"),
+        _ => body_name,
+    };
+    if result_name != name {
         return Err(ApiError::bad_request(format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            "the name of the object ({result_name}) does not match the name on the URL ({name})"
         )));
     }
     if current.is_none() && call.status_only() {

@@ -133,6 +133,46 @@ async fn apply_owns_fields_conflicts_and_forces() {
     server.shutdown().await.unwrap();
 }
 
+/// kube-apiserver checks the name of the applied result: a configuration without
+/// `metadata.name` applies to the object of the URL (kube-rs's own tests apply so), but
+/// creates nothing, and a configuration naming another object is refused.
+#[tokio::test]
+async fn a_configuration_without_a_name_applies_to_the_object_of_the_url() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let nameless = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data});
+    let refused = status_of(
+        apply_as(&api, "owned", "alpha", false, nameless(json!({"a": "1"})))
+            .await
+            .expect_err("nothing to take the name from"),
+    );
+    assert_eq!(refused.code, 400);
+    assert_eq!(
+        refused.message,
+        "the name of the object () does not match the name on the URL (owned)"
+    );
+    apply_as(&api, "owned", "alpha", false, cm(json!({"a": "1"})))
+        .await
+        .unwrap();
+    let applied = apply_as(&api, "owned", "alpha", false, nameless(json!({"a": "2"})))
+        .await
+        .expect("applied to the object of the URL");
+    assert_eq!(applied.metadata.name.as_deref(), Some("owned"));
+    assert_eq!(applied.data.unwrap()["a"], "2");
+    let mut other = cm(json!({"a": "3"}));
+    other["metadata"]["name"] = json!("other");
+    let refused = status_of(
+        apply_as(&api, "owned", "alpha", false, other)
+            .await
+            .expect_err("another object's name"),
+    );
+    assert_eq!(
+        refused.message,
+        "the name of the object (other) does not match the name on the URL (owned)"
+    );
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn updates_record_their_managers() {
     let (server, client) = start().await;
