@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod auth;
 mod builtins;
 mod cel;

@@ -185,20 +185,23 @@ async fn answer(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError
     let accept = header_text(&parts.headers, header::ACCEPT);
     let view = crate::table::view(accept);
     let result = match route {
-        Route::Resource(path) => crate::requests::resource_request(
-            shared,
-            crate::requests::ResourceRequest {
-                method: &parts.method,
-                path,
-                query: &query,
-                watch: watch_param,
-                content_type: ct,
-                body: &body,
-                view,
-                user_agent: header_text(&parts.headers, header::USER_AGENT),
-                user,
-            },
-        ),
+        Route::Resource(path) => {
+            crate::requests::resource_request(
+                shared,
+                crate::requests::ResourceRequest {
+                    method: &parts.method,
+                    path,
+                    query: &query,
+                    watch: watch_param,
+                    content_type: ct,
+                    body: &body,
+                    view,
+                    user_agent: header_text(&parts.headers, header::USER_AGENT),
+                    user,
+                },
+            )
+            .await
+        }
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
         ),

@@ -260,3 +260,16 @@ fn store_created(store: &mut Store, scope: &Scope, obj: Value, name: &str) -> Ar
     }
     stored
 }
+
+/// Stores an object [`create`] prepared in a dry run, once validating admission admitted
+/// it: where it goes is checked again, as the store may have changed meanwhile.
+pub(crate) fn store_prepared(
+    store: &mut Store,
+    scope: &Scope,
+    obj: Value,
+    fields: Fields<'_>,
+) -> Result<Arc<Value>, ApiError> {
+    let name = meta_str(&obj, "name").to_string();
+    check_admitted(store, scope, &obj, &name, fields)?;
+    Ok(store_created(store, scope, obj, &name))
+}

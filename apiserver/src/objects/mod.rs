@@ -7,9 +7,9 @@ mod presented;
 mod update;
 mod validation;
 
-pub(crate) use create::create;
+pub(crate) use create::{create, store_prepared};
 pub(crate) use presented::{Presented, present};
-pub(crate) use update::commit_update;
+pub(crate) use update::{commit_update, store_prepared_update};
 
 use crate::registry::ResourceType;
 use crate::status::{ApiError, Target};

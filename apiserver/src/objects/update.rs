@@ -239,3 +239,23 @@ fn store_updated(store: &mut Store, res: &ResKey, key: &ObjKey, result: Value) -
     }
     stored
 }
+
+/// Stores the new version [`commit_update`] prepared in a dry run from the stored version
+/// at `old_rv`, once validating admission admitted it; 409 when the object changed
+/// meanwhile.
+pub(crate) fn store_prepared_update(
+    store: &mut Store,
+    scope: &Scope,
+    name: &str,
+    old_rv: &str,
+    result: Value,
+) -> Result<Arc<Value>, ApiError> {
+    let (res, key) = (scope.res(), scope.key(name));
+    let current = store
+        .get(&res, &key)
+        .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
+    if meta_str(current, "resourceVersion") != old_rv {
+        return Err(ApiError::conflict(scope.target(name)));
+    }
+    Ok(store_updated(store, &res, &key, result))
+}

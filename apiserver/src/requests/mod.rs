@@ -4,6 +4,7 @@
 //! ServiceAccount tokens (`token`) and access reviews (`review`). The query parameters and
 //! bodies they share are read here.
 
+mod admitted;
 mod reads;
 mod review;
 mod scale;
@@ -273,7 +274,7 @@ impl<'a> Call<'a> {
 
 /// Serves a request for a resource: the table of method, subresource, name and watch to
 /// the kind of request.
-pub(crate) fn resource_request(
+pub(crate) async fn resource_request(
     shared: &Arc<Shared>,
     request: ResourceRequest<'_>,
 ) -> Result<Response, ApiError> {
@@ -297,9 +298,9 @@ pub(crate) fn resource_request(
         (Method::GET, _, None, false) => reads::list(&call),
         (Method::GET, _, Some(name), true) => reads::watch_one(call, name),
         (Method::GET, _, Some(name), false) => reads::get(&call, name),
-        (Method::POST, Main, None, _) => writes::create(&call),
-        (Method::PUT, _, Some(name), _) => writes::update(&call, name),
-        (Method::PATCH, _, Some(name), _) => writes::patch(&call, name),
+        (Method::POST, Main, None, _) => writes::create(&call).await,
+        (Method::PUT, _, Some(name), _) => writes::update(&call, name).await,
+        (Method::PATCH, _, Some(name), _) => writes::patch(&call, name).await,
         (Method::DELETE, Main, Some(name), _) => writes::delete(&call, name),
         (Method::DELETE, _, None, _) => writes::delete_collection(&call),
         (method, ..) => Err(ApiError::method_not_allowed(&format!(

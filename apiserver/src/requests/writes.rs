@@ -12,31 +12,25 @@ use crate::gc::Propagation;
 use crate::objects::{Fields, present};
 use crate::patch::PatchType;
 use crate::status::{ApiError, json_response};
-use crate::store::Store;
 
 /// POST of a new object to a collection.
-pub(super) fn create(call: &Call<'_>) -> Result<Response, ApiError> {
+pub(super) async fn create(call: &Call<'_>) -> Result<Response, ApiError> {
     let (scope, ct, body) = (&call.scope, call.content_type, call.body);
     let fv = FieldValidation::from_query(call.query)?;
     let obj = parse_object(ct, body)?;
-    let warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
-    let created = crate::objects::create(
-        &mut call.shared.lock(),
-        scope,
-        obj,
-        call.dry,
-        Fields::Update(&call.who),
-    )?;
+    let mut warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
+    let created =
+        super::admitted::create(call, obj, Fields::Update(&call.who), &mut warnings).await?;
     Ok(answer_written(201, scope, &created, &warnings))
 }
 
 /// PUT of an object (or of its status): its new version.
-pub(super) fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+pub(super) async fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     let (scope, ct, body) = (&call.scope, call.content_type, call.body);
     let fv = FieldValidation::from_query(call.query)?;
     let obj = parse_object(ct, body)?;
     let current = crate::objects::get(&call.shared.lock(), scope, name).ok();
-    let warnings = fv.check(&scope.rt, &obj, current.as_ref(), json_body(ct, body))?;
+    let mut warnings = fv.check(&scope.rt, &obj, current.as_ref(), json_body(ct, body))?;
     // Custom resources and CRDs refuse unconditional updates (their strategies'
     // AllowUnconditionalUpdate is false); most built-ins accept them.
     let crd = (scope.rt.group.as_str(), scope.rt.plural.as_str()) == crate::store::CRDS;
@@ -51,15 +45,9 @@ pub(super) fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiError> 
             &[cause],
         ));
     }
-    let updated = crate::objects::commit_update(
-        &mut call.shared.lock(),
-        scope,
-        name,
-        obj,
-        call.status_only(),
-        call.dry,
-        Fields::Update(&call.who),
-    )?;
+    let current = current.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
+    let who = Fields::Update(&call.who);
+    let updated = super::admitted::update(call, name, obj, &current, who, &mut warnings).await?;
     Ok(answer_written(200, scope, &updated, &warnings))
 }
 
@@ -78,7 +66,7 @@ pub(super) fn invalid_patch_options(field: &str, reason: &str, message: &str) ->
 
 /// PATCH of an object (or of its status), of any patch type; server-side apply creates
 /// what does not exist yet.
-pub(super) fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     let (scope, q) = (&call.scope, call.query);
     let fv = FieldValidation::from_query(q)?;
     let force = parse_bool(q, "force")?;
@@ -106,12 +94,15 @@ pub(super) fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
-    let mut store = call.shared.lock();
     // The stored version itself (shared, not copied: the write replaces it).
-    let stored = store.shared(&scope.res(), &scope.key(name)).cloned();
+    let stored = call
+        .shared
+        .lock()
+        .shared(&scope.res(), &scope.key(name))
+        .cloned();
     if ty == PatchType::Apply {
         let current = stored.map(|o| present(&scope.rt, &o));
-        return apply(call, &mut store, name, current, &fv, force.unwrap_or(false));
+        return apply(call, name, current, &fv, force.unwrap_or(false)).await;
     }
     let stored = stored.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     // The one copy a patch makes: the version as served, patched in place.
@@ -122,24 +113,17 @@ pub(super) fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
         .flatten();
     // Unknown fields the stored version has already are not the patch's (apiVersion and
     // kind, which only the served version carries, are never unknown).
-    let warnings = fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
-    let updated = crate::objects::commit_update(
-        &mut store,
-        scope,
-        name,
-        new,
-        call.status_only(),
-        call.dry,
-        Fields::Update(&call.who),
-    )?;
+    let mut warnings = fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
+    let old = present(&scope.rt, &stored);
+    let who = Fields::Update(&call.who);
+    let updated = super::admitted::update(call, name, new, &old, who, &mut warnings).await?;
     Ok(answer_written(200, scope, &updated, &warnings))
 }
 
 /// A server-side apply patch of `current` (the object as served, if it exists): this
 /// manager's configuration merged in, the object created when there is none.
-fn apply(
+async fn apply(
     call: &Call<'_>,
-    store: &mut Store,
     name: &str,
     current: Option<Value>,
     fv: &FieldValidation,
@@ -164,24 +148,17 @@ fn apply(
     }
     let who = &call.who;
     let new = crate::managed::apply(&scope.rt, current.as_ref(), &config, who, force)?;
-    let warnings = fv.check(&scope.rt, &new, current.as_ref(), None)?;
+    let mut warnings = fv.check(&scope.rt, &new, current.as_ref(), None)?;
+    let fields = Fields::Applied(who);
     let (code, written) = match current {
         // Server-side apply creates what does not exist yet.
         None => (
             201,
-            crate::objects::create(store, scope, new, call.dry, Fields::Applied(who))?,
+            super::admitted::create(call, new, fields, &mut warnings).await?,
         ),
-        Some(_) => (
+        Some(old) => (
             200,
-            crate::objects::commit_update(
-                store,
-                scope,
-                name,
-                new,
-                call.status_only(),
-                call.dry,
-                Fields::Applied(who),
-            )?,
+            super::admitted::update(call, name, new, &old, fields, &mut warnings).await?,
         ),
     };
     Ok(answer_written(code, scope, &written, &warnings))

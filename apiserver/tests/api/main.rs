@@ -21,6 +21,7 @@ mod robustness;
 mod selection;
 mod sharding;
 mod watching;
+mod webhooks;
 
 use kapsel_apiserver::{ApiServer, Config};
 use kube::Client;

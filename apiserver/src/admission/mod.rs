@@ -1,0 +1,286 @@
+//! Admission webhooks, called as kube-apiserver calls them: the webhooks of the stored
+//! `MutatingWebhookConfiguration`s, in order, then those of the
+//! `ValidatingWebhookConfiguration`s, in parallel, whose rules match a write (`matching`),
+//! each sent an `AdmissionReview` (`review`) over HTTPS (`client`). A refusal, a failed
+//! call under `failurePolicy: Fail` and a dry run of a webhook with side effects answer
+//! the client with kube's errors; webhooks' warnings are returned for its answer.
+
+mod client;
+mod matching;
+mod review;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::auth::User;
+use crate::objects::Scope;
+use crate::state::Shared;
+use crate::status::ApiError;
+use review::{Review, Verdict};
+
+const GROUP: &str = "admissionregistration.k8s.io";
+
+/// The write being admitted.
+#[derive(Debug)]
+pub(crate) struct Attributes<'a> {
+    pub(crate) scope: &'a Scope,
+    pub(crate) name: &'a str,
+    /// The sub-resource written (`status`), or "".
+    pub(crate) subresource: &'a str,
+    /// CREATE, UPDATE or DELETE.
+    pub(crate) operation: &'static str,
+    pub(crate) user: Option<&'a User>,
+    pub(crate) dry_run: bool,
+}
+
+impl Attributes<'_> {
+    fn request(&self) -> matching::Request<'_> {
+        let rt = &self.scope.rt;
+        matching::Request {
+            operation: self.operation,
+            group: &rt.group,
+            version: &rt.version,
+            resource: &rt.plural,
+            subresource: self.subresource,
+            namespaced: rt.namespaced,
+        }
+    }
+
+    fn options(&self) -> Value {
+        let kind = match self.operation {
+            "CREATE" => "CreateOptions",
+            "UPDATE" => "UpdateOptions",
+            _ => "DeleteOptions",
+        };
+        let mut options = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
+        if self.dry_run {
+            options["dryRun"] = json!(["All"]);
+        }
+        options
+    }
+}
+
+/// The matching webhooks of the configurations of `plural`, in kube's order (the
+/// configurations by name, their webhooks as listed). Webhook configurations themselves
+/// are never admitted by webhooks, as in kube.
+fn webhooks(shared: &Shared, plural: &str, attrs: &Attributes<'_>) -> Vec<Value> {
+    let rt = &attrs.scope.rt;
+    if rt.group == GROUP {
+        return Vec::new();
+    }
+    let request = attrs.request();
+    let store = shared.lock();
+    let mut configs: Vec<&Value> = store
+        .list(&(GROUP.to_string(), plural.to_string()), None)
+        .map(|(_, v)| v)
+        .collect();
+    configs
+        .sort_by(|a, b| crate::store::meta_str(a, "name").cmp(crate::store::meta_str(b, "name")));
+    configs
+        .into_iter()
+        .filter_map(|c| c.get("webhooks").and_then(Value::as_array))
+        .flatten()
+        .filter(|hook| matching::matches(hook, &request))
+        .cloned()
+        .collect()
+}
+
+/// Whether any webhook, mutating or validating, matches the write.
+pub(crate) fn any(shared: &Shared, attrs: &Attributes<'_>) -> bool {
+    !webhooks(shared, "mutatingwebhookconfigurations", attrs).is_empty()
+        || !webhooks(shared, "validatingwebhookconfigurations", attrs).is_empty()
+}
+
+/// Runs the mutating webhooks on `obj` (the new object of a create or update), applying
+/// their patches in turn; their warnings are added to `warnings`.
+pub(crate) async fn mutate(
+    shared: &Shared,
+    attrs: &Attributes<'_>,
+    obj: &mut Value,
+    old: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs) {
+        let Some(verdict) = call(&hook, attrs, Some(obj), old, true).await? else {
+            continue;
+        };
+        warnings.extend(verdict.warnings.iter().cloned());
+        if !verdict.allowed {
+            return Err(denied(&hook, &verdict));
+        }
+        if let Some(patch) = verdict.patch {
+            let patch: json_patch::Patch = serde_json::from_value(patch)
+                .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
+            json_patch::patch(obj, &patch)
+                .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the validating webhooks (in parallel, as kube) on the object as it would be
+/// stored; the first refusal, in the webhooks' order, is the answer.
+pub(crate) async fn validate(
+    shared: &Shared,
+    attrs: &Attributes<'_>,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let hooks = webhooks(shared, "validatingwebhookconfigurations", attrs);
+    let calls = hooks.iter().map(|hook| call(hook, attrs, obj, old, false));
+    let verdicts = futures::future::join_all(calls).await;
+    let mut first_error = None;
+    for (hook, verdict) in hooks.iter().zip(verdicts) {
+        match verdict {
+            Ok(None) => {}
+            Ok(Some(v)) => {
+                warnings.extend(v.warnings.iter().cloned());
+                if !v.allowed && first_error.is_none() {
+                    first_error = Some(denied(hook, &v));
+                }
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// One call of a webhook: its verdict, None when its call failed and its
+/// `failurePolicy` is `Ignore`, kube's error when it failed with `Fail`.
+async fn call(
+    hook: &Value,
+    attrs: &Attributes<'_>,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    mutating: bool,
+) -> Result<Option<Verdict>, ApiError> {
+    let name = text(hook, "name");
+    if attrs.dry_run && !matches!(text(hook, "sideEffects"), "None" | "NoneOnDryRun") {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook {name:?} does not support dry run"
+        )));
+    }
+    match call_once(hook, attrs, obj, old, mutating).await {
+        Ok(verdict) => Ok(Some(verdict)),
+        Err(_) if text(hook, "failurePolicy") == "Ignore" => Ok(None),
+        Err(reason) => Err(ApiError::internal(format!(
+            "Internal error occurred: failed calling webhook {name:?}: {reason}"
+        ))),
+    }
+}
+
+/// Sends the review; the error is why the call failed, as kube words it.
+async fn call_once(
+    hook: &Value,
+    attrs: &Attributes<'_>,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    mutating: bool,
+) -> Result<Verdict, String> {
+    let rt = &attrs.scope.rt;
+    let uid = uuid::Uuid::new_v4().to_string();
+    let user = attrs.user.map_or_else(
+        || json!({}),
+        |u| json!({"username": u.name, "groups": u.groups}),
+    );
+    let review = Review {
+        uid: &uid,
+        kind: json!({"group": rt.group, "version": rt.version, "kind": rt.kind}),
+        resource: json!({"group": rt.group, "version": rt.version, "resource": rt.plural}),
+        subresource: attrs.subresource,
+        name: attrs.name,
+        namespace: attrs.scope.ns.as_deref(),
+        operation: attrs.operation,
+        user,
+        object: obj,
+        old_object: old,
+        dry_run: attrs.dry_run,
+        options: attrs.options(),
+    };
+    let config = hook.get("clientConfig").unwrap_or(&Value::Null);
+    let url = text(config, "url");
+    if url.is_empty() {
+        return Err(
+            "failed to call webhook: clientConfig.service is not served by this server".into(),
+        );
+    }
+    let ca = match text(config, "caBundle") {
+        "" => None,
+        b64 => {
+            use base64::Engine;
+            Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|e| format!("could not get REST client: invalid caBundle: {e}"))?,
+            )
+        }
+    };
+    let timeout = hook
+        .get("timeoutSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(10);
+    let body = crate::status::json_body(&review.to_json());
+    let (status, answer) = client::post(url, ca.as_deref(), &body, Duration::from_secs(timeout))
+        .await
+        .map_err(|e| format!("failed to call webhook: {e}"))?;
+    if !(200..300).contains(&status) {
+        return Err(format!(
+            "failed to call webhook: the server responded with the status code {status} but did not return more information"
+        ));
+    }
+    review::verdict(&answer, &uid, mutating)
+        .map_err(|e| format!("received invalid webhook response: {e}"))
+}
+
+/// kube's `ToStatusErr`: the webhook's status, its message prefixed with the webhook's
+/// name; a code under 400 becomes 400.
+fn denied(hook: &Value, verdict: &Verdict) -> ApiError {
+    let name = text(hook, "name");
+    let status = &verdict.status;
+    let code = status
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| (400..600).contains(c))
+        .unwrap_or(400);
+    let denied_by = format!("admission webhook {name:?} denied the request");
+    let message = match (text(status, "message"), text(status, "reason")) {
+        ("", "") => format!("{denied_by} without explanation"),
+        ("", reason) => format!("{denied_by}: {reason}"),
+        (message, _) => format!("{denied_by}: {message}"),
+    };
+    ApiError::new(code, known_reason(text(status, "reason")), message)
+}
+
+/// The webhook's reason, when it is one of kube's `StatusReason`s (else none).
+fn known_reason(reason: &str) -> &'static str {
+    const REASONS: [&str; 18] = [
+        "Unauthorized",
+        "Forbidden",
+        "NotFound",
+        "AlreadyExists",
+        "Conflict",
+        "Gone",
+        "Invalid",
+        "ServerTimeout",
+        "Timeout",
+        "TooManyRequests",
+        "BadRequest",
+        "MethodNotAllowed",
+        "NotAcceptable",
+        "RequestEntityTooLarge",
+        "UnsupportedMediaType",
+        "InternalError",
+        "Expired",
+        "ServiceUnavailable",
+    ];
+    REASONS.into_iter().find(|r| *r == reason).unwrap_or("")
+}

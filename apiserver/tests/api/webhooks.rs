@@ -1,0 +1,416 @@
+//! Admission webhooks called by the server as kube-apiserver calls them: a small HTTPS
+//! webhook in the test refuses ConfigMaps labelled `deny`, refuses an update of one whose
+//! old version is `locked`, warns, and labels every ConfigMap it mutates.
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The test's webhook: its address, CA (its own certificate) and the reviews it got.
+struct Webhook {
+    url: String,
+    ca_pem: String,
+    reviews: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Webhook {
+    async fn start() -> Webhook {
+        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(certified.cert.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der())),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reviews = Arc::new(Mutex::new(Vec::new()));
+        let seen = reviews.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(tcp).await {
+                        serve(tls, &seen).await;
+                    }
+                });
+            }
+        });
+        Webhook {
+            url: format!("https://{addr}"),
+            ca_pem: certified.cert.pem(),
+            reviews,
+        }
+    }
+
+    fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// A webhook entry for ConfigMaps' CREATE and UPDATE at `path`.
+    fn entry(&self, name: &str, path: &str, policy: &str) -> Value {
+        json!({
+            "name": name,
+            "clientConfig": {"url": format!("{}{path}", self.url), "caBundle": self.ca_bundle()},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "failurePolicy": policy,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        })
+    }
+
+    fn reviews(&self) -> Vec<Value> {
+        self.reviews.lock().unwrap().clone()
+    }
+}
+
+/// Answers one HTTP request on the connection.
+async fn serve(
+    mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    seen: &Mutex<Vec<Value>>,
+) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let body = loop {
+        let Ok(n) = tls.read(&mut chunk).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        if buf.len() >= end + 4 + len {
+            break buf[end + 4..end + 4 + len].to_vec();
+        }
+    };
+    let path = String::from_utf8_lossy(&buf)
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    seen.lock().unwrap().push(review.clone());
+    let answer = serde_json::to_vec(&judge(&path, &review["request"])).unwrap();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.len()
+    );
+    let _ = tls.write_all(head.as_bytes()).await;
+    let _ = tls.write_all(&answer).await;
+    let _ = tls.shutdown().await;
+}
+
+/// The webhook's verdict on a request.
+fn judge(path: &str, request: &Value) -> Value {
+    let mut response = json!({"uid": request["uid"], "allowed": true});
+    if path == "/mutate" {
+        let mut ops = Vec::new();
+        if request["object"]["metadata"]["labels"].is_null() {
+            ops.push(json!({"op": "add", "path": "/metadata/labels", "value": {}}));
+        }
+        ops.push(json!({"op": "add", "path": "/metadata/labels/admission.kapsel.dev~1seen", "value": "yes"}));
+        let patch =
+            base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap());
+        response["patch"] = json!(patch);
+        response["patchType"] = json!("JSONPatch");
+        return wrap(response);
+    }
+    response["warnings"] = json!(["checked by the test webhook"]);
+    if request["object"]["metadata"]["labels"]["deny"] == "yes" {
+        response["allowed"] = json!(false);
+        response["status"] = json!({"code": 403, "message": "label deny is set"});
+    }
+    if request["oldObject"]["data"]["state"] == "locked" {
+        response["allowed"] = json!(false);
+        response["status"] = json!({"message": "the old version is locked"});
+    }
+    wrap(response)
+}
+
+fn wrap(response: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+async fn register(client: &kube::Client, validating: Vec<Value>, mutating: Vec<Value>) {
+    let pp = PostParams::default();
+    if !validating.is_empty() {
+        let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": "test-validating"}, "webhooks": validating}))
+        .unwrap();
+        Api::all(client.clone()).create(&pp, &config).await.unwrap();
+    }
+    if !mutating.is_empty() {
+        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": "test-mutating"}, "webhooks": mutating}))
+        .unwrap();
+        Api::all(client.clone()).create(&pp, &config).await.unwrap();
+    }
+}
+
+fn config_map(name: &str, labels: Value, data: Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
+        .unwrap()
+}
+
+fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(status) => *status,
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_validating_webhook_refuses_a_create_with_its_message_and_code() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    register(
+        &client,
+        vec![hook.entry("deny.test.kapsel.dev", "/validate", "Fail")],
+        vec![],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams::default();
+    let denied = cms
+        .create(&pp, &config_map("bad", json!({"deny": "yes"}), json!({})))
+        .await
+        .unwrap_err();
+    let status = api_error(denied);
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "admission webhook \"deny.test.kapsel.dev\" denied the request: label deny is set"
+    );
+    cms.create(&pp, &config_map("good", json!({}), json!({})))
+        .await
+        .unwrap();
+    let reviews = hook.reviews();
+    assert_eq!(reviews.len(), 2);
+    let request = &reviews[1]["request"];
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(request["name"], "good");
+    assert_eq!(request["namespace"], "default");
+    assert_eq!(
+        request["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(
+        request["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(request["options"]["kind"], "CreateOptions");
+    assert!(request["oldObject"].is_null());
+    assert!(cms.get_opt("bad").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_mutating_webhook_patches_what_is_stored_before_validation() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    register(
+        &client,
+        vec![hook.entry("deny.test.kapsel.dev", "/validate", "Fail")],
+        vec![hook.entry("label.test.kapsel.dev", "/mutate", "Fail")],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &config_map("plain", Value::Null, json!({})),
+        )
+        .await
+        .unwrap();
+    let labels = created.metadata.labels.unwrap();
+    assert_eq!(labels["admission.kapsel.dev/seen"], "yes");
+    let stored = cms.get("plain").await.unwrap();
+    assert_eq!(
+        stored.metadata.labels.unwrap()["admission.kapsel.dev/seen"],
+        "yes"
+    );
+    // The validating webhook saw the mutated object.
+    let reviews = hook.reviews();
+    let validated = reviews
+        .iter()
+        .find(|r| r["request"]["object"]["metadata"]["uid"].is_string())
+        .unwrap();
+    assert_eq!(
+        validated["request"]["object"]["metadata"]["labels"]["admission.kapsel.dev/seen"],
+        "yes"
+    );
+}
+
+#[tokio::test]
+async fn an_update_is_validated_with_the_old_object() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    cms.create(
+        &pp,
+        &config_map("lock", json!({}), json!({"state": "locked"})),
+    )
+    .await
+    .unwrap();
+    cms.create(
+        &pp,
+        &config_map("open", json!({}), json!({"state": "open"})),
+    )
+    .await
+    .unwrap();
+    register(
+        &client,
+        vec![hook.entry("deny.test.kapsel.dev", "/validate", "Fail")],
+        vec![],
+    )
+    .await;
+    let mut locked = cms.get("lock").await.unwrap();
+    locked.data = Some([("state".to_string(), "open".to_string())].into());
+    let status = api_error(cms.replace("lock", &pp, &locked).await.unwrap_err());
+    assert_eq!(status.code, 400);
+    assert_eq!(
+        status.message,
+        "admission webhook \"deny.test.kapsel.dev\" denied the request: the old version is locked"
+    );
+    assert_eq!(
+        cms.get("lock").await.unwrap().data.unwrap()["state"],
+        "locked"
+    );
+    let mut open = cms.get("open").await.unwrap();
+    open.data = Some([("state".to_string(), "locked".to_string())].into());
+    cms.replace("open", &pp, &open).await.unwrap();
+    let reviews = hook.reviews();
+    let last = &reviews.last().unwrap()["request"];
+    assert_eq!(last["operation"], "UPDATE");
+    assert_eq!(last["oldObject"]["data"]["state"], "open");
+    assert_eq!(last["object"]["data"]["state"], "locked");
+    assert_eq!(
+        cms.get("open").await.unwrap().data.unwrap()["state"],
+        "locked"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_webhook_that_must_not_fail_refuses_the_write() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    // A port nothing listens on: bound, then let go.
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut unreachable = hook.entry("gone.test.kapsel.dev", "/validate", "Fail");
+    unreachable["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
+    register(&client, vec![unreachable], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams::default();
+    let status = api_error(
+        cms.create(&pp, &config_map("x", json!({}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert_eq!(status.reason, "InternalError");
+    let expected = format!(
+        "Internal error occurred: failed calling webhook \"gone.test.kapsel.dev\": failed to call webhook: Post \"https://{gone}/validate\": "
+    );
+    assert!(status.message.starts_with(&expected), "{}", status.message);
+}
+
+#[tokio::test]
+async fn an_ignored_unreachable_webhook_lets_the_write_through() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut ignored = hook.entry("ignored.test.kapsel.dev", "/validate", "Ignore");
+    ignored["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
+    register(&client, vec![ignored], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(
+        &PostParams::default(),
+        &config_map("x", json!({}), json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(cms.get_opt("x").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_webhook_signed_by_another_ca_fails_its_call() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let other = Webhook::start().await;
+    let mut entry = hook.entry("strange.test.kapsel.dev", "/validate", "Fail");
+    entry["clientConfig"]["caBundle"] = json!(other.ca_bundle());
+    register(&client, vec![entry], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let status = api_error(
+        cms.create(
+            &PostParams::default(),
+            &config_map("x", json!({}), json!({})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert!(
+        status
+            .message
+            .contains("failed calling webhook \"strange.test.kapsel.dev\""),
+        "{}",
+        status.message
+    );
+    assert!(hook.reviews().is_empty());
+}
+
+#[tokio::test]
+async fn webhook_warnings_reach_the_client_as_warning_headers() {
+    let (server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    register(
+        &client,
+        vec![hook.entry("warn.test.kapsel.dev", "/validate", "Fail")],
+        vec![],
+    )
+    .await;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w"}});
+    let answer = crate::raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.code, 201, "{}", answer.body);
+    assert_eq!(
+        answer.header("warning"),
+        Some("299 - \"checked by the test webhook\"")
+    );
+}
