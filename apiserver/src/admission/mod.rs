@@ -119,6 +119,27 @@ pub(crate) async fn mutate(
     Ok(())
 }
 
+/// Admits a deletion of `old` (as served): the mutating webhooks are asked in order,
+/// with no object to change, then the validating ones, as kube's
+/// `AdmissionToValidateObjectDeleteFunc` does.
+pub(crate) async fn admit_delete(
+    shared: &Shared,
+    attrs: &Attributes<'_>,
+    old: &Value,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs) {
+        let Some(verdict) = call(&hook, attrs, None, Some(old), true).await? else {
+            continue;
+        };
+        warnings.extend(verdict.warnings.iter().cloned());
+        if !verdict.allowed {
+            return Err(denied(&hook, &verdict));
+        }
+    }
+    validate(shared, attrs, None, Some(old), warnings).await
+}
+
 /// Runs the validating webhooks (in parallel, as kube) on the object as it would be
 /// stored; the first refusal, in the webhooks' order, is the answer.
 pub(crate) async fn validate(

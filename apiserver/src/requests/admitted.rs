@@ -114,3 +114,17 @@ pub(super) async fn update(
         Value::clone(&prepared),
     )
 }
+
+/// Admits the deletion of object `name`, `old` as served (`body_dry`: the DeleteOptions'
+/// own dryRun); the webhooks' warnings are added to `warnings`.
+pub(super) async fn delete(
+    call: &Call<'_>,
+    name: &str,
+    old: &Value,
+    body_dry: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut attrs = call.attributes("DELETE", name);
+    attrs.dry_run |= body_dry;
+    admission::admit_delete(call.shared, &attrs, old, warnings).await
+}

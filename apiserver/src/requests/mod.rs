@@ -301,7 +301,7 @@ pub(crate) async fn resource_request(
         (Method::POST, Main, None, _) => writes::create(&call).await,
         (Method::PUT, _, Some(name), _) => writes::update(&call, name).await,
         (Method::PATCH, _, Some(name), _) => writes::patch(&call, name).await,
-        (Method::DELETE, Main, Some(name), _) => writes::delete(&call, name),
+        (Method::DELETE, Main, Some(name), _) => writes::delete(&call, name).await,
         (Method::DELETE, _, None, _) => writes::delete_collection(&call),
         (method, ..) => Err(ApiError::method_not_allowed(&format!(
             "{method} on this resource"

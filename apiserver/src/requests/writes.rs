@@ -7,7 +7,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::{Call, answer_written, json_body, parse_bool, parse_object, selectors};
-use crate::field_validation::FieldValidation;
+use crate::field_validation::{FieldValidation, with_warnings};
 use crate::gc::Propagation;
 use crate::objects::{Fields, present};
 use crate::patch::PatchType;
@@ -207,9 +207,20 @@ pub(super) fn delete_options(
     Ok((propagation, preconditions, dry))
 }
 
-/// DELETE of one object: gone now, or marked for deletion while finalizers or
-/// foreground-deleted dependents remain.
-pub(super) fn delete(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+/// DELETE of one object, once admission webhooks admitted it: gone now, or marked for
+/// deletion while finalizers or foreground-deleted dependents remain.
+pub(super) async fn delete(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
+    let (_, _, body_dry) = delete_options(call.query, call.body)?;
+    let mut warnings = Vec::new();
+    let current = crate::objects::get(&call.shared.lock(), &call.scope, name).ok();
+    if let Some(old) = &current {
+        super::admitted::delete(call, name, old, body_dry, &mut warnings).await?;
+    }
+    Ok(with_warnings(delete_admitted(call, name)?, &warnings))
+}
+
+/// DELETE of one object admission admitted.
+fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     let (scope, dry) = (&call.scope, call.dry);
     let (propagation, pre, body_dry) = delete_options(call.query, call.body)?;
     let protected = ["default", "kube-system", "kube-public"];

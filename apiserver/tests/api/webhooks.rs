@@ -60,12 +60,12 @@ impl Webhook {
         base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
     }
 
-    /// A webhook entry for ConfigMaps' CREATE and UPDATE at `path`.
+    /// A webhook entry for ConfigMaps' CREATE, UPDATE and DELETE at `path`.
     fn entry(&self, name: &str, path: &str, policy: &str) -> Value {
         json!({
             "name": name,
             "clientConfig": {"url": format!("{}{path}", self.url), "caBundle": self.ca_bundle()},
-            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "rules": [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
             "failurePolicy": policy,
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
@@ -124,6 +124,9 @@ async fn serve(
 /// The webhook's verdict on a request.
 fn judge(path: &str, request: &Value) -> Value {
     let mut response = json!({"uid": request["uid"], "allowed": true});
+    if path == "/mutate" && request["operation"] == "DELETE" {
+        return wrap(response);
+    }
     if path == "/mutate" {
         let mut ops = Vec::new();
         if request["object"]["metadata"]["labels"].is_null() {
@@ -144,6 +147,13 @@ fn judge(path: &str, request: &Value) -> Value {
     if request["oldObject"]["data"]["state"] == "locked" {
         response["allowed"] = json!(false);
         response["status"] = json!({"message": "the old version is locked"});
+    }
+    if request["operation"] == "DELETE"
+        && request["oldObject"]["metadata"]["labels"]["protected"] == "yes"
+    {
+        response["allowed"] = json!(false);
+        response["status"] =
+            json!({"code": 403, "reason": "Forbidden", "message": "protected objects stay"});
     }
     wrap(response)
 }
@@ -413,4 +423,77 @@ async fn webhook_warnings_reach_the_client_as_warning_headers() {
         answer.header("warning"),
         Some("299 - \"checked by the test webhook\"")
     );
+}
+
+#[tokio::test]
+async fn a_delete_is_validated_with_the_object_deleted() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    cms.create(
+        &pp,
+        &config_map("keep", json!({"protected": "yes"}), json!({})),
+    )
+    .await
+    .unwrap();
+    cms.create(&pp, &config_map("drop", json!({}), json!({})))
+        .await
+        .unwrap();
+    register(
+        &client,
+        vec![hook.entry("deny.test.kapsel.dev", "/validate", "Fail")],
+        vec![hook.entry("label.test.kapsel.dev", "/mutate", "Fail")],
+    )
+    .await;
+    let dp = kube::api::DeleteParams::default();
+    let status = api_error(cms.delete("keep", &dp).await.unwrap_err());
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        status.message,
+        "admission webhook \"deny.test.kapsel.dev\" denied the request: protected objects stay"
+    );
+    assert!(cms.get_opt("keep").await.unwrap().is_some());
+    cms.delete("drop", &dp).await.unwrap();
+    assert!(cms.get_opt("drop").await.unwrap().is_none());
+    let reviews = hook.reviews();
+    let last = &reviews.last().unwrap()["request"];
+    assert_eq!(last["operation"], "DELETE");
+    assert!(last["object"].is_null());
+    assert_eq!(last["oldObject"]["metadata"]["name"], "drop");
+    assert_eq!(last["options"]["kind"], "DeleteOptions");
+    // The mutating webhook was asked too, first.
+    assert_eq!(reviews.len(), 4);
+}
+
+#[tokio::test]
+async fn a_webhook_with_side_effects_refuses_a_dry_run() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let mut entry = hook.entry("effects.test.kapsel.dev", "/validate", "Fail");
+    entry["sideEffects"] = json!("Some");
+    register(&client, vec![entry], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let status = api_error(
+        cms.create(&dry, &config_map("x", json!({}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 400);
+    assert_eq!(
+        status.message,
+        "admission webhook \"effects.test.kapsel.dev\" does not support dry run"
+    );
+    // Without dryRun, the webhook is called.
+    cms.create(
+        &PostParams::default(),
+        &config_map("x", json!({}), json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hook.reviews().len(), 1);
 }
