@@ -1,6 +1,7 @@
 //! Which webhooks of the stored configurations a request calls: their `rules`
 //! (operations, API groups, versions, resources with `*` and sub-resources, scope), as
-//! k8s.io/apiserver's `rules.Matcher` decides.
+//! k8s.io/apiserver's `rules.Matcher` decides, and their `namespaceSelector` and
+//! `objectSelector`, as its `NamespaceMatcher` and `ObjectMatcher` do.
 
 use serde_json::Value;
 
@@ -22,6 +23,28 @@ pub(crate) fn matches(webhook: &Value, req: &Request<'_>) -> bool {
         .get("rules")
         .and_then(Value::as_array)
         .is_some_and(|rules| rules.iter().any(|r| rule_matches(r, req)))
+}
+
+/// Whether the webhook's `objectSelector` takes in the new or the old object (an absent
+/// or empty selector takes in everything), and its `namespaceSelector` the labels of
+/// `namespace` (the namespace of a namespaced object; the object itself when it is a
+/// Namespace; None for other cluster-scoped objects, which it always takes in). A
+/// selector that does not parse takes in nothing.
+pub(crate) fn selected(
+    webhook: &Value,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    namespace: Option<&Value>,
+) -> bool {
+    let by = |key: &str, candidates: &[Option<&Value>]| {
+        let Some(text) = webhook.get(key).and_then(crate::selectors::selector_string) else {
+            return true;
+        };
+        crate::selectors::LabelSelector::parse(&text)
+            .is_ok_and(|sel| candidates.iter().flatten().any(|o| sel.matches(o)))
+    };
+    by("objectSelector", &[obj, old])
+        && (namespace.is_none() || by("namespaceSelector", &[namespace]))
 }
 
 fn strings(rule: &Value, key: &str) -> Vec<String> {
@@ -123,5 +146,23 @@ mod tests {
             &req("CREATE", "pods", "")
         ));
         assert!(!matches(&json!({}), &req("CREATE", "pods", "")));
+    }
+
+    #[test]
+    fn selectors_take_in_the_new_or_old_object_and_the_namespace() {
+        let hook = json!({"objectSelector": {"matchLabels": {"a": "1"}},
+            "namespaceSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["test"]}]}});
+        let labelled = |k: &str, v: &str| json!({"metadata": {"labels": {k: v}}});
+        let (obj, other, ns) = (
+            labelled("a", "1"),
+            labelled("a", "2"),
+            labelled("env", "test"),
+        );
+        assert!(selected(&hook, Some(&obj), None, Some(&ns)));
+        assert!(selected(&hook, Some(&other), Some(&obj), Some(&ns)));
+        assert!(!selected(&hook, Some(&other), None, Some(&ns)));
+        assert!(!selected(&hook, Some(&obj), None, Some(&other)));
+        assert!(selected(&hook, Some(&obj), None, None));
+        assert!(selected(&json!({}), None, None, Some(&other)));
     }
 }

@@ -61,16 +61,37 @@ impl Attributes<'_> {
     }
 }
 
-/// The matching webhooks of the configurations of `plural`, in kube's order (the
-/// configurations by name, their webhooks as listed). Webhook configurations themselves
-/// are never admitted by webhooks, as in kube.
-fn webhooks(shared: &Shared, plural: &str, attrs: &Attributes<'_>) -> Vec<Value> {
+/// The webhooks of the configurations of `plural` whose rules match, in kube's order
+/// (the configurations by name, their webhooks as listed); with `objects` (the new and
+/// old object), only those whose selectors take them in. Webhook configurations
+/// themselves are never admitted by webhooks, as in kube.
+fn webhooks(
+    shared: &Shared,
+    plural: &str,
+    attrs: &Attributes<'_>,
+    objects: Option<(Option<&Value>, Option<&Value>)>,
+) -> Vec<Value> {
     let rt = &attrs.scope.rt;
     if rt.group == GROUP {
         return Vec::new();
     }
     let request = attrs.request();
     let store = shared.lock();
+    let namespace = match (&attrs.scope.ns, objects) {
+        (Some(ns), _) => Some(
+            store
+                .get(
+                    &(String::new(), "namespaces".into()),
+                    &(String::new(), ns.clone()),
+                )
+                .cloned()
+                .unwrap_or_default(),
+        ),
+        (None, Some((obj, old))) if rt.group.is_empty() && rt.plural == "namespaces" => {
+            obj.or(old).cloned()
+        }
+        (None, _) => None,
+    };
     let mut configs: Vec<&Value> = store
         .list(&(GROUP.to_string(), plural.to_string()), None)
         .map(|(_, v)| v)
@@ -82,14 +103,38 @@ fn webhooks(shared: &Shared, plural: &str, attrs: &Attributes<'_>) -> Vec<Value>
         .filter_map(|c| c.get("webhooks").and_then(Value::as_array))
         .flatten()
         .filter(|hook| matching::matches(hook, &request))
+        .filter(|hook| {
+            objects.is_none_or(|(obj, old)| matching::selected(hook, obj, old, namespace.as_ref()))
+        })
         .cloned()
         .collect()
 }
 
+/// What `namespaceSelector`s select by: the namespace of a namespaced object, the object
+/// itself when it is a Namespace, none for other cluster-scoped objects. A namespace not
+/// found has no labels.
+fn namespace_of(shared: &Shared, attrs: &Attributes<'_>, obj: Option<&Value>) -> Option<Value> {
+    let rt = &attrs.scope.rt;
+    match &attrs.scope.ns {
+        Some(ns) => Some(
+            shared
+                .lock()
+                .get(
+                    &(String::new(), "namespaces".into()),
+                    &(String::new(), ns.clone()),
+                )
+                .cloned()
+                .unwrap_or_default(),
+        ),
+        None if rt.group.is_empty() && rt.plural == "namespaces" => obj.cloned(),
+        None => None,
+    }
+}
+
 /// Whether any webhook, mutating or validating, matches the write.
 pub(crate) fn any(shared: &Shared, attrs: &Attributes<'_>) -> bool {
-    !webhooks(shared, "mutatingwebhookconfigurations", attrs).is_empty()
-        || !webhooks(shared, "validatingwebhookconfigurations", attrs).is_empty()
+    !webhooks(shared, "mutatingwebhookconfigurations", attrs, None).is_empty()
+        || !webhooks(shared, "validatingwebhookconfigurations", attrs, None).is_empty()
 }
 
 /// Runs the mutating webhooks on `obj` (the new object of a create or update), applying
@@ -101,7 +146,12 @@ pub(crate) async fn mutate(
     old: Option<&Value>,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs) {
+    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs, None) {
+        // The selectors see the object as the webhooks before this one left it.
+        let namespace = namespace_of(shared, attrs, Some(obj));
+        if !matching::selected(&hook, Some(obj), old, namespace.as_ref()) {
+            continue;
+        }
         let Some(verdict) = call(&hook, attrs, Some(obj), old, true).await? else {
             continue;
         };
@@ -128,7 +178,8 @@ pub(crate) async fn admit_delete(
     old: &Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs) {
+    let objects = Some((None, Some(old)));
+    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs, objects) {
         let Some(verdict) = call(&hook, attrs, None, Some(old), true).await? else {
             continue;
         };
@@ -149,7 +200,12 @@ pub(crate) async fn validate(
     old: Option<&Value>,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    let hooks = webhooks(shared, "validatingwebhookconfigurations", attrs);
+    let hooks = webhooks(
+        shared,
+        "validatingwebhookconfigurations",
+        attrs,
+        Some((obj, old)),
+    );
     let calls = hooks.iter().map(|hook| call(hook, attrs, obj, old, false));
     let verdicts = futures::future::join_all(calls).await;
     let mut first_error = None;

@@ -497,3 +497,39 @@ async fn a_webhook_with_side_effects_refuses_a_dry_run() {
     .unwrap();
     assert_eq!(hook.reviews().len(), 1);
 }
+
+#[tokio::test]
+async fn webhooks_are_chosen_by_namespace_and_object_selectors() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let pp = PostParams::default();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for (name, labels) in [("on", json!({"admission": "on"})), ("off", json!({}))] {
+        let ns = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}));
+        namespaces.create(&pp, &ns.unwrap()).await.unwrap();
+    }
+    let mut entry = hook.entry("deny.test.kapsel.dev", "/validate", "Fail");
+    entry["namespaceSelector"] = json!({"matchLabels": {"admission": "on"}});
+    entry["objectSelector"] =
+        json!({"matchExpressions": [{"key": "checked", "operator": "In", "values": ["yes"]}]});
+    register(&client, vec![entry], vec![]).await;
+    let on: Api<ConfigMap> = Api::namespaced(client.clone(), "on");
+    let off: Api<ConfigMap> = Api::namespaced(client, "off");
+    let checked = json!({"deny": "yes", "checked": "yes"});
+    // Not in a selected namespace, not a selected object: no call.
+    off.create(&pp, &config_map("a", checked.clone(), json!({})))
+        .await
+        .unwrap();
+    on.create(&pp, &config_map("b", json!({"deny": "yes"}), json!({})))
+        .await
+        .unwrap();
+    assert!(hook.reviews().is_empty());
+    let status = api_error(
+        on.create(&pp, &config_map("c", checked, json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 403);
+    assert_eq!(hook.reviews().len(), 1);
+}
