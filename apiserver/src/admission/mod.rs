@@ -146,27 +146,58 @@ pub(crate) async fn mutate(
     old: Option<&Value>,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs, None) {
-        // The selectors see the object as the webhooks before this one left it.
-        let namespace = namespace_of(shared, attrs, Some(obj));
-        if !matching::selected(&hook, Some(obj), old, namespace.as_ref()) {
-            continue;
+    let hooks = webhooks(shared, "mutatingwebhookconfigurations", attrs, None);
+    // kube's reinvocation: a webhook with `reinvocationPolicy: IfNeeded` called before
+    // another one changed the object is called once more, in a second and last round.
+    let (mut reinvoke, mut called) = (vec![false; hooks.len()], Vec::new());
+    for (i, hook) in hooks.iter().enumerate() {
+        if mutate_once(shared, attrs, hook, obj, old, warnings).await? {
+            for j in called.drain(..) {
+                reinvoke[j] = true;
+            }
         }
-        let Some(verdict) = call(&hook, attrs, Some(obj), old, true).await? else {
-            continue;
-        };
-        warnings.extend(verdict.warnings.iter().cloned());
-        if !verdict.allowed {
-            return Err(denied(&hook, &verdict));
+        if text(hook, "reinvocationPolicy") == "IfNeeded" {
+            called.push(i);
         }
-        if let Some(patch) = verdict.patch {
-            let patch: json_patch::Patch = serde_json::from_value(patch)
-                .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
-            json_patch::patch(obj, &patch)
-                .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
+    }
+    for (hook, again) in hooks.iter().zip(reinvoke) {
+        if again {
+            mutate_once(shared, attrs, hook, obj, old, warnings).await?;
         }
     }
     Ok(())
+}
+
+/// One call of a mutating webhook on `obj`, if its selectors (seeing the object as the
+/// webhooks before it left it) take it in, its patch applied: whether it changed `obj`.
+async fn mutate_once(
+    shared: &Shared,
+    attrs: &Attributes<'_>,
+    hook: &Value,
+    obj: &mut Value,
+    old: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<bool, ApiError> {
+    let namespace = namespace_of(shared, attrs, Some(obj));
+    if !matching::selected(hook, Some(obj), old, namespace.as_ref()) {
+        return Ok(false);
+    }
+    let Some(verdict) = call(hook, attrs, Some(obj), old, true).await? else {
+        return Ok(false);
+    };
+    warnings.extend(verdict.warnings.iter().cloned());
+    if !verdict.allowed {
+        return Err(denied(hook, &verdict));
+    }
+    let Some(patch) = verdict.patch else {
+        return Ok(false);
+    };
+    let internal = |e: String| ApiError::internal(format!("Internal error occurred: {e}"));
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| internal(e.to_string()))?;
+    let before = obj.clone();
+    json_patch::patch(obj, &patch).map_err(|e| internal(e.to_string()))?;
+    Ok(*obj != before)
 }
 
 /// Admits a deletion of `old` (as served): the mutating webhooks are asked in order,

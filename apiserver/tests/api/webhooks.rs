@@ -127,6 +127,17 @@ fn judge(path: &str, request: &Value) -> Value {
     if path == "/mutate" && request["operation"] == "DELETE" {
         return wrap(response);
     }
+    if path == "/copy" {
+        // Copies the label `/mutate` adds into an annotation, when it is there.
+        if request["object"]["metadata"]["labels"]["admission.kapsel.dev/seen"] == "yes" {
+            let ops =
+                json!([{"op": "add", "path": "/metadata/annotations", "value": {"copied": "yes"}}]);
+            let patch = base64::engine::general_purpose::STANDARD.encode(ops.to_string());
+            response["patch"] = json!(patch);
+            response["patchType"] = json!("JSONPatch");
+        }
+        return wrap(response);
+    }
     if path == "/mutate" {
         let mut ops = Vec::new();
         if request["object"]["metadata"]["labels"].is_null() {
@@ -532,4 +543,27 @@ async fn webhooks_are_chosen_by_namespace_and_object_selectors() {
     );
     assert_eq!(status.code, 403);
     assert_eq!(hook.reviews().len(), 1);
+}
+
+#[tokio::test]
+async fn a_mutating_webhook_is_reinvoked_if_needed_after_a_later_one_changed_the_object() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let mut copy = hook.entry("copy.test.kapsel.dev", "/copy", "Fail");
+    copy["reinvocationPolicy"] = json!("IfNeeded");
+    let mut once = hook.entry("once.test.kapsel.dev", "/copy", "Fail");
+    once["reinvocationPolicy"] = json!("Never");
+    let label = hook.entry("label.test.kapsel.dev", "/mutate", "Fail");
+    register(&client, vec![], vec![copy, once, label]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &config_map("r", json!({}), json!({})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.annotations.unwrap()["copied"], "yes");
+    // copy, once, label, then copy again (once is not reinvoked, label not: it was last).
+    assert_eq!(hook.reviews().len(), 4);
 }
