@@ -1,0 +1,86 @@
+//! Failed webhook calls: kube's `failed calling webhook` error under `failurePolicy: Fail`,
+//! the write let through under `Ignore`.
+
+use super::hook::Webhook;
+use super::{api_error, config_map, register};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn an_unreachable_webhook_that_must_not_fail_refuses_the_write() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    // A port nothing listens on: bound, then let go.
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut unreachable = hook.entry("gone.test.kapsel.dev", "/validate", "Fail");
+    unreachable["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
+    register(&client, vec![unreachable], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams::default();
+    let status = api_error(
+        cms.create(&pp, &config_map("x", json!({}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert_eq!(status.reason, "InternalError");
+    let expected = format!(
+        "Internal error occurred: failed calling webhook \"gone.test.kapsel.dev\": failed to call webhook: Post \"https://{gone}/validate\": "
+    );
+    assert!(status.message.starts_with(&expected), "{}", status.message);
+}
+
+#[tokio::test]
+async fn an_ignored_unreachable_webhook_lets_the_write_through() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut ignored = hook.entry("ignored.test.kapsel.dev", "/validate", "Ignore");
+    ignored["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
+    register(&client, vec![ignored], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(
+        &PostParams::default(),
+        &config_map("x", json!({}), json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(cms.get_opt("x").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_webhook_signed_by_another_ca_fails_its_call() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let other = Webhook::start().await;
+    let mut entry = hook.entry("strange.test.kapsel.dev", "/validate", "Fail");
+    entry["clientConfig"]["caBundle"] = json!(other.ca_bundle());
+    register(&client, vec![entry], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let status = api_error(
+        cms.create(
+            &PostParams::default(),
+            &config_map("x", json!({}), json!({})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert!(
+        status
+            .message
+            .contains("failed calling webhook \"strange.test.kapsel.dev\""),
+        "{}",
+        status.message
+    );
+    assert!(hook.reviews().is_empty());
+}
