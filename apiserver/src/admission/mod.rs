@@ -335,6 +335,14 @@ async fn call_once(
         .get("timeoutSeconds")
         .and_then(Value::as_u64)
         .unwrap_or(10);
+    // kube's client tells the webhook its time limit, in Go's duration syntax.
+    let limit = match timeout {
+        0..60 => format!("{timeout}s"),
+        _ => format!("{}m{}s", timeout / 60, timeout % 60),
+    };
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}timeout={limit}");
+    let url = url.as_str();
     let body = crate::status::json_body(&review.to_json());
     let (status, answer) = client::post(url, ca.as_deref(), &body, Duration::from_secs(timeout))
         .await

@@ -30,7 +30,7 @@ async fn an_unreachable_webhook_that_must_not_fail_refuses_the_write() {
     assert_eq!(status.code, 500);
     assert_eq!(status.reason, "InternalError");
     let expected = format!(
-        "Internal error occurred: failed calling webhook \"gone.test.kapsel.dev\": failed to call webhook: Post \"https://{gone}/validate\": "
+        "Internal error occurred: failed calling webhook \"gone.test.kapsel.dev\": failed to call webhook: Post \"https://{gone}/validate?timeout=10s\": "
     );
     assert!(status.message.starts_with(&expected), "{}", status.message);
 }
@@ -83,4 +83,48 @@ async fn a_webhook_signed_by_another_ca_fails_its_call() {
         status.message
     );
     assert!(hook.reviews().is_empty());
+}
+
+/// A create against one webhook entry that fails its call: the client's error message.
+async fn failed_create(entry: serde_json::Value) -> String {
+    let (_server, client) = crate::start().await;
+    register(&client, vec![entry], vec![]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let status = api_error(
+        cms.create(
+            &PostParams::default(),
+            &config_map("x", json!({}), json!({})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (500, "InternalError")
+    );
+    status.message
+}
+
+#[tokio::test]
+async fn a_webhook_past_its_timeout_fails_its_call() {
+    let hook = Webhook::start().await;
+    let mut entry = hook.entry("slow.test.kapsel.dev", "/slow", "Fail");
+    entry["timeoutSeconds"] = json!(1);
+    let message = failed_create(entry).await;
+    let expected = format!(
+        "Internal error occurred: failed calling webhook \"slow.test.kapsel.dev\": failed to call webhook: Post \"{}/slow?timeout=1s\": context deadline exceeded",
+        hook.url
+    );
+    assert!(message.starts_with(&expected), "{message}");
+}
+
+#[tokio::test]
+async fn a_webhook_answering_another_review_fails_its_call() {
+    let hook = Webhook::start().await;
+    let entry = hook.entry("stranger.test.kapsel.dev", "/wrong-uid", "Fail");
+    let message = failed_create(entry).await;
+    let expected = "Internal error occurred: failed calling webhook \"stranger.test.kapsel.dev\": received invalid webhook response: expected response.uid=";
+    assert!(message.starts_with(expected), "{message}");
+    assert!(message.ends_with(", got \"not-it\""), "{message}");
+    assert_eq!(hook.reviews().len(), 1);
 }

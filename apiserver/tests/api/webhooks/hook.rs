@@ -100,12 +100,16 @@ async fn serve(
             break buf[end + 4..end + 4 + len].to_vec();
         }
     };
+    // The path without kube's `?timeout=`.
     let path = String::from_utf8_lossy(&buf)
-        .split(' ')
+        .split([' ', '?'])
         .nth(1)
         .unwrap_or("")
         .to_string();
     let review: Value = serde_json::from_slice(&body).unwrap();
+    if path == "/slow" {
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
     seen.lock().unwrap().push(review.clone());
     let answer = serde_json::to_vec(&judge(&path, &review["request"])).unwrap();
     let head = format!(
@@ -120,6 +124,9 @@ async fn serve(
 /// The webhook's verdict on a request.
 fn judge(path: &str, request: &Value) -> Value {
     let mut response = json!({"uid": request["uid"], "allowed": true});
+    if path == "/wrong-uid" {
+        response["uid"] = json!("not-it");
+    }
     if path == "/mutate" && request["operation"] == "DELETE" {
         return wrap(response);
     }
