@@ -57,15 +57,31 @@ pub(crate) async fn post(
     }
 }
 
-/// The TLS client: the CA bundle's certificates as roots.
-fn client_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_bundle.unwrap_or_default()) {
-        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+/// The system's root certificates, read once (those that do not parse are left out).
+fn system_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: std::sync::OnceLock<rustls::RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
         roots
-            .add(cert)
-            .map_err(|e| format!("invalid caBundle: {e}"))?;
-    }
+    })
+}
+
+/// The TLS client: the CA bundle's certificates as roots, the system's without one.
+fn client_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
+    let roots = match ca_bundle {
+        None => system_roots().clone(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("invalid caBundle: {e}"))?;
+            }
+            roots
+        }
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

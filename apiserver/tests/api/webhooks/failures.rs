@@ -128,3 +128,20 @@ async fn a_webhook_answering_another_review_fails_its_call() {
     assert!(message.ends_with(", got \"not-it\""), "{message}");
     assert_eq!(hook.reviews().len(), 1);
 }
+
+#[tokio::test]
+async fn without_a_ca_bundle_only_the_system_roots_are_trusted() {
+    let hook = Webhook::start().await;
+    let mut entry = hook.entry("untrusted.test.kapsel.dev", "/validate", "Fail");
+    entry["clientConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caBundle");
+    let message = failed_create(entry).await;
+    let expected = format!(
+        "Internal error occurred: failed calling webhook \"untrusted.test.kapsel.dev\": failed to call webhook: Post \"{}/validate?timeout=10s\": tls: ",
+        hook.url
+    );
+    assert!(message.starts_with(&expected), "{message}");
+    assert!(hook.reviews().is_empty());
+}
