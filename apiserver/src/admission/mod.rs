@@ -61,6 +61,14 @@ impl Attributes<'_> {
     }
 }
 
+/// A webhook that matches a request: its entry, and the version of the resource its
+/// rules matched through when that is not the request's (`matchPolicy: Equivalent`).
+#[derive(Debug)]
+struct Hook {
+    spec: Value,
+    version: Option<String>,
+}
+
 /// The webhooks of the configurations of `plural` whose rules match, in kube's order
 /// (the configurations by name, their webhooks as listed); with `objects` (the new and
 /// old object), only those whose selectors take them in. Webhook configurations
@@ -70,28 +78,25 @@ fn webhooks(
     plural: &str,
     attrs: &Attributes<'_>,
     objects: Option<(Option<&Value>, Option<&Value>)>,
-) -> Vec<Value> {
+) -> Vec<Hook> {
     let rt = &attrs.scope.rt;
     if rt.group == GROUP {
         return Vec::new();
     }
-    let request = attrs.request();
+    let namespace = objects.and_then(|(obj, old)| namespace_of(shared, attrs, obj.or(old)));
     let store = shared.lock();
-    let namespace = match (&attrs.scope.ns, objects) {
-        (Some(ns), _) => Some(
-            store
-                .get(
-                    &(String::new(), "namespaces".into()),
-                    &(String::new(), ns.clone()),
-                )
-                .cloned()
-                .unwrap_or_default(),
-        ),
-        (None, Some((obj, old))) if rt.group.is_empty() && rt.plural == "namespaces" => {
-            obj.or(old).cloned()
-        }
-        (None, _) => None,
-    };
+    // The other served versions of the resource, the preferred first.
+    let mut others: Vec<&str> = store
+        .registry
+        .all()
+        .iter()
+        .filter(|t| t.group == rt.group && t.plural == rt.plural && t.version != rt.version)
+        .map(|t| (!t.preferred, t.version.as_str()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    others.dedup();
     let mut configs: Vec<&Value> = store
         .list(&(GROUP.to_string(), plural.to_string()), None)
         .map(|(_, v)| v)
@@ -102,12 +107,33 @@ fn webhooks(
         .into_iter()
         .filter_map(|c| c.get("webhooks").and_then(Value::as_array))
         .flatten()
-        .filter(|hook| matching::matches(hook, &request))
+        .filter_map(|spec| matched(spec, attrs, &others))
         .filter(|hook| {
-            objects.is_none_or(|(obj, old)| matching::selected(hook, obj, old, namespace.as_ref()))
+            objects.is_none_or(|(obj, old)| {
+                matching::selected(&hook.spec, obj, old, namespace.as_ref())
+            })
         })
-        .cloned()
         .collect()
+}
+
+/// The webhook, if its rules match the request: as it is, or through another version of
+/// the resource unless its `matchPolicy` is `Exact` (kube's default is `Equivalent`).
+fn matched(spec: &Value, attrs: &Attributes<'_>, others: &[&str]) -> Option<Hook> {
+    let mut request = attrs.request();
+    let hook = |version: Option<&str>| Hook {
+        spec: spec.clone(),
+        version: version.map(String::from),
+    };
+    if matching::matches(spec, &request) {
+        return Some(hook(None));
+    }
+    if text(spec, "matchPolicy") == "Exact" {
+        return None;
+    }
+    others.iter().find_map(|v| {
+        request.version = v;
+        matching::matches(spec, &request).then(|| hook(Some(v)))
+    })
 }
 
 /// What `namespaceSelector`s select by: the namespace of a namespaced object, the object
@@ -156,7 +182,7 @@ pub(crate) async fn mutate(
                 reinvoke[j] = true;
             }
         }
-        if text(hook, "reinvocationPolicy") == "IfNeeded" {
+        if text(&hook.spec, "reinvocationPolicy") == "IfNeeded" {
             called.push(i);
         }
     }
@@ -173,13 +199,13 @@ pub(crate) async fn mutate(
 async fn mutate_once(
     shared: &Shared,
     attrs: &Attributes<'_>,
-    hook: &Value,
+    hook: &Hook,
     obj: &mut Value,
     old: Option<&Value>,
     warnings: &mut Vec<String>,
 ) -> Result<bool, ApiError> {
     let namespace = namespace_of(shared, attrs, Some(obj));
-    if !matching::selected(hook, Some(obj), old, namespace.as_ref()) {
+    if !matching::selected(&hook.spec, Some(obj), old, namespace.as_ref()) {
         return Ok(false);
     }
     let Some(verdict) = call(hook, attrs, Some(obj), old, true).await? else {
@@ -187,7 +213,7 @@ async fn mutate_once(
     };
     warnings.extend(verdict.warnings.iter().cloned());
     if !verdict.allowed {
-        return Err(denied(hook, &verdict));
+        return Err(denied(&hook.spec, &verdict));
     }
     let Some(patch) = verdict.patch else {
         return Ok(false);
@@ -195,9 +221,15 @@ async fn mutate_once(
     let internal = |e: String| ApiError::internal(format!("Internal error occurred: {e}"));
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(|e| internal(e.to_string()))?;
-    let before = obj.clone();
-    json_patch::patch(obj, &patch).map_err(|e| internal(e.to_string()))?;
-    Ok(*obj != before)
+    // The patch is of the object in the version the webhook matched.
+    let mut patched = as_version(obj, &attrs.scope.rt, hook.version.as_deref());
+    json_patch::patch(&mut patched, &patch).map_err(|e| internal(e.to_string()))?;
+    if hook.version.is_some() {
+        patched = as_version(&patched, &attrs.scope.rt, Some(&attrs.scope.rt.version));
+    }
+    let changed = patched != *obj;
+    *obj = patched;
+    Ok(changed)
 }
 
 /// Admits a deletion of `old` (as served): the mutating webhooks are asked in order,
@@ -216,7 +248,7 @@ pub(crate) async fn admit_delete(
         };
         warnings.extend(verdict.warnings.iter().cloned());
         if !verdict.allowed {
-            return Err(denied(&hook, &verdict));
+            return Err(denied(&hook.spec, &verdict));
         }
     }
     validate(shared, attrs, None, Some(old), warnings).await
@@ -246,7 +278,7 @@ pub(crate) async fn validate(
             Ok(Some(v)) => {
                 warnings.extend(v.warnings.iter().cloned());
                 if !v.allowed && first_error.is_none() {
-                    first_error = Some(denied(hook, &v));
+                    first_error = Some(denied(&hook.spec, &v));
                 }
             }
             Err(e) => {
@@ -257,6 +289,19 @@ pub(crate) async fn validate(
     first_error.map_or(Ok(()), Err)
 }
 
+/// `obj` with the apiVersion of `version` of its resource (None: as it is).
+fn as_version(obj: &Value, rt: &crate::registry::ResourceType, version: Option<&str>) -> Value {
+    let mut obj = obj.clone();
+    if let (Some(version), Some(map)) = (version, obj.as_object_mut()) {
+        let api_version = match rt.group.as_str() {
+            "" => version.to_string(),
+            group => format!("{group}/{version}"),
+        };
+        map.insert("apiVersion".into(), Value::from(api_version));
+    }
+    obj
+}
+
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
@@ -264,21 +309,21 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 /// One call of a webhook: its verdict, None when its call failed and its
 /// `failurePolicy` is `Ignore`, kube's error when it failed with `Fail`.
 async fn call(
-    hook: &Value,
+    hook: &Hook,
     attrs: &Attributes<'_>,
     obj: Option<&Value>,
     old: Option<&Value>,
     mutating: bool,
 ) -> Result<Option<Verdict>, ApiError> {
-    let name = text(hook, "name");
-    if attrs.dry_run && !matches!(text(hook, "sideEffects"), "None" | "NoneOnDryRun") {
+    let name = text(&hook.spec, "name");
+    if attrs.dry_run && !matches!(text(&hook.spec, "sideEffects"), "None" | "NoneOnDryRun") {
         return Err(ApiError::bad_request(format!(
             "admission webhook {name:?} does not support dry run"
         )));
     }
     match call_once(hook, attrs, obj, old, mutating).await {
         Ok(verdict) => Ok(Some(verdict)),
-        Err(_) if text(hook, "failurePolicy") == "Ignore" => Ok(None),
+        Err(_) if text(&hook.spec, "failurePolicy") == "Ignore" => Ok(None),
         Err(reason) => Err(ApiError::internal(format!(
             "Internal error occurred: failed calling webhook {name:?}: {reason}"
         ))),
@@ -287,7 +332,7 @@ async fn call(
 
 /// Sends the review; the error is why the call failed, as kube words it.
 async fn call_once(
-    hook: &Value,
+    hook: &Hook,
     attrs: &Attributes<'_>,
     obj: Option<&Value>,
     old: Option<&Value>,
@@ -299,10 +344,18 @@ async fn call_once(
         || json!({}),
         |u| json!({"username": u.name, "groups": u.groups}),
     );
+    // The objects as the version the webhook matched serves them (kube converts them;
+    // the versions of a resource here differ by their apiVersion only).
+    let version = hook.version.as_deref().unwrap_or(&rt.version);
+    let obj = obj.map(|o| as_version(o, rt, Some(version)));
+    let old = old.map(|o| as_version(o, rt, Some(version)));
+    let (obj, old) = (obj.as_ref(), old.as_ref());
     let review = Review {
         uid: &uid,
-        kind: json!({"group": rt.group, "version": rt.version, "kind": rt.kind}),
-        resource: json!({"group": rt.group, "version": rt.version, "resource": rt.plural}),
+        kind: json!({"group": rt.group, "version": version, "kind": rt.kind}),
+        resource: json!({"group": rt.group, "version": version, "resource": rt.plural}),
+        request_kind: json!({"group": rt.group, "version": rt.version, "kind": rt.kind}),
+        request_resource: json!({"group": rt.group, "version": rt.version, "resource": rt.plural}),
         subresource: attrs.subresource,
         name: attrs.name,
         namespace: attrs.scope.ns.as_deref(),
@@ -313,6 +366,7 @@ async fn call_once(
         dry_run: attrs.dry_run,
         options: attrs.options(),
     };
+    let hook = &hook.spec;
     let config = hook.get("clientConfig").unwrap_or(&Value::Null);
     let url = text(config, "url");
     if url.is_empty() {

@@ -7,10 +7,14 @@ use serde_json::{Value, json};
 #[derive(Debug)]
 pub(crate) struct Review<'a> {
     pub(crate) uid: &'a str,
-    /// The object's `{group, version, kind}`.
+    /// The object's `{group, version, kind}`, in the version the webhook matched.
     pub(crate) kind: Value,
-    /// The request's `{group, version, resource}`.
+    /// The request's `{group, version, resource}`, in the version the webhook matched.
     pub(crate) resource: Value,
+    /// The kind and resource of the request itself (another version under
+    /// `matchPolicy: Equivalent`).
+    pub(crate) request_kind: Value,
+    pub(crate) request_resource: Value,
     pub(crate) subresource: &'a str,
     pub(crate) name: &'a str,
     pub(crate) namespace: Option<&'a str>,
@@ -29,8 +33,8 @@ impl Review<'_> {
             "uid": self.uid,
             "kind": self.kind,
             "resource": self.resource,
-            "requestKind": self.kind,
-            "requestResource": self.resource,
+            "requestKind": self.request_kind,
+            "requestResource": self.request_resource,
             "name": self.name,
             "operation": self.operation,
             "userInfo": self.user,

@@ -327,3 +327,47 @@ async fn a_mutating_webhook_is_reinvoked_if_needed_after_a_later_one_changed_the
     // copy, once, label, then copy again (once is not reinvoked, label not: it was last).
     assert_eq!(hook.reviews().len(), 4);
 }
+
+#[tokio::test]
+async fn a_webhook_for_one_version_is_called_for_another_unless_its_match_policy_is_exact() {
+    let (server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let mut crd = crate::kopf_crd();
+    let mut beta = crd["spec"]["versions"][0].clone();
+    beta["name"] = json!("v1beta1");
+    beta["storage"] = json!(false);
+    crd["spec"]["versions"].as_array_mut().unwrap().push(beta);
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(crate::post(&server, path, crd).await.code, 201);
+    let rule = json!([{"operations": ["CREATE"], "apiGroups": ["kopf.dev"], "apiVersions": ["v1"], "resources": ["kopfexamples"]}]);
+    let mut equivalent = hook.entry("deny.test.kapsel.dev", "/validate", "Fail");
+    equivalent["rules"] = rule.clone();
+    let mut exact = hook.entry("exact.test.kapsel.dev", "/validate", "Fail");
+    exact["rules"] = rule;
+    exact["matchPolicy"] = json!("Exact");
+    register(&client, vec![equivalent, exact], vec![]).await;
+    let object = json!({"apiVersion": "kopf.dev/v1beta1", "kind": "KopfExample",
+        "metadata": {"name": "e", "labels": {"deny": "yes"}}, "spec": {}});
+    let answer = crate::post(
+        &server,
+        "/apis/kopf.dev/v1beta1/namespaces/default/kopfexamples",
+        object,
+    )
+    .await;
+    crate::assert_status(&answer, 403, "");
+    assert_eq!(
+        answer.json()["message"],
+        "admission webhook \"deny.test.kapsel.dev\" denied the request: label deny is set"
+    );
+    let reviews = hook.reviews();
+    assert_eq!(reviews.len(), 1, "the Exact webhook is not called");
+    let request = &reviews[0]["request"];
+    assert_eq!(
+        request["kind"],
+        json!({"group": "kopf.dev", "version": "v1", "kind": "KopfExample"})
+    );
+    assert_eq!(request["requestKind"]["version"], "v1beta1");
+    assert_eq!(request["resource"]["version"], "v1");
+    assert_eq!(request["requestResource"]["version"], "v1beta1");
+    assert_eq!(request["object"]["apiVersion"], "kopf.dev/v1");
+}
