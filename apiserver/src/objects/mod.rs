@@ -65,7 +65,7 @@ impl Fields<'_> {
 
 /// What kube does to every written object: built-in defaults, and for a custom resource
 /// its structural schema's defaults and pruning.
-fn apply_defaults(scope: &Scope, obj: &mut Value) {
+pub(crate) fn apply_defaults(scope: &Scope, obj: &mut Value) {
     crate::defaults::apply(&scope.rt.group, &scope.rt.plural, obj);
     if let Some(schema) = scope.rt.schema.as_ref().filter(|_| scope.rt.custom) {
         crate::schema::default_and_prune(obj, schema);

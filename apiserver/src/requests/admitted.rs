@@ -48,6 +48,8 @@ pub(super) async fn create(
     ) {
         meta.insert("namespace".into(), Value::from(ns.as_str()));
     }
+    // Webhooks see the object defaulted, as kube defaults it when it decodes it.
+    crate::objects::apply_defaults(scope, &mut obj);
     admission::mutate(call.shared, &attrs, &mut obj, None, warnings).await?;
     let prepared = crate::objects::create(&mut call.shared.lock(), scope, obj, true, fields)?;
     let name = meta_str(&prepared, "name").to_string();
@@ -94,6 +96,7 @@ pub(super) async fn update(
     if !admission::any(call.shared, &attrs) {
         return Ok(commit(new, call.dry)?.0);
     }
+    crate::objects::apply_defaults(scope, &mut new);
     admission::mutate(call.shared, &attrs, &mut new, Some(old), warnings).await?;
     let (prepared, stored) = commit(new, true)?;
     let seen = present(&scope.rt, &prepared);

@@ -371,3 +371,25 @@ async fn a_webhook_for_one_version_is_called_for_another_unless_its_match_policy
     assert_eq!(request["requestResource"]["version"], "v1beta1");
     assert_eq!(request["object"]["apiVersion"], "kopf.dev/v1");
 }
+
+#[tokio::test]
+async fn webhooks_see_the_object_defaulted() {
+    use k8s_openapi::api::core::v1::Service;
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let mut entry = hook.entry("label.test.kapsel.dev", "/mutate", "Fail");
+    entry["rules"][0]["resources"] = json!(["services"]);
+    register(&client, vec![], vec![entry]).await;
+    let service: Service = serde_json::from_value(
+        json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .unwrap();
+    Api::<Service>::namespaced(client, "default")
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let reviews = hook.reviews();
+    let spec = &reviews[0]["request"]["object"]["spec"];
+    assert_eq!(spec["type"], "ClusterIP");
+    assert_eq!(spec["ports"][0]["protocol"], "TCP");
+}
