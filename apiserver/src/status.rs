@@ -181,6 +181,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // kube's `reason` is omitted when empty (a webhook's refusal may give none).
+            if let Some(m) = s.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             // kube orders `details` before `code`; clients don't care, but keep it near.
             s["details"] = (**d).clone();

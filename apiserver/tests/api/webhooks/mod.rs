@@ -354,7 +354,8 @@ async fn a_webhook_for_one_version_is_called_for_another_unless_its_match_policy
         object,
     )
     .await;
-    crate::assert_status(&answer, 403, "");
+    assert_eq!(answer.code, 403, "{}", answer.body);
+    assert!(answer.json().get("reason").is_none(), "{}", answer.body);
     assert_eq!(
         answer.json()["message"],
         "admission webhook \"deny.test.kapsel.dev\" denied the request: label deny is set"
