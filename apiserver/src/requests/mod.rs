@@ -1,6 +1,7 @@
 //! Resource requests, dispatched by method and subresource to one function per kind of
 //! request: get, list and watch (`reads`); create, update, patch (server-side apply
-//! included), delete and deletecollection (`writes`); the scale subresource (`scale`);
+//! included), delete and deletecollection (`writes`), through admission webhooks
+//! (`admitted`); the scale subresource (`scale`);
 //! ServiceAccount tokens (`token`) and access reviews (`review`). The query parameters and
 //! bodies they share are read here.
 
