@@ -99,15 +99,20 @@ fn split_url(url: &str) -> Result<(String, u16, String), String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
-            h,
-            p.parse::<u16>()
-                .map_err(|_| format!("Post {url:?}: invalid port {p:?}"))?,
-        ),
-        _ => (authority, 443),
+    // An IPv6 address is in brackets: `[::1]:8443`.
+    let (host, port) = match authority.strip_prefix('[').and_then(|a| a.split_once(']')) {
+        Some((host, rest)) => (host, rest.strip_prefix(':')),
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = match port {
+        None => 443,
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("Post {url:?}: invalid port {p:?}"))?,
+    };
     Ok((host.to_string(), port, path.to_string()))
 }
 
@@ -178,6 +183,15 @@ mod tests {
             ("h".into(), 443, "/".into())
         );
         assert!(split_url("http://h/").is_err());
+        assert_eq!(
+            split_url("https://[::1]:8443/v").unwrap(),
+            ("::1".into(), 8443, "/v".into())
+        );
+        assert_eq!(
+            split_url("https://[::1]").unwrap(),
+            ("::1".into(), 443, "/".into())
+        );
+        assert!(split_url("https://h:x/").is_err());
         let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}xx";
         assert_eq!(parse_answer(plain).unwrap(), (200, b"{}".to_vec()));
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
