@@ -81,14 +81,12 @@ async fn operator_accounts(admin: &kube::Client, namespace: &str, names: &[&str]
     create(admin, &bindings, None, binding).await;
 }
 
-fn handled(body: &Value) -> bool {
-    !status(body, "create_fn").is_null()
-}
-
-#[tokio::test]
-async fn a_revoked_token_is_replaced_by_a_new_login_without_a_restart() {
+/// An RBAC cluster with the kopfexamples CRD and the namespace `ns`, whose operator
+/// accounts `first` and `second` may handle them; a tracker of `ns`; and the `login`
+/// guest's memo: the server, its CA and a token of each account, in that order (what a
+/// token service would issue, one after another).
+async fn two_tokens(ns: &str) -> (Cluster, kube::Client, Tracker, Value) {
     let (cluster, admin, server, ca) = rbac_cluster().await;
-    let ns = "login";
     create(&admin, &crds(), None, manifest("kopfexamples-crd.yaml")).await;
     create_namespace(&admin, ns).await;
     operator_accounts(&admin, ns, &["first", "second"]).await;
@@ -99,8 +97,18 @@ async fn a_revoked_token_is_replaced_by_a_new_login_without_a_restart() {
             .expect("token")
     };
     let tracker = Tracker::start(&admin, ns).await;
-    // What a token service would issue, one after another.
     let memo = json!({"server": server, "ca": ca, "tokens": [token("first"), token("second")]});
+    (cluster, admin, tracker, memo)
+}
+
+fn handled(body: &Value) -> bool {
+    !status(body, "create_fn").is_null()
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_replaced_by_a_new_login_without_a_restart() {
+    let ns = "login";
+    let (cluster, admin, tracker, memo) = two_tokens(ns).await;
     let operator = cluster.start_operator(
         kapsel_host::Operator::new([guest("login")])
             .standalone()
@@ -227,46 +235,13 @@ fn login_guest(version: Option<&str>) -> Vec<u8> {
     bytes
 }
 
-/// Waits until a record satisfies `check`; panics with `what` otherwise.
-async fn wait_record(
-    journal: &kapsel_host::Journal,
-    what: &str,
-    check: impl Fn(&Record) -> bool,
-) -> Record {
-    let mut found = None;
-    let waited = journal
-        .wait_for(std::time::Duration::from_secs(30), |records| {
-            found = records.iter().find(|r| check(r)).cloned();
-            found.is_some()
-        })
-        .await;
-    match waited {
-        Ok(()) => found.expect("the record the wait ended with"),
-        Err(records) => {
-            let tail = &records[records.len().saturating_sub(30)..];
-            panic!("{what}: never happened; the last records:\n{tail:#?}")
-        }
-    }
-}
-
 /// A reload that changes the login handlers logs in anew with the new version, at once:
 /// its credentials replace the old version's, so revoking the old token afterwards costs
 /// no refused request at all (the operator no longer uses it).
 #[tokio::test]
 async fn a_reloaded_login_handler_logs_in_anew_at_once() {
-    let (cluster, admin, server, ca) = rbac_cluster().await;
     let ns = "relogin";
-    create(&admin, &crds(), None, manifest("kopfexamples-crd.yaml")).await;
-    create_namespace(&admin, ns).await;
-    operator_accounts(&admin, ns, &["first", "second"]).await;
-    let token = |name: &str| {
-        cluster
-            .server()
-            .service_account_token(ns, name, std::time::Duration::from_secs(3600))
-            .expect("token")
-    };
-    let tracker = Tracker::start(&admin, ns).await;
-    let memo = json!({"server": server, "ca": ca, "tokens": [token("first"), token("second")]});
+    let (cluster, admin, tracker, memo) = two_tokens(ns).await;
     let mut volume = ConfigMapVolume::new("relogin");
     volume.publish(&[("login.wasm", &login_guest(None))]);
     let operator = cluster.start_operator(

@@ -13,33 +13,8 @@ use serde_json::{Value, json};
 /// Scans this often in tests: a change is taken once two scans agree.
 const RESCAN: Duration = Duration::from_millis(100);
 
-/// A reload compiles a guest (a debug build of the host compiles slowly).
-const RELOAD_PATIENCE: Duration = Duration::from_secs(30);
-
 fn bytes_of(name: &str) -> Vec<u8> {
     std::fs::read(guest(name)).expect("a built guest")
-}
-
-/// Waits until a record satisfies `check`; panics with `what` and the journal otherwise.
-async fn wait_record(
-    journal: &kapsel_host::Journal,
-    what: &str,
-    check: impl Fn(&Record) -> bool,
-) -> Record {
-    let mut found = None;
-    let waited = journal
-        .wait_for(RELOAD_PATIENCE, |records| {
-            found = records.iter().find(|r| check(r)).cloned();
-            found.is_some()
-        })
-        .await;
-    match waited {
-        Ok(()) => found.expect("the record the wait ended with"),
-        Err(records) => {
-            let tail = &records[records.len().saturating_sub(40)..];
-            panic!("{what}: never happened; the last records:\n{tail:#?}")
-        }
-    }
 }
 
 /// Waits until the guest has logged `line`.

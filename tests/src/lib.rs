@@ -359,6 +359,32 @@ pub async fn http(method: &str, url: &str) -> Option<(u16, String)> {
 /// How long tests wait for the operator to react.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// Waits (up to 30 s: a reload may compile a guest in a debug build) until a record of
+/// `journal` satisfies `check`, and returns it.
+///
+/// # Panics
+/// When none does: with `what` and the journal's last records.
+pub async fn wait_record(
+    journal: &kapsel_host::Journal,
+    what: &str,
+    check: impl Fn(&Record) -> bool,
+) -> Record {
+    let mut found = None;
+    let waited = journal
+        .wait_for(Duration::from_secs(30), |records| {
+            found = records.iter().find(|r| check(r)).cloned();
+            found.is_some()
+        })
+        .await;
+    match waited {
+        Ok(()) => found.expect("the record the wait ended with"),
+        Err(records) => {
+            let tail = &records[records.len().saturating_sub(40)..];
+            panic!("{what}: never happened; the last records:\n{tail:#?}")
+        }
+    }
+}
+
 /// Guest log lines (messages) of one guest, in order.
 pub fn guest_logs(records: &[Record], guest: &str) -> Vec<String> {
     records

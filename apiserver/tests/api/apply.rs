@@ -45,13 +45,6 @@ fn entries(obj: &impl serde::Serialize) -> Vec<(String, String, Value)> {
         .collect()
 }
 
-fn status_of(e: kube::Error) -> kube::core::Status {
-    match e {
-        kube::Error::Api(s) => *s,
-        other => panic!("not an API error: {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn apply_owns_fields_conflicts_and_forces() {
     let (server, client) = start().await;
@@ -83,7 +76,7 @@ async fn apply_owns_fields_conflicts_and_forces() {
     let err = apply_as(&api, "owned", "beta", false, cm(json!({"a": "9"})))
         .await
         .unwrap_err();
-    let status = status_of(err);
+    let status = api_status(err);
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
     assert_eq!(
         status.message,
@@ -141,7 +134,7 @@ async fn a_configuration_without_a_name_applies_to_the_object_of_the_url() {
     let (server, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let nameless = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data});
-    let refused = status_of(
+    let refused = api_status(
         apply_as(&api, "owned", "alpha", false, nameless(json!({"a": "1"})))
             .await
             .expect_err("nothing to take the name from"),
@@ -161,7 +154,7 @@ async fn a_configuration_without_a_name_applies_to_the_object_of_the_url() {
     assert_eq!(applied.data.unwrap()["a"], "2");
     let mut other = cm(json!({"a": "3"}));
     other["metadata"]["name"] = json!("other");
-    let refused = status_of(
+    let refused = api_status(
         apply_as(&api, "owned", "alpha", false, other)
             .await
             .expect_err("another object's name"),
@@ -232,7 +225,7 @@ async fn updates_record_their_managers() {
     let err = apply_as(&api, "owned", "alpha", false, cm(json!({"c": "5"})))
         .await
         .unwrap_err();
-    let message = status_of(err).message;
+    let message = api_status(err).message;
     assert!(
         message.starts_with(
             "Apply failed with 1 conflict: conflict with \"my-controller\" using v1 at "
@@ -305,7 +298,7 @@ async fn updates_record_their_managers() {
     let err = apply_as(&api, "owned", "alpha", false, with_mf)
         .await
         .unwrap_err();
-    assert_eq!(status_of(err).code, 400);
+    assert_eq!(api_status(err).code, 400);
     server.shutdown().await.unwrap();
 }
 
@@ -455,7 +448,7 @@ async fn custom_resource_lists_follow_their_markers() {
         .await
         .unwrap_err();
     assert_eq!(
-        status_of(err).message,
+        api_status(err).message,
         "Apply failed with 1 conflict: conflict with \"alpha\": .spec.args"
     );
     let w = apply_as(

@@ -198,6 +198,14 @@ pub(crate) fn kopf_crd() -> Value {
 }
 
 /// Asserts a Status error with this code and reason.
+/// The Status of an API error; panics on any other error.
+pub(crate) fn api_status(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(status) => *status,
+        other => panic!("not an API error: {other:?}"),
+    }
+}
+
 pub(crate) fn assert_status(r: &Raw, code: u16, reason: &str) {
     assert_eq!(r.code, code, "{}", r.body);
     let v = r.json();

@@ -2,27 +2,31 @@
 //! the write let through under `Ignore`.
 
 use super::hook::Webhook;
-use super::{api_error, config_map, register};
+use super::{config_map, register};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+
+/// An address nothing listens on: bound, then let go.
+async fn nothing_listens() -> std::net::SocketAddr {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
 
 #[tokio::test]
 async fn an_unreachable_webhook_that_must_not_fail_refuses_the_write() {
     let (_server, client) = crate::start().await;
     let hook = Webhook::start().await;
-    // A port nothing listens on: bound, then let go.
-    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let gone = nothing_listens().await;
     let mut unreachable = hook.entry("gone.test.kapsel.dev", "/validate", "Fail");
     unreachable["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
     register(&client, vec![unreachable], vec![]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let pp = PostParams::default();
-    let status = api_error(
+    let status = crate::api_status(
         cms.create(&pp, &config_map("x", json!({}), json!({})))
             .await
             .unwrap_err(),
@@ -39,11 +43,7 @@ async fn an_unreachable_webhook_that_must_not_fail_refuses_the_write() {
 async fn an_ignored_unreachable_webhook_lets_the_write_through() {
     let (_server, client) = crate::start().await;
     let hook = Webhook::start().await;
-    let gone = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let gone = nothing_listens().await;
     let mut ignored = hook.entry("ignored.test.kapsel.dev", "/validate", "Ignore");
     ignored["clientConfig"]["url"] = json!(format!("https://{gone}/validate"));
     register(&client, vec![ignored], vec![]).await;
@@ -66,7 +66,7 @@ async fn a_webhook_signed_by_another_ca_fails_its_call() {
     entry["clientConfig"]["caBundle"] = json!(other.ca_bundle());
     register(&client, vec![entry], vec![]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let status = api_error(
+    let status = crate::api_status(
         cms.create(
             &PostParams::default(),
             &config_map("x", json!({}), json!({})),
@@ -90,7 +90,7 @@ async fn failed_create(entry: serde_json::Value) -> String {
     let (_server, client) = crate::start().await;
     register(&client, vec![entry], vec![]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let status = api_error(
+    let status = crate::api_status(
         cms.create(
             &PostParams::default(),
             &config_map("x", json!({}), json!({})),

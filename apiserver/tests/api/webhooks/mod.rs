@@ -34,12 +34,6 @@ pub(super) fn config_map(name: &str, labels: Value, data: Value) -> ConfigMap {
         .unwrap()
 }
 
-pub(super) fn api_error(e: kube::Error) -> kube::core::Status {
-    match e {
-        kube::Error::Api(status) => *status,
-        other => panic!("not an API error: {other}"),
-    }
-}
 #[tokio::test]
 async fn a_validating_webhook_refuses_a_create_with_its_message_and_code() {
     let (_server, client) = crate::start().await;
@@ -56,7 +50,7 @@ async fn a_validating_webhook_refuses_a_create_with_its_message_and_code() {
         .create(&pp, &config_map("bad", json!({"deny": "yes"}), json!({})))
         .await
         .unwrap_err();
-    let status = api_error(denied);
+    let status = crate::api_status(denied);
     assert_eq!(status.code, 403);
     assert_eq!(
         status.message,
@@ -147,7 +141,7 @@ async fn an_update_is_validated_with_the_old_object() {
     .await;
     let mut locked = cms.get("lock").await.unwrap();
     locked.data = Some([("state".to_string(), "open".to_string())].into());
-    let status = api_error(cms.replace("lock", &pp, &locked).await.unwrap_err());
+    let status = crate::api_status(cms.replace("lock", &pp, &locked).await.unwrap_err());
     assert_eq!(status.code, 400);
     assert_eq!(
         status.message,
@@ -218,7 +212,7 @@ async fn a_delete_is_validated_with_the_object_deleted() {
     )
     .await;
     let dp = kube::api::DeleteParams::default();
-    let status = api_error(cms.delete("keep", &dp).await.unwrap_err());
+    let status = crate::api_status(cms.delete("keep", &dp).await.unwrap_err());
     assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         status.message,
@@ -249,7 +243,7 @@ async fn a_webhook_with_side_effects_refuses_a_dry_run() {
         dry_run: true,
         ..PostParams::default()
     };
-    let status = api_error(
+    let status = crate::api_status(
         cms.create(&dry, &config_map("x", json!({}), json!({})))
             .await
             .unwrap_err(),
@@ -296,7 +290,7 @@ async fn webhooks_are_chosen_by_namespace_and_object_selectors() {
         .await
         .unwrap();
     assert!(hook.reviews().is_empty());
-    let status = api_error(
+    let status = crate::api_status(
         on.create(&pp, &config_map("c", checked, json!({})))
             .await
             .unwrap_err(),
