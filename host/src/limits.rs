@@ -27,7 +27,8 @@ pub enum LimitsError {
     /// deadline, starved-after).
     #[error("{0} must be positive")]
     ZeroDuration(&'static str),
-    /// The default call deadline is above the maximum a handler may declare.
+    /// The default call deadline (or admission deadline) is above the maximum a handler
+    /// may declare.
     #[error("the call deadline of {deadline_ms} ms is above the maximum of {maximum_ms} ms")]
     DeadlineAboveMaximum {
         /// The default call deadline (`--call-deadline-ms`).
@@ -47,7 +48,7 @@ pub enum LimitsError {
     #[error("the maximum call memory cap {0} MiB is above the 4096 MiB a 32-bit guest can address")]
     MaximumMemoryCapTooLarge(u32),
     /// A slot count or the guest threads are zero.
-    #[error("the call slots, background slots and guest threads must be positive")]
+    #[error("the call slots, background slots, admission slots and guest threads must be positive")]
     NoSlots,
     /// The pools hold more than 10,000 slots in all.
     #[error("more than 10000 call slots in all")]
@@ -90,6 +91,13 @@ pub struct Limits {
     /// more memory takes as many slots as its cap needs, so the sum of the declared
     /// memory caps of running calls never exceeds slots × the default cap.
     pub call_slots: u32,
+    /// The wall-clock budget of an admission call whose handler declares none
+    /// (`--admission-deadline-ms`): shorter than other calls', since a write of the cluster
+    /// waits for it, and below the webhooks' `timeoutSeconds`.
+    pub admission_deadline: Duration,
+    /// Slots for admission calls, apart from the others so that watch handling never
+    /// starves a write waiting for its review (`--admission-slots`).
+    pub admission_slots: u32,
     /// Slots for timers and daemons, apart from the others so that long-running calls
     /// never starve short ones; a daemon holds its slot while it runs
     /// (`--background-slots`).
@@ -170,6 +178,8 @@ impl Default for Limits {
             max_call_memory_mib: 512,
             call_slots: 16,
             background_slots: 32,
+            admission_deadline: Duration::from_secs(2),
+            admission_slots: 16,
             guest_share_percent: 75,
             handler_share_percent: 50,
             starved_after: Duration::from_secs(120),
@@ -208,6 +218,7 @@ impl Limits {
         let positive_durations = [
             ("the call deadline", self.call_deadline),
             ("the maximum call deadline", self.max_call_deadline),
+            ("the admission deadline", self.admission_deadline),
             ("starved-after", self.starved_after),
         ];
         for (name, value) in positive_durations {
@@ -218,6 +229,12 @@ impl Limits {
         if self.call_deadline > self.max_call_deadline {
             return Err(LimitsError::DeadlineAboveMaximum {
                 deadline_ms: self.call_deadline.as_millis(),
+                maximum_ms: self.max_call_deadline.as_millis(),
+            });
+        }
+        if self.admission_deadline > self.max_call_deadline {
+            return Err(LimitsError::DeadlineAboveMaximum {
+                deadline_ms: self.admission_deadline.as_millis(),
                 maximum_ms: self.max_call_deadline.as_millis(),
             });
         }
@@ -232,7 +249,11 @@ impl Limits {
                 self.max_call_memory_mib,
             ));
         }
-        if self.call_slots == 0 || self.background_slots == 0 || self.guest_threads == 0 {
+        if self.call_slots == 0
+            || self.background_slots == 0
+            || self.admission_slots == 0
+            || self.guest_threads == 0
+        {
             return Err(LimitsError::NoSlots);
         }
         if self.total_slots() > 10_000 {
@@ -272,6 +293,7 @@ impl Limits {
     pub(crate) fn total_slots(&self) -> u32 {
         self.call_slots
             .saturating_add(self.background_slots)
+            .saturating_add(self.admission_slots)
             .saturating_add(self.activity_slots())
     }
 
@@ -333,6 +355,6 @@ mod tests {
         assert_eq!(limits.slots_for(65), 2);
         assert_eq!(limits.slots_for(512), 8);
         assert_eq!(limits.activity_slots(), 8);
-        assert_eq!(limits.memory_budget_mib(), (16 + 32 + 8) * 64);
+        assert_eq!(limits.memory_budget_mib(), (16 + 32 + 16 + 8) * 64);
     }
 }

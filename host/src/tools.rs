@@ -23,12 +23,14 @@ pub async fn inspect(guest: &Path) -> Result<serde_json::Value, Error> {
         .load(guest)
         .await
         .map_err(|e| Error::NoGuests(vec![e.to_string()]))?;
-    Ok(runtime::describe_json(
+    let mut rendered = runtime::describe_json(
         guest.describe(),
         guest.spawning(),
         guest.logins(),
         (guest.everything(), guest.chosen()),
-    ))
+    );
+    runtime::add_admissions_json(&mut rendered, guest.admissions());
+    Ok(rendered)
 }
 
 /// One handler of a guest, called as the operator calls it: the cause handed over, a

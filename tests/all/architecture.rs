@@ -43,7 +43,7 @@ const HOST_LAYERS: [&[&str]; 7] = [
     &["cluster", "recording"],
     &["handlers"],
     &["peering", "rbac"],
-    &["activities", "health", "reactor"],
+    &["activities", "admission", "health", "reactor"],
     &["embedding", "reloading", "running", "testing", "tools"],
 ];
 

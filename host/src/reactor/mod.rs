@@ -37,13 +37,13 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::peering::{self, Peering};
 use crate::recording::Recorder;
-use crate::runtime::{Guest, HandlerKind, StopReasons};
+use crate::runtime::{Guest, HandlerKind, Registration, StopReasons};
 use crate::settings::SharedSettings;
 use handling::Handling;
 use observing::Trigger;
 use streams::{StreamParts, Streams};
 
-pub(crate) use changes::{ChangeSettings, long_prefixes};
+pub(crate) use changes::{ChangeSettings, diff, long_prefixes};
 #[cfg(feature = "testing")]
 pub(crate) use objects::Memories;
 pub(crate) use streams::{StreamSettings, Watched};
@@ -224,18 +224,25 @@ fn registry_of(guests: &[Guest], indexes: &Indexes, default_backoff: f64) -> Reg
         guests
             .iter()
             .flat_map(|guest| {
-                guest.describe().handlers.iter().map(|registration| {
-                    let spec = HandlerSpec::of(registration, guest.runtime().limits())
-                        .with_spawning(guest.spawning_options(&registration.id))
-                        .selecting_everything(guest.selects_everything(&registration.id))
-                        .choosing_resources(guest.chooses_resources(&registration.id))
-                        .with_default_backoff(default_backoff);
-                    warn_if_bounded(guest.name(), registration, &spec);
-                    Handler {
-                        guest: guest.clone(),
-                        spec,
-                    }
-                })
+                // Admission handlers answer the webhook server's reviews, never a watch.
+                let watched = |r: &&Registration| !guest.is_admission(&r.id);
+                guest
+                    .describe()
+                    .handlers
+                    .iter()
+                    .filter(watched)
+                    .map(|registration| {
+                        let spec = HandlerSpec::of(registration, guest.runtime().limits())
+                            .with_spawning(guest.spawning_options(&registration.id))
+                            .selecting_everything(guest.selects_everything(&registration.id))
+                            .choosing_resources(guest.chooses_resources(&registration.id))
+                            .with_default_backoff(default_backoff);
+                        warn_if_bounded(guest.name(), registration, &spec);
+                        Handler {
+                            guest: guest.clone(),
+                            spec,
+                        }
+                    })
             })
             .collect(),
     )
@@ -257,7 +264,7 @@ fn indexes_of(guests: &[Guest]) -> BTreeSet<(String, String)> {
 }
 
 /// Says so when a timer asked to run more often than the host allows.
-fn warn_if_bounded(guest: &str, registration: &crate::runtime::Registration, spec: &HandlerSpec) {
+fn warn_if_bounded(guest: &str, registration: &Registration, spec: &HandlerSpec) {
     let asked = [registration.interval_seconds, registration.idle_seconds];
     let granted = [spec.schedule.interval, spec.schedule.idle];
     for ((asked, granted), what) in asked

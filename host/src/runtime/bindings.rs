@@ -23,6 +23,10 @@ mod generated {
     });
 }
 
+pub(super) use generated::kapsel::operator::admission::Host as AdmissionImports;
+pub(crate) use generated::kapsel::operator::admission::{
+    Declaration as AdmissionDeclaration, Request as AdmissionRequest, Webhook,
+};
 pub(crate) use generated::kapsel::operator::host::{
     Host as HostImports, Level, StopReasons as WitStopReasons,
 };

@@ -96,6 +96,20 @@ pub(crate) enum DeclarationError {
         "login handler {0:?} is not a startup registration of the guest (login.declare names those)"
     )]
     NotALoginRegistration(String),
+    #[error(
+        "admission handler {0:?} is not an event registration of the guest, or is also \
+         another kind of handler (admission.declare names event registrations of their own)"
+    )]
+    NotAnAdmissionRegistration(String),
+    #[error("admission handler {0:?} is declared twice")]
+    AdmissionTwice(String),
+    #[error(
+        "admission handler {id:?}: {operation:?} is not an operation (CREATE, UPDATE, DELETE, \
+         CONNECT)"
+    )]
+    AdmissionOperation { id: String, operation: String },
+    #[error("admission handler {0:?}: its subresource is empty")]
+    AdmissionSubresource(String),
 }
 
 /// Checks the further options of timers and daemons (the WIT's `spawning.declare`): each

@@ -145,10 +145,11 @@ impl Runtime {
         let slots = Arc::new(Slots::new(&limits));
         let turns = CpuTurns::new(limits.guest_threads as usize);
         tracing::debug!(
-            "guest calls: {} call slots, {} background slots, {} activity slots; their \
-             declared memory caps add up to at most {} MiB; {} compute at once",
+            "guest calls: {} call slots, {} background slots, {} admission slots, {} activity \
+             slots; their declared memory caps add up to at most {} MiB; {} compute at once",
             limits.call_slots,
             limits.background_slots,
+            limits.admission_slots,
             limits.activity_slots(),
             limits.memory_budget_mib(),
             limits.guest_threads

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use super::bindings::{DescribeOutput, GuestWorldPre, SpawningOptions};
+use super::bindings::{AdmissionDeclaration, DescribeOutput, GuestWorldPre, SpawningOptions};
 use super::cache::Digest;
 use super::engine::Runtime;
 use super::state::HostState;
@@ -45,6 +45,8 @@ pub(super) struct GuestInner {
     pub(super) everything: Vec<String>,
     /// The ids of its handlers whose resources it chooses (named in `selection.chosen`).
     pub(super) chosen: Vec<String>,
+    /// Its admission handlers (event registrations it named in `admission.declare`).
+    pub(super) admissions: Vec<AdmissionDeclaration>,
     /// Keeps the engine's epoch ticker alive while the guest may be called.
     pub(super) runtime: Runtime,
 }
@@ -150,6 +152,20 @@ impl Guest {
         self.inner.logins.iter().any(|login| login == id)
     }
 
+    /// Its admission handlers (Kopf's `on.validate` and `on.mutate`).
+    pub(crate) fn admissions(&self) -> &[AdmissionDeclaration] {
+        &self.inner.admissions
+    }
+
+    /// Whether the registration `id` is an admission handler: declared as an event
+    /// registration and named in `admission.declare`. The reactor never calls it.
+    pub(crate) fn is_admission(&self, id: &str) -> bool {
+        self.inner
+            .admissions
+            .iter()
+            .any(|declared| declared.id == id)
+    }
+
     /// Whether the registrations `id` select every resource (Kopf's `kopf.EVERYTHING`):
     /// named in `selection.everything`.
     pub(crate) fn selects_everything(&self, id: &str) -> bool {
@@ -191,9 +207,14 @@ impl Guest {
 
 /// The guests an operator serves now, and the files whose new version it refused (with
 /// why), shared with what reports on them: the liveness endpoint (the probes, the
-/// refusals) and the cleanup handlers at exit. Reloads replace both. Cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ServedGuests(Arc<RwLock<Served>>);
+/// refusals), the admission webhooks and the cleanup handlers at exit. Reloads replace
+/// both. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct ServedGuests {
+    served: Arc<RwLock<Served>>,
+    /// Counts the reloads, for those who act on one (the managed webhook configurations).
+    reloads: Arc<tokio::sync::watch::Sender<u64>>,
+}
 
 #[derive(Debug, Default)]
 struct Served {
@@ -201,16 +222,25 @@ struct Served {
     refused: BTreeMap<PathBuf, String>,
 }
 
+impl Default for ServedGuests {
+    fn default() -> Self {
+        ServedGuests::new(Vec::new())
+    }
+}
+
 impl ServedGuests {
     pub(crate) fn new(guests: Vec<Guest>) -> ServedGuests {
-        ServedGuests(Arc::new(RwLock::new(Served {
-            guests,
-            refused: BTreeMap::new(),
-        })))
+        ServedGuests {
+            served: Arc::new(RwLock::new(Served {
+                guests,
+                refused: BTreeMap::new(),
+            })),
+            reloads: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Served> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner)
+        self.served.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The guests served now.
@@ -223,8 +253,15 @@ impl ServedGuests {
         self.read().refused.clone()
     }
 
+    /// Told of every reload from now on.
+    pub(crate) fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
     /// What a reload made current.
     pub(crate) fn replace(&self, guests: Vec<Guest>, refused: BTreeMap<PathBuf, String>) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Served { guests, refused };
+        *self.served.write().unwrap_or_else(PoisonError::into_inner) = Served { guests, refused };
+        self.reloads
+            .send_modify(|count| *count = count.wrapping_add(1));
     }
 }

@@ -16,7 +16,7 @@ use crate::clock::LONGEST_WAIT;
 
 impl HostState {
     /// Counts a log line against the call's limits; an error fails the call.
-    fn admit_log(&mut self, message: &str) -> wasmtime::Result<()> {
+    pub(super) fn admit_log(&mut self, message: &str) -> wasmtime::Result<()> {
         let limits = &self.limits;
         if message.len() > limits.max_log_line_bytes {
             let limit = limits.max_log_line_bytes;
@@ -474,26 +474,10 @@ impl ResourcesImports for HostState {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
     use crate::runtime::bindings::ResourceName;
-    use crate::runtime::services::{CallContext, NoServices};
-
-    fn state() -> HostState {
-        let ctx = CallContext::new("h", Some("ns/obj".to_owned()), Arc::new(NoServices));
-        HostState::new(
-            "g".into(),
-            ctx,
-            1 << 20,
-            super::super::deadline::Deadline::new(Instant::now() + Duration::from_secs(1)),
-            Arc::new(crate::limits::Limits::default()),
-            super::super::turns::CallTurns::new(
-                &super::super::turns::CpuTurns::new(1),
-                super::super::slots::Pool::Handlers,
-            ),
-        )
-    }
+    use crate::runtime::tests::state as fresh_state;
 
     fn pods() -> Selector {
         Selector {
@@ -506,7 +490,7 @@ mod tests {
     /// Without wasm: the imports answer what the services (here: none) offer, and never trap.
     #[tokio::test]
     async fn without_services_the_imports_answer_not_available() {
-        let mut state = state();
+        let mut state = fresh_state();
         // (`settings.get` is a `get` too.)
         let answer = HostImports::get(&mut state, pods(), None, "x".to_owned())
             .await
@@ -545,14 +529,14 @@ mod tests {
     /// What a guest hands over is refused past the limits, and the call remembers why.
     #[tokio::test]
     async fn data_past_the_limits_fails_the_call() {
-        let mut state = state();
+        let mut state = fresh_state();
         assert!(state.log(Level::Info, "x".repeat(16 << 10)).is_ok());
         let refused = state.log(Level::Info, "x".repeat((16 << 10) + 1));
         let message = refused.expect_err("too long").to_string();
         assert!(message.contains("--max-log-line-bytes"), "{message}");
         assert_eq!(state.exceeded.as_deref(), Some(message.as_str()));
 
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         for _ in 0..16 {
             state
                 .log(Level::Debug, "y".repeat(16 << 10))
@@ -566,7 +550,7 @@ mod tests {
                 .contains("--max-log-bytes-per-call")
         );
 
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         let post = |state: &mut HostState, message: String| {
             state.admit_event(&GuestEvent {
                 object: None,
@@ -576,14 +560,14 @@ mod tests {
             })
         };
         assert!(post(&mut state, "m".repeat(1 << 20)).is_err(), "too large");
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         for _ in 0..100 {
             post(&mut state, "m".into()).expect("within");
         }
         let refused = post(&mut state, "m".into()).expect_err("too many");
         assert!(refused.to_string().contains("--max-events-per-call"));
 
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         let body = "b".repeat((1 << 20) + 1);
         let refused = state
             .create(pods(), None, body)
@@ -595,14 +579,14 @@ mod tests {
     /// Login handlers are declared during `describe` only, and once.
     #[test]
     fn selections_are_declared_once_in_describe() {
-        let mut state = state();
+        let mut state = fresh_state();
         let refused = SelectionImports::everything(&mut state, vec!["all".to_owned()])
             .expect_err("not describe");
         assert!(
             refused.to_string().contains("outside describe"),
             "{refused}"
         );
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         state.everything = Some(Vec::new());
         SelectionImports::everything(&mut state, vec!["all".to_owned()]).expect("in describe");
         assert_eq!(state.everything.as_deref(), Some(&["all".to_owned()][..]));
@@ -616,7 +600,7 @@ mod tests {
             refused.to_string().contains("outside describe"),
             "{refused}"
         );
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         state.chosen = Some(Vec::new());
         SelectionImports::chosen(&mut state, vec!["mine".to_owned()]).expect("in describe");
         assert_eq!(state.chosen.as_deref(), Some(&["mine".to_owned()][..]));
@@ -624,14 +608,14 @@ mod tests {
 
     #[test]
     fn logins_are_declared_once_in_describe() {
-        let mut state = state();
+        let mut state = fresh_state();
         let refused =
             LoginImports::declare(&mut state, vec!["login".to_owned()]).expect_err("not describe");
         assert!(
             refused.to_string().contains("outside describe"),
             "{refused}"
         );
-        let mut state = super::tests::state();
+        let mut state = fresh_state();
         state.logins = Some(Vec::new());
         LoginImports::declare(&mut state, vec!["login".to_owned()]).expect("in describe");
         assert_eq!(state.logins.as_deref(), Some(&["login".to_owned()][..]));

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{
-    Cause, DescribeOutput, GuestWorldPre, IndexOutcome, Outcome, Reply, SpawningOptions,
+    AdmissionDeclaration, AdmissionRequest, Cause, DescribeOutput, GuestWorldPre, IndexOutcome,
+    Outcome, Reply, SpawningOptions,
 };
 use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
 use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::state::{HostState, over_limit};
+use super::state::{AdmissionCall, HostState, over_limit};
 use super::turns::CallTurns;
 use crate::limits::Limits;
 
@@ -87,6 +88,8 @@ pub(super) enum Export {
     When(Cause),
     /// `when`, asking a timer's or daemon's initial delay (the cause's reason says so).
     InitialDelay(Cause),
+    /// `invoke` of an admission handler, answering this admission request.
+    Admit(Cause, AdmissionRequest),
 }
 
 /// What a guest declares during `describe` through the imports beside its output.
@@ -100,6 +103,8 @@ pub(super) struct Declared {
     pub(super) everything: Vec<String>,
     /// The ids of its handlers whose resources it chooses (`selection.chosen`).
     pub(super) chosen: Vec<String>,
+    /// Its admission handlers (`admission.declare`).
+    pub(super) admissions: Vec<AdmissionDeclaration>,
 }
 
 /// What the export answered.
@@ -111,6 +116,17 @@ pub(super) enum Returned {
     When(bool),
     /// The initial delay the guest answered, if it did.
     InitialDelay(Option<f64>),
+    /// An admission handler's reply, with what it answered beside it.
+    Admitted(Reply, Admitted),
+}
+
+/// What an admission handler answered beside its reply, through the `admission` imports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    /// The warnings for the client, in order.
+    pub(crate) warnings: Vec<String>,
+    /// The code of the admission error its failure is (`admission.reject`), if it named one.
+    pub(crate) rejected: Option<u16>,
 }
 
 impl Guest {
@@ -125,6 +141,38 @@ impl Guest {
         let budget = self.budget(&cause.handler_id);
         match self.call(budget, ctx, Export::Invoke(cause)).await? {
             Returned::Reply(reply) => Ok(reply),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Calls the guest's `invoke` export for the admission handler named by
+    /// `cause.handler_id`, answering `request`.
+    ///
+    /// The call's deadline is its registration's, else the runtime's admission budget
+    /// (shorter than other calls': a write waits for it).
+    ///
+    /// # Errors
+    /// As [`Guest::invoke`].
+    pub(crate) async fn admit(
+        &self,
+        cause: Cause,
+        request: AdmissionRequest,
+        ctx: CallContext,
+    ) -> Result<(Reply, Admitted), CallError> {
+        let mut budget = self.budget(&cause.handler_id);
+        let declared = self
+            .describe()
+            .handlers
+            .iter()
+            .any(|r| r.id == cause.handler_id && r.deadline_ms.is_some());
+        if !declared {
+            budget.deadline = self.runtime().limits().admission_deadline;
+        }
+        match self
+            .call(budget, ctx, Export::Admit(cause, request))
+            .await?
+        {
+            Returned::Admitted(reply, admitted) => Ok((reply, admitted)),
             _ => Err(mismatch()),
         }
     }
@@ -340,7 +388,7 @@ fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), CallError> 
         _ => Ok(()),
     };
     match returned {
-        Returned::Reply(reply) => {
+        Returned::Reply(reply) | Returned::Admitted(reply, _) => {
             let result = match &reply.outcome {
                 Outcome::Done(result) => result.as_ref(),
                 _ => None,
@@ -402,16 +450,19 @@ async fn run(
             store.data_mut().logins = Some(Vec::new());
             store.data_mut().everything = Some(Vec::new());
             store.data_mut().chosen = Some(Vec::new());
+            store.data_mut().admissions = Some(Vec::new());
             let output = describe.call_async(&mut *store, ()).await?.0;
             let logins = store.data_mut().logins.take().unwrap_or_default();
             let everything = store.data_mut().everything.take().unwrap_or_default();
             let chosen = store.data_mut().chosen.take().unwrap_or_default();
+            let admissions = store.data_mut().admissions.take().unwrap_or_default();
             Returned::Describe(
                 output,
                 Declared {
                     logins,
                     everything,
                     chosen,
+                    admissions,
                     ..Declared::default()
                 },
             )
@@ -433,6 +484,21 @@ async fn run(
             let when = instance.get_typed_func::<(&Cause,), (bool,)>(&mut *store, "when")?;
             when.call_async(&mut *store, (&cause,)).await?;
             Returned::InitialDelay(None)
+        }
+        Export::Admit(cause, request) => {
+            let invoke = instance.get_typed_func::<(&Cause,), (Reply,)>(&mut *store, "invoke")?;
+            store.data_mut().admission = Some(AdmissionCall {
+                request,
+                warnings: Vec::new(),
+                rejected: None,
+            });
+            let reply = invoke.call_async(&mut *store, (&cause,)).await?.0;
+            let call = store.data_mut().admission.take();
+            let admitted = call.map_or_else(Admitted::default, |call| Admitted {
+                warnings: call.warnings,
+                rejected: call.rejected,
+            });
+            Returned::Admitted(reply, admitted)
         }
     })
 }

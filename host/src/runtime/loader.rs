@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
+use super::admission::validate_admissions;
 use super::bindings::{GuestWorldPre, PACKAGE, REQUIRED_EXPORTS};
 use super::cache::{Digest, Lookup};
 use super::compiler::Compiled;
@@ -193,6 +194,7 @@ impl Runtime {
                 logins,
                 everything,
                 chosen,
+                admissions,
             },
         ) = match call_export(self, &name, &pre, budget, ctx, Export::Describe).await {
             Ok(Returned::Describe(output, declared)) => (output, declared),
@@ -206,6 +208,7 @@ impl Runtime {
         };
         validate(&describe, &logins, (&everything, &chosen), self.limits())
             .and_then(|()| validate_spawning(&describe, &spawning))
+            .and_then(|()| validate_admissions(&describe, &admissions))
             .map_err(|reason| LoadError::InvalidRegistration {
                 path: path.to_owned(),
                 reason,
@@ -231,6 +234,7 @@ impl Runtime {
                 logins,
                 everything,
                 chosen,
+                admissions,
                 runtime: self.clone(),
             }),
         })

@@ -7,9 +7,10 @@
 //! kept on disk between starts), `compiler` (compiling here or in a helper process), `guest` ([`Guest`]),
 //! `describe` (checking and rendering registrations), `invoke` (one bounded call), `state`
 //! (per-call store data), `deadline` (a call's budget, paused while a daemon sleeps), `services` ([`HostServices`], what a call may use),
-//! `host_api` (the `host` imports), `pipe` (captured stdout/stderr), `slots` (who may
+//! `host_api` (the `host` imports), `admission` (admission handlers: their declarations checked, the `admission` imports), `pipe` (captured stdout/stderr), `slots` (who may
 //! run a call now: pools, fair shares), `turns` (which calls compute now).
 
+mod admission;
 mod bindings;
 mod cache;
 mod compiler;
@@ -29,16 +30,17 @@ mod state;
 mod tests;
 mod turns;
 
+pub(crate) use admission::add_admissions_json;
 pub(crate) use bindings::{
-    Cause, Declaration, Due, ErrorsMode, EventType, HandlerKind, IndexOutcome, KubeError, Level,
-    Matcher, MetaFilter, Outcome, Permission, Registration, Resource, ResourceInfo, ResourceName,
-    Selector, SpawningOptions,
+    AdmissionDeclaration, AdmissionRequest, Cause, Declaration, Due, ErrorsMode, EventType,
+    HandlerKind, IndexOutcome, KubeError, Level, Matcher, MetaFilter, Outcome, Permission,
+    Registration, Resource, ResourceInfo, ResourceName, Selector, SpawningOptions, Webhook,
 };
 pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_guest};
 pub(crate) use describe::describe_json;
 pub(crate) use engine::Runtime;
 pub(crate) use guest::{Guest, ServedGuests};
-pub(crate) use invoke::CallError;
+pub(crate) use invoke::{Admitted, CallError};
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
     CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NOT_STARTUP,

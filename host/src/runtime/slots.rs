@@ -32,10 +32,17 @@ pub(crate) enum Pool {
     Background,
     /// Probes, startup and cleanup handlers, and `describe` at load.
     Activities,
+    /// Admission handlers: a write of the cluster waits for them.
+    Admission,
 }
 
 impl Pool {
-    const ALL: [Pool; 3] = [Pool::Handlers, Pool::Background, Pool::Activities];
+    const ALL: [Pool; 4] = [
+        Pool::Handlers,
+        Pool::Background,
+        Pool::Activities,
+        Pool::Admission,
+    ];
 
     /// The pool's name in metrics and messages.
     pub(crate) fn as_str(self) -> &'static str {
@@ -43,6 +50,7 @@ impl Pool {
             Pool::Handlers => "handlers",
             Pool::Background => "background",
             Pool::Activities => "activities",
+            Pool::Admission => "admission",
         }
     }
 
@@ -51,6 +59,7 @@ impl Pool {
             Pool::Handlers => 0,
             Pool::Background => 1,
             Pool::Activities => 2,
+            Pool::Admission => 3,
         }
     }
 }
@@ -58,7 +67,7 @@ impl Pool {
 /// The slots of every pool; shared by every call of a runtime.
 #[derive(Debug)]
 pub(crate) struct Slots {
-    pools: [Arc<PoolSlots>; 3],
+    pools: [Arc<PoolSlots>; 4],
 }
 
 /// The runtime is shutting down: no more slots are handed out.
@@ -97,6 +106,7 @@ impl Slots {
                 pool(limits.background_slots),
                 // Few and the operator's own: any may take the whole pool.
                 Arc::new(PoolSlots::new(activities, activities, activities)),
+                pool(limits.admission_slots),
             ],
         }
     }

@@ -6,7 +6,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::SpawningOptions;
+use super::bindings::{AdmissionDeclaration, AdmissionRequest, SpawningOptions};
 use super::deadline::Deadline;
 use super::pipe::TailPipe;
 use super::services::{CallContext, Caller, HostServices};
@@ -59,6 +59,23 @@ pub(crate) struct HostState {
     /// The handlers whose resources the guest chooses (`selection.chosen`); `None`
     /// outside `describe`.
     pub(super) chosen: Option<Vec<String>>,
+    /// The admission handlers the guest declared (`admission.declare`); `None` outside
+    /// `describe`, the only call that may declare them.
+    pub(super) admissions: Option<Vec<AdmissionDeclaration>>,
+    /// The admission request of an admission call, and what the guest answered beside
+    /// its reply; `None` in every other call.
+    pub(super) admission: Option<AdmissionCall>,
+}
+
+/// An admission call's request, and what the guest adds to its reply through the
+/// `admission` imports.
+#[derive(Debug)]
+pub(super) struct AdmissionCall {
+    pub(super) request: AdmissionRequest,
+    /// The warnings for the client (`admission.warn`), in order.
+    pub(super) warnings: Vec<String>,
+    /// The code of the admission error the call's failure is (`admission.reject`).
+    pub(super) rejected: Option<u16>,
 }
 
 /// What a guest hands over through the `spawning` imports: the options of its timers and
@@ -134,6 +151,8 @@ impl HostState {
             logins: None,
             everything: None,
             chosen: None,
+            admissions: None,
+            admission: None,
         }
     }
 

@@ -91,7 +91,7 @@ impl CpuTurns {
             let mut queue = self.queue();
             let nobody_first = match pool {
                 Pool::Background => queue.urgent.is_empty() && queue.background.is_empty(),
-                Pool::Handlers | Pool::Activities => queue.urgent.is_empty(),
+                Pool::Handlers | Pool::Activities | Pool::Admission => queue.urgent.is_empty(),
             };
             if queue.free > 0 && nobody_first {
                 queue.free -= 1;
@@ -100,7 +100,9 @@ impl CpuTurns {
             let (sender, receiver) = oneshot::channel();
             match pool {
                 Pool::Background => queue.background.push_back(sender),
-                Pool::Handlers | Pool::Activities => queue.urgent.push_back(sender),
+                Pool::Handlers | Pool::Activities | Pool::Admission => {
+                    queue.urgent.push_back(sender);
+                }
             }
             receiver
         };

@@ -40,6 +40,7 @@ pub(crate) use causes::{
     handler_view, is_stealth, prematch, select_handlers, title,
 };
 pub(crate) use deletion::{is_deletion_blocked, is_deletion_ongoing};
+pub(crate) use diff::diff;
 pub(crate) use finalizers::{
     FinalizerDecision, changing_requires_finalizer, finalizer_decision, release_on_deletion,
 };
