@@ -14,6 +14,7 @@
 //! ```
 
 mod activities;
+mod admission;
 mod clock;
 mod cluster;
 mod embedding;
