@@ -13,7 +13,8 @@ use crate::{DiffItem, Patch};
 /// The one list of handler kinds in the SDK (the WIT's `handler-kind`, and `Login`): the
 /// public enum, and its conversions to and from the contract's in the wasm build. A login
 /// handler travels as a `startup` registration that the guest names in the WIT's
-/// `login.declare`, so that the contract's enum keeps its cases.
+/// `login.declare`, and an admission handler as an `event` registration named in the WIT's
+/// `admission.declare`, so that the contract's enum keeps its cases.
 macro_rules! handler_kinds {
     ($($(#[$doc:meta])* $kind:ident,)*) => {
         /// Which kind of handler is being called (one per attribute).
@@ -24,6 +25,10 @@ macro_rules! handler_kinds {
             $($(#[$doc])* $kind,)*
             /// `#[kapsel::on::login]`.
             Login,
+            /// `#[kapsel::on::validate]`.
+            Validate,
+            /// `#[kapsel::on::mutate]`.
+            Mutate,
         }
 
         #[cfg(target_arch = "wasm32")]
@@ -42,6 +47,7 @@ macro_rules! handler_kinds {
                 match kind {
                     $(HandlerKind::$kind => Self::$kind,)*
                     HandlerKind::Login => Self::Startup,
+                    HandlerKind::Validate | HandlerKind::Mutate => Self::Event,
                 }
             }
         }
@@ -103,7 +109,8 @@ impl std::fmt::Display for EventType {
     }
 }
 
-/// Why a changing handler is called (Kopf's `reason` kwarg, KOPF.md §1.6).
+/// Why a changing handler is called (Kopf's `reason` kwarg, KOPF.md §1.6), or which
+/// webhook calls an admission handler (Kopf's `reason` of webhook handlers).
 ///
 /// `on::field` handlers are called for the reason of the change that touched
 /// their field (usually `Create` or `Update`); resume handlers mixed into an
@@ -120,16 +127,22 @@ pub enum Reason {
     Delete,
     /// The object was found unchanged when the operator started.
     Resume,
+    /// A validating admission webhook calls an `on::validate` handler.
+    Validating,
+    /// A mutating admission webhook calls an `on::mutate` handler.
+    Mutating,
 }
 
 impl Reason {
-    /// Kopf's word: `create`, `update`, `delete`, `resume`.
+    /// Kopf's word: `create`, `update`, `delete`, `resume`, `validating`, `mutating`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Create => "create",
             Self::Update => "update",
             Self::Delete => "delete",
             Self::Resume => "resume",
+            Self::Validating => "validating",
+            Self::Mutating => "mutating",
         }
     }
 
@@ -140,6 +153,8 @@ impl Reason {
             "update" => Some(Self::Update),
             "delete" => Some(Self::Delete),
             "resume" => Some(Self::Resume),
+            "validating" => Some(Self::Validating),
+            "mutating" => Some(Self::Mutating),
             _ => None,
         }
     }
@@ -238,6 +253,13 @@ impl Cause {
     /// Which kind of handler is being called.
     pub fn kind(&self) -> HandlerKind {
         self.kind
+    }
+
+    /// During an admission call (an `on::validate` or `on::mutate` handler's): the request
+    /// being admitted, Kopf's `operation`, `userinfo`, `dryrun` and `subresource` kwargs;
+    /// `None` in any other call. See [`kapsel::admission`](crate::admission).
+    pub fn admission(&self) -> Option<crate::admission::Request> {
+        crate::admission::request()
     }
 
     /// The whole object, as last seen.
@@ -373,7 +395,8 @@ impl Cause {
     }
 
     /// Why a changing handler (create, update, delete, resume, field) is
-    /// called; `None` for other kinds.
+    /// called, or which webhook calls an admission handler (`Validating`, `Mutating`);
+    /// `None` for other kinds.
     pub fn reason(&self) -> Option<Reason> {
         self.reason
     }

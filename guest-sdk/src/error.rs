@@ -94,6 +94,67 @@ impl fmt::Display for PermanentError {
     }
 }
 
+/// Refuse an admission request (Kopf's `kopf.AdmissionError`): what an
+/// `on::validate` or `on::mutate` handler returns to refuse the write, with the
+/// message and the HTTP code the client sees (500 unless told otherwise, as in Kopf).
+///
+/// It is a permanent error (Kopf's is a `PermanentError`): in any other handler it fails
+/// the handler for good, as [`PermanentError`] does.
+///
+/// ```
+/// #[kapsel::on::validate("kopfexamples")]
+/// fn refuse_forbidden(cause: &kapsel::Cause) -> kapsel::Result<()> {
+///     if cause.spec().get("field").and_then(|f| f.as_str()) == Some("forbidden") {
+///         return Err(kapsel::AdmissionError::new("field must not be forbidden").code(422).into());
+///     }
+///     Ok(())
+/// }
+/// ```
+///
+/// # Caveats
+/// Does not implement [`std::error::Error`]; see [`TemporaryError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionError {
+    message: String,
+    code: u16,
+}
+
+impl AdmissionError {
+    /// The code of an admission error that names none: 500, as Kopf's.
+    pub const DEFAULT_CODE: u16 = 500;
+
+    /// An admission error with this message and the code 500.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: Self::DEFAULT_CODE,
+        }
+    }
+
+    /// The HTTP code of the refusal instead (Kopf's `code=`), e.g. 422 or 403.
+    #[must_use]
+    pub fn code(mut self, code: u16) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The HTTP code of the refusal.
+    pub fn status_code(&self) -> u16 {
+        self.code
+    }
+}
+
+impl fmt::Display for AdmissionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// What a handler may fail with: a [`TemporaryError`], a [`PermanentError`], or
 /// any other error (from `?` on a [`std::error::Error`], or [`Error::msg`]), which
 /// the handler's `errors` mode decides about (temporary by default, ignored for
@@ -105,6 +166,9 @@ pub struct Error(Repr);
 enum Repr {
     Temporary(TemporaryError),
     Permanent(PermanentError),
+    /// A [`PermanentError`] to everyone but the admission handlers' host, which refuses
+    /// the request with its code.
+    Admission(AdmissionError),
     Other(String),
     /// Kopf's `HandlerChildrenRetry`: `kapsel::execute` found sub-handlers unfinished;
     /// retry after this many seconds. Public as a temporary error (its `kind()`), since
@@ -149,7 +213,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match &self.0 {
             Repr::Temporary(_) | Repr::ChildrenRetry(_) => ErrorKind::Temporary,
-            Repr::Permanent(_) => ErrorKind::Permanent,
+            Repr::Permanent(_) | Repr::Admission(_) => ErrorKind::Permanent,
             Repr::Other(_) => ErrorKind::Arbitrary,
         }
     }
@@ -169,6 +233,14 @@ impl Error {
         Self(Repr::ChildrenRetry(delay))
     }
 
+    /// The code of an [`AdmissionError`], `None` for any other error.
+    pub fn admission_code(&self) -> Option<u16> {
+        match &self.0 {
+            Repr::Admission(error) => Some(error.code),
+            _ => None,
+        }
+    }
+
     /// Whether this is [`Error::children_retry`].
     pub(crate) fn is_children_retry(&self) -> bool {
         matches!(self.0, Repr::ChildrenRetry(_))
@@ -180,6 +252,7 @@ impl fmt::Display for Error {
         match &self.0 {
             Repr::Temporary(t) => t.fmt(f),
             Repr::Permanent(p) => p.fmt(f),
+            Repr::Admission(a) => a.fmt(f),
             Repr::Other(message) => f.write_str(message),
             Repr::ChildrenRetry(_) => f.write_str("the sub-handlers are not finished yet"),
         }
@@ -195,6 +268,12 @@ impl From<TemporaryError> for Error {
 impl From<PermanentError> for Error {
     fn from(error: PermanentError) -> Self {
         Self(Repr::Permanent(error))
+    }
+}
+
+impl From<AdmissionError> for Error {
+    fn from(error: AdmissionError) -> Self {
+        Self(Repr::Admission(error))
     }
 }
 
@@ -236,5 +315,19 @@ mod tests {
         let e: Error = parse.into();
         assert_eq!(e.kind(), ErrorKind::Arbitrary);
         assert_eq!(e.to_string(), "invalid digit found in string");
+        assert_eq!(e.admission_code(), None);
+    }
+
+    #[test]
+    fn admission_errors_are_permanent_with_a_code() {
+        let e: Error = AdmissionError::new("refused").into();
+        assert_eq!(
+            (e.kind(), e.to_string().as_str(), e.admission_code()),
+            (ErrorKind::Permanent, "refused", Some(500))
+        );
+        let e: Error = AdmissionError::new("bad").code(422).into();
+        assert_eq!(e.admission_code(), Some(422));
+        let e: Error = PermanentError::new("p").into();
+        assert_eq!(e.admission_code(), None);
     }
 }

@@ -139,6 +139,7 @@ impl crate::bindings::Guest for Component {
             });
         }
         registry::declare_logins();
+        registry::declare_admission(&registrations);
         registry::declare_everything(&registrations);
         registry::declare_chosen(&registrations);
         wit::DescribeOutput {

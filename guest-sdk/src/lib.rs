@@ -187,6 +187,7 @@
 
 extern crate self as kapsel;
 
+pub mod admission;
 pub mod api;
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code, reason = "wit-bindgen's generated canonical-ABI glue")]
@@ -233,7 +234,8 @@ mod time;
 pub use cause::{Cause, EventType, HandlerKind, Reason, Resource};
 pub use diff::{DiffItem, DiffOp};
 pub use error::{
-    DEFAULT_RETRY_DELAY, Error, ErrorKind, ErrorsMode, PermanentError, Result, TemporaryError,
+    AdmissionError, DEFAULT_RETRY_DELAY, Error, ErrorKind, ErrorsMode, PermanentError, Result,
+    TemporaryError,
 };
 /// Kopf's `kopf.adopt` and its parts, at the crate root as Kopf has them.
 pub use hierarchies::{
@@ -267,6 +269,7 @@ pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 #[doc(hidden)]
 pub mod __private {
     pub use crate::HandlerKind;
+    pub use crate::admission::{AdmissionOptions, enable as enable_admission};
     pub use crate::filters::{check_cause, check_text, check_value, field_value};
     pub use crate::log::{Level, log};
     pub use crate::registry::{
@@ -275,4 +278,12 @@ pub mod __private {
         enable_logins, index_error, index_ret, register, register_permission, result_outcome,
         to_json, value_outcome,
     };
+
+    /// Written by an admission attribute with `operation = "..."`, so that the guest is
+    /// warned of it where it is written, as Kopf warns of it.
+    #[deprecated(
+        since = "0.1.0",
+        note = "`operation = \"...\"` is deprecated, as in Kopf: write `operations = [\"...\"]`"
+    )]
+    pub fn deprecated_operation_option() {}
 }

@@ -17,6 +17,20 @@ pub enum Outcome {
     Permanent(String),
     /// An arbitrary error: the `errors` mode decides.
     Failed(String),
+    /// An admission error (`kapsel::AdmissionError`): a permanent failure to the host,
+    /// whose code the registry hands over (the WIT's `admission.reject`) in an admission
+    /// call.
+    Rejected(String, u16),
+}
+
+impl Outcome {
+    /// As the host receives it: a rejection is a permanent failure (its code goes apart).
+    pub(crate) fn into_host(self) -> Self {
+        match self {
+            Self::Rejected(message, _) => Self::Permanent(message),
+            other => other,
+        }
+    }
 }
 
 /// The outcome of a handler that returned a value.
@@ -48,6 +62,9 @@ pub(crate) fn error_outcome(error: Error) -> Outcome {
         return Outcome::Done(None);
     }
     let message = error.to_string();
+    if let Some(code) = error.admission_code() {
+        return Outcome::Rejected(message, code);
+    }
     match (error.kind(), error.delay()) {
         (ErrorKind::Temporary, Some(delay)) => Outcome::Temporary(message, delay),
         (ErrorKind::Permanent, _) => Outcome::Permanent(message),
@@ -83,6 +100,10 @@ mod tests {
         );
         let arbitrary = "x".parse::<u8>();
         assert!(matches!(result_outcome(arbitrary), Outcome::Failed(_)));
+        let refused: Result<(), _> = Err(crate::AdmissionError::new("no").code(403));
+        let rejected = result_outcome(refused);
+        assert_eq!(rejected, Outcome::Rejected("no".into(), 403));
+        assert_eq!(rejected.into_host(), Outcome::Permanent("no".into()));
     }
 
     #[test]

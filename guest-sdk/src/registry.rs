@@ -6,6 +6,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::Serialize;
 
+use crate::admission::AdmissionOptions;
 pub use crate::error::ErrorsMode;
 use crate::outcome::error_outcome;
 pub use crate::outcome::{Outcome, result_outcome, value_outcome};
@@ -75,6 +76,10 @@ pub struct Registration {
     /// Selects the resources its `resource_filter` chooses (the WIT's
     /// `selection.chosen`), with no selectors.
     pub chosen: bool,
+    /// An admission handler's options (the WIT's `admission.declaration`), declared beside
+    /// the registration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<AdmissionOptions>,
 }
 
 impl Registration {
@@ -110,6 +115,7 @@ impl Registration {
             initial_delay_callback: false,
             everything: false,
             chosen: false,
+            admission: None,
         }
     }
 
@@ -195,7 +201,8 @@ fn entries() -> Vec<Entry> {
 /// When two different functions use the same handler id: the host cannot tell
 /// which to call, so the guest refuses to load (the panic fails `describe`). Likewise
 /// when a login handler's id is also another kind's (on the wire, a login handler is a
-/// startup registration the guest names as a login handler).
+/// startup registration the guest names as a login handler), or an admission handler's
+/// (an event registration named as an admission handler).
 pub(crate) fn registrations() -> Vec<Registration> {
     let registry = entries();
     for (i, a) in registry.iter().enumerate() {
@@ -210,6 +217,11 @@ pub(crate) fn registrations() -> Vec<Registration> {
             assert!(
                 a.id != b.id || (a.kind == HandlerKind::Login) == (b.kind == HandlerKind::Login),
                 "handler id `{}` is a login handler's and another kind's: give one an `id = \"...\"`",
+                a.id,
+            );
+            assert!(
+                a.id != b.id || is_admission(a.kind) == is_admission(b.kind),
+                "handler id `{}` is an admission handler's and another kind's: give one an `id = \"...\"`",
                 a.id,
             );
         }
@@ -243,6 +255,24 @@ pub(crate) fn declare_logins() {
         }
     }
     declare(&ids);
+}
+
+fn is_admission(kind: HandlerKind) -> bool {
+    matches!(kind, HandlerKind::Validate | HandlerKind::Mutate)
+}
+
+/// Names the admission handlers to the host (WIT `admission.declare`), if the guest has
+/// any (`kapsel::admission` knows).
+///
+/// # Panics
+/// When two attributes of one id declare different webhooks or options (see
+/// `admission::declarations`).
+pub(crate) fn declare_admission(registrations: &[Registration]) {
+    let handlers = registrations.iter().filter_map(|r| {
+        let options = r.admission.as_ref()?;
+        Some((r.id.as_str(), r.kind == HandlerKind::Mutate, options))
+    });
+    crate::admission::declare(&crate::admission::declarations(handlers));
 }
 
 /// How the handlers selecting every resource are named to the host, set by the first
@@ -307,6 +337,16 @@ pub(crate) fn chooses(cause: &Cause, resource: &crate::ResourceInfo) -> bool {
         .is_some_and(|filter| filter(resource))
 }
 
+/// The kind of the first handler registered under `id`.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn kind_of(id: &str) -> Option<HandlerKind> {
+    let registry = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+    registry
+        .iter()
+        .find(|entry| entry.id == id)
+        .map(|entry| entry.kind)
+}
+
 /// The handler registered under the cause's id, preferring one of its kind.
 fn find(cause: &Cause, index: bool) -> Option<Entry> {
     let registry = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
@@ -326,16 +366,25 @@ fn find(cause: &Cause, index: bool) -> Option<Entry> {
 /// Calls the handler the cause names.
 pub(crate) fn invoke(cause: &mut Cause) -> Outcome {
     let entry = find(cause, false);
+    let admission = entry.as_ref().is_some_and(|entry| is_admission(entry.kind));
     if let Some(entry) = &entry
-        && entry.kind == HandlerKind::Login
+        && (entry.kind == HandlerKind::Login || admission)
     {
-        // The host calls it as the startup registration it is on the wire.
-        cause.kind = HandlerKind::Login;
+        // The host calls a login handler as the startup registration it is on the wire,
+        // an admission handler as the event registration it is.
+        cause.kind = entry.kind;
     }
-    match entry.map(|entry| entry.handler) {
+    let outcome = match entry.map(|entry| entry.handler) {
         Some(Handler::Invoke(handler)) => crate::subhandlers::call_handler(cause, handler),
         _ => Outcome::Permanent(format!("unknown handler `{}`", cause.handler_id)),
+    };
+    // Kopf's AdmissionError: the refusal's code goes to the host beside the failure.
+    if let Outcome::Rejected(_, code) = &outcome
+        && admission
+    {
+        crate::admission::reject(*code);
     }
+    outcome
 }
 
 /// Calls the index handler the cause names.
@@ -378,7 +427,9 @@ pub fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 pub fn index_error<E: Into<Error>>(error: E) -> IndexOutcome {
     match error_outcome(error.into()) {
         Outcome::Temporary(message, delay) => IndexOutcome::Temporary(message, delay),
-        Outcome::Permanent(message) => IndexOutcome::Permanent(message),
+        Outcome::Permanent(message) | Outcome::Rejected(message, _) => {
+            IndexOutcome::Permanent(message)
+        }
         Outcome::Failed(message) | Outcome::Done(Some(message)) => IndexOutcome::Failed(message),
         Outcome::Done(None) => IndexOutcome::Keep,
     }

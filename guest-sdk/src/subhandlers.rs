@@ -176,7 +176,7 @@ pub fn execute(cause: &mut Cause) -> Result<()> {
             Some(at) => call_due(cause, &due, calls.swap_remove(at).1),
             None => Outcome::Permanent(format!("no sub-handler `{}` is declared", due.id)),
         };
-        host::subhandler_finished(&due.id, &outcome);
+        host::subhandler_finished(&due.id, &outcome.into_host());
     }
     children_finished(&parent)
 }

@@ -111,6 +111,11 @@
 //! assert_eq!(progress.state, SubhandlerState::Succeeded);
 //! ```
 //!
+//! Admission handlers (`on::validate`, `on::mutate`) answer [`admission::review`]s: the
+//! request, the object and the old object as the host's webhook server hands them over,
+//! and what the API server would get back (allowed or refused, message, code, warnings,
+//! patch).
+//!
 //! The operator's settings a handler reads and merges ([`kapsel::settings`](crate::settings))
 //! are kept too: [`settings()`], [`set_settings`].
 //!
@@ -125,6 +130,7 @@ use crate::lazy::{Body, Diff, Lazy};
 use crate::registry::{self, IndexOutcome as RawIndexOutcome, Outcome as RawOutcome};
 use crate::{Cause, EventType, HandlerKind, Patch, Reason, Resource};
 
+pub mod admission;
 pub mod api;
 mod subhandlers;
 
@@ -244,9 +250,12 @@ pub fn permissions() -> Vec<Value> {
 /// `describe` (JSON in the WIT's shape, kebab-case field names).
 ///
 /// # Panics
-/// When two functions share a handler id (the host would refuse the guest).
+/// When two functions share a handler id, or two admission attributes of one id differ
+/// (the host would refuse the guest).
 pub fn registrations() -> Vec<Value> {
-    registry::registrations()
+    let registrations = registry::registrations();
+    registry::declare_admission(&registrations);
+    registrations
         .iter()
         .map(|r| serde_json::to_value(r).unwrap_or_default())
         .collect()
@@ -299,7 +308,9 @@ fn outcome_from_raw(outcome: RawOutcome) -> Outcome {
     match outcome {
         RawOutcome::Done(result) => Outcome::Done(result.as_deref().map(parse)),
         RawOutcome::Temporary(message, delay) => Outcome::Temporary(message, delay),
-        RawOutcome::Permanent(message) => Outcome::Permanent(message),
+        RawOutcome::Permanent(message) | RawOutcome::Rejected(message, _) => {
+            Outcome::Permanent(message)
+        }
         RawOutcome::Failed(message) => Outcome::Failed(message),
     }
 }
@@ -414,7 +425,9 @@ impl CauseBuilder {
     }
 
     /// A changing handler's call for this reason: the kind and the reason
-    /// (`Reason::Create` → `HandlerKind::Create`, ...). For `on::field`
+    /// (`Reason::Create` → `HandlerKind::Create`, ...; `Reason::Validating` →
+    /// `HandlerKind::Validate`, `Reason::Mutating` → `HandlerKind::Mutate`, though
+    /// [`admission::review`] builds an admission call whole). For `on::field`
     /// handlers, add `.kind(HandlerKind::Field)` after this.
     pub fn changing(self, reason: Reason) -> Self {
         let kind = match reason {
@@ -422,6 +435,8 @@ impl CauseBuilder {
             Reason::Update => HandlerKind::Update,
             Reason::Delete => HandlerKind::Delete,
             Reason::Resume => HandlerKind::Resume,
+            Reason::Validating => HandlerKind::Validate,
+            Reason::Mutating => HandlerKind::Mutate,
         };
         self.kind(kind).reason(reason)
     }

@@ -26,10 +26,15 @@ impl Kind {
         )
     }
 
+    /// Admission handlers (validating, mutating) are neither retried nor timed out.
+    pub(crate) fn is_admission(self) -> bool {
+        matches!(self, Self::Validate | Self::Mutate)
+    }
+
     /// The options this kind accepts (KOPF.md §1.2), besides selector keywords.
     pub(crate) fn options(self) -> Vec<&'static str> {
         let mut options = vec!["id", "param", "deadline_ms", "memory_mib"];
-        if self != Self::Event {
+        if self != Self::Event && !self.is_admission() {
             options.extend(["errors", "timeout", "retries", "backoff"]);
         }
         if !self.is_activity() {
@@ -46,6 +51,7 @@ impl Kind {
         }
         match self {
             Self::Update | Self::Field => options.extend(["old", "new"]),
+            Self::Validate | Self::Mutate => options.extend(crate::admission::OPTIONS),
             Self::Delete => options.push("optional"),
             Self::Resume => options.push("deleted"),
             Self::Timer => options.extend(["interval", "initial_delay", "idle", "sharp"]),
@@ -211,7 +217,10 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     let name = &function.sig.ident;
     let id = handler_id(kind, &options, name);
     let variant = kind.variant();
-    let sets = registration_sets(&options);
+    let mut sets = registration_sets(&options);
+    if kind.is_admission() {
+        sets.extend(options.admission.sets());
+    }
     let call = match input {
         Input::None => quote!(#name()),
         Input::Shared => quote!(#name(&*cause)),
@@ -227,6 +236,8 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
     let constructor = static_constructor();
     // Only a guest with login handlers names them to the host (and imports WIT `login`).
     let enable_logins = (kind == Kind::Login).then(|| quote!(#p::enable_logins();));
+    // And only a guest with admission handlers reaches WIT `admission`.
+    let enable_admission = kind.is_admission().then(|| quote!(#p::enable_admission();));
     // Likewise for handlers of every resource (WIT `selection`).
     let enable_everything = options.everything.then(|| quote!(#p::enable_everything();));
     let enable_chosen = options
@@ -247,6 +258,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::R
             #body
             extern "C" fn __kapsel_register() {
                 #enable_logins
+                #enable_admission
                 #enable_everything
                 #enable_chosen
                 #p::register(#p::Entry {

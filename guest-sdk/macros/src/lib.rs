@@ -3,6 +3,7 @@
 //! Every entry point only names the handler kind and hands over to `handler::expand`;
 //! errors become `compile_error!` in one place (`expand`).
 
+mod admission;
 mod args;
 mod handler;
 mod options;
@@ -94,4 +95,8 @@ entry_points! {
     cleanup => Cleanup, "on::cleanup";
     /// `kopf.on.login`.
     login => Login, "on::login";
+    /// `kopf.on.validate`: a validating admission handler (allows or refuses a write).
+    validate => Validate, "on::validate";
+    /// `kopf.on.mutate`: a mutating admission handler (changes what is written).
+    mutate => Mutate, "on::mutate";
 }

@@ -5,6 +5,7 @@ use proc_macro2::Span;
 use syn::{Expr, Lit, LitStr};
 
 use crate::Kind;
+use crate::admission::Admission;
 use crate::args::{Arg, Args, ListEntry};
 use crate::selector::{self, Keywords, Selector};
 
@@ -71,6 +72,8 @@ pub(crate) struct Options {
     /// `resource_filter = <function or closure>`: the resources the guest chooses (Kopf's
     /// callable selector), in place of a selector.
     pub(crate) resource_filter: Option<Expr>,
+    /// An admission attribute's own options.
+    pub(crate) admission: Admission,
 }
 
 fn err<T>(span: Span, message: impl std::fmt::Display) -> syn::Result<T> {
@@ -296,13 +299,22 @@ impl Reader {
     /// The option's name, once checked to be one the kind accepts and not given before.
     fn option(&mut self, key: &proc_macro2::Ident, span: Span) -> syn::Result<String> {
         let key = key.to_string();
-        if self.kind == Kind::Event
-            && ["errors", "timeout", "retries", "backoff"].contains(&key.as_str())
-        {
+        let retrying = ["errors", "timeout", "retries", "backoff"].contains(&key.as_str());
+        if self.kind == Kind::Event && retrying {
             return err(
                 span,
                 format!(
                     "`on::event` has no `{key}`: event handlers are never retried (errors are ignored)"
+                ),
+            );
+        }
+        if self.kind.is_admission() && retrying {
+            return err(
+                span,
+                format!(
+                    "`{}` has no `{key}`: admission handlers are called once per request and \
+                     never retried; any error refuses the request",
+                    self.kind.attribute()
                 ),
             );
         }
@@ -340,6 +352,7 @@ impl Reader {
             "deleted" => self.options.deleted = true,
             "sharp" => self.options.sharp = true,
             "everything" => self.options.everything = true,
+            _ if self.options.admission.flag(key) => {}
             _ => return err(span, format!("`{key}` needs a value: `{key} = ...`")),
         }
         Ok(())
@@ -384,6 +397,9 @@ impl Reader {
             "new" => options.new = Some((span, field_matcher(value))),
             "when" => options.when = Some(value),
             "resource_filter" => options.resource_filter = Some(value),
+            key if crate::admission::OPTIONS.contains(&key) => {
+                options.admission.value(key, &value)?;
+            }
             "labels" | "annotations" => {
                 return err(
                     span,

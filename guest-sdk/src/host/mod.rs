@@ -2,8 +2,9 @@
 //! real host in the wasm build (`wasm`), the thread-local fake host that
 //! `kapsel::testing` reads natively (`fake`); and the values they exchange: log
 //! [`Level`]s, [`ApiError`]s, sub-handlers' [`Declaration`]s and [`Due`] calls, the
-//! operator's settings as JSON, and the full description of a call's resource
-//! ([`ResourceInfo`]).
+//! operator's settings as JSON, the full description of a call's resource
+//! ([`ResourceInfo`]), and admission handlers' declarations and requests
+//! ([`AdmissionDeclaration`], [`AdmissionRequest`]).
 
 use std::fmt;
 
@@ -148,6 +149,35 @@ pub struct ResourceInfo {
     pub verbs: Vec<String>,
 }
 
+/// One admission handler as its attribute declares it (the WIT's `admission.declaration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AdmissionDeclaration {
+    /// The id of its `event` registration.
+    pub(crate) id: String,
+    /// A mutating webhook's handler (else a validating one's).
+    pub(crate) mutating: bool,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT`; empty: every operation.
+    pub(crate) operations: Vec<String>,
+    pub(crate) subresource: Option<String>,
+    pub(crate) persistent: bool,
+    pub(crate) side_effects: bool,
+    pub(crate) ignore_failures: bool,
+}
+
+/// The admission request of the current call, as the host hands it over (the WIT's
+/// `admission.request`): words and JSON, which `kapsel::admission` types.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct AdmissionRequest {
+    pub(crate) uid: String,
+    pub(crate) operation: String,
+    pub(crate) subresource: Option<String>,
+    pub(crate) dry_run: bool,
+    /// JSON: `username`, `uid`, `groups`, `extra`.
+    pub(crate) user_info: String,
+    /// JSON: the write's options.
+    pub(crate) options: Option<String>,
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) mod fake;
 #[cfg(target_arch = "wasm32")]
@@ -285,6 +315,26 @@ pub(crate) fn declare_everything(ids: &[String]) {
 /// only).
 pub(crate) fn declare_chosen(ids: &[String]) {
     imp::declare_chosen(ids);
+}
+
+/// Names the guest's admission handlers to the host (during `describe` only).
+pub(crate) fn declare_admission(declarations: &[AdmissionDeclaration]) {
+    imp::declare_admission(declarations);
+}
+
+/// The admission request of the current call; none outside an admission call.
+pub(crate) fn admission_request() -> Option<AdmissionRequest> {
+    imp::admission_request()
+}
+
+/// A warning for the client of the current admission call.
+pub(crate) fn admission_warn(message: &str) {
+    imp::admission_warn(message);
+}
+
+/// The current admission call's failure refuses the request with this code.
+pub(crate) fn admission_reject(code: u16) {
+    imp::admission_reject(code);
 }
 
 /// The resource of the call's object, as the host discovered it.

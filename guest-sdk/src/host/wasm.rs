@@ -1,10 +1,10 @@
 //! The host imports of the wasm build: the WIT `host`, `subhandlers`, `spawning`, `login`,
-//! `settings`, `resources` and `selection` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
+//! `settings`, `resources`, `selection` and `admission` interfaces the component imports (each only if the guest calls it), and the conversions of the values they exchange.
 
-use super::{ApiError, Declaration, Due, Level};
+use super::{AdmissionDeclaration, AdmissionRequest, ApiError, Declaration, Due, Level};
 use crate::bindings::kapsel::operator::types as wit;
 use crate::bindings::kapsel::operator::{
-    host, login, resources, selection, settings, spawning, subhandlers,
+    admission, host, login, resources, selection, settings, spawning, subhandlers,
 };
 use crate::error::ErrorsMode;
 use crate::outcome::Outcome;
@@ -22,7 +22,9 @@ pub(crate) fn outcome_to_wit(outcome: Outcome) -> wit::Outcome {
     match outcome {
         Outcome::Done(result) => wit::Outcome::Done(result),
         Outcome::Temporary(message, delay) => wit::Outcome::Temporary((message, delay)),
-        Outcome::Permanent(message) => wit::Outcome::Permanent(message),
+        Outcome::Permanent(message) | Outcome::Rejected(message, _) => {
+            wit::Outcome::Permanent(message)
+        }
         Outcome::Failed(message) => wit::Outcome::Failed(message),
     }
 }
@@ -218,4 +220,43 @@ pub(super) fn resource_info() -> Option<super::ResourceInfo> {
 
 pub(super) fn merge_settings(changes: &str) -> Result<(), String> {
     settings::merge(changes)
+}
+
+pub(super) fn declare_admission(declarations: &[AdmissionDeclaration]) {
+    let declarations: Vec<admission::Declaration> = declarations
+        .iter()
+        .map(|d| admission::Declaration {
+            id: d.id.clone(),
+            webhook: if d.mutating {
+                admission::Webhook::Mutating
+            } else {
+                admission::Webhook::Validating
+            },
+            operations: d.operations.clone(),
+            subresource: d.subresource.clone(),
+            persistent: d.persistent,
+            side_effects: d.side_effects,
+            ignore_failures: d.ignore_failures,
+        })
+        .collect();
+    admission::declare(&declarations);
+}
+
+pub(super) fn admission_request() -> Option<AdmissionRequest> {
+    admission::current().map(|r| AdmissionRequest {
+        uid: r.uid,
+        operation: r.operation,
+        subresource: r.subresource,
+        dry_run: r.dry_run,
+        user_info: r.user_info,
+        options: r.options,
+    })
+}
+
+pub(super) fn admission_warn(message: &str) {
+    admission::warn(message);
+}
+
+pub(super) fn admission_reject(code: u16) {
+    admission::reject(code);
 }

@@ -3,8 +3,10 @@
 //! records log lines and Events, serves indexes and daemon sleeps as a test sets them, and
 //! answers Kubernetes calls from an in-memory fake API (`api`), and keeps sub-handlers'
 //! progress across calls (`subhandlers`), and the operator's settings as handlers merged
-//! them (unchecked: only the host knows the settings). `kapsel::testing` reads and sets it.
+//! them (unchecked: only the host knows the settings), and the current admission call's
+//! request, warnings and rejection (`admission`). `kapsel::testing` reads and sets it.
 
+pub(crate) mod admission;
 pub(crate) mod api;
 mod labels;
 pub(crate) mod subhandlers;
@@ -188,6 +190,22 @@ pub(crate) fn declare_everything(_ids: &[String]) {}
 /// Natively nothing is described to a host.
 pub(crate) fn declare_chosen(_ids: &[String]) {}
 
+pub(crate) fn declare_admission(declarations: &[super::AdmissionDeclaration]) {
+    admission::declare(declarations);
+}
+
+pub(crate) fn admission_request() -> Option<super::AdmissionRequest> {
+    admission::request()
+}
+
+pub(crate) fn admission_warn(message: &str) {
+    admission::warn(message);
+}
+
+pub(crate) fn admission_reject(code: u16) {
+    admission::reject(code);
+}
+
 /// Native tests have no discovery: a cause's resource is all they know.
 pub(crate) fn resource_info() -> Option<super::ResourceInfo> {
     None
@@ -277,4 +295,5 @@ pub(crate) fn reset() {
     FAKE.with_borrow_mut(|fake| *fake = FakeHost::default());
     api::reset();
     subhandlers::reset();
+    admission::reset();
 }

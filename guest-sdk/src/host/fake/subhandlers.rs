@@ -150,7 +150,9 @@ pub(crate) fn finished(id: &str, outcome: &Outcome) {
                 None => record.state = State::Succeeded,
             },
             Outcome::Temporary(message, delay) => record.fail_temporarily(message, *delay),
-            Outcome::Permanent(message) => record.state = State::Failed(message.clone()),
+            Outcome::Permanent(message) | Outcome::Rejected(message, _) => {
+                record.state = State::Failed(message.clone())
+            }
             Outcome::Failed(message) => match record.declaration.errors {
                 Some(ErrorsMode::Ignored) => record.state = State::Succeeded,
                 Some(ErrorsMode::Permanent) => record.state = State::Failed(message.clone()),
