@@ -748,6 +748,28 @@ mod tests {
         );
     }
 
+    /// Only admission attributes reach WIT `admission` (so a guest without them does not
+    /// import it), and they register as their own kinds.
+    #[test]
+    fn only_admission_attributes_enable_the_admission_interface() {
+        let item = quote!(
+            fn f() {}
+        );
+        let validate = expanded(
+            Kind::Validate,
+            quote!("pods", operations = ["CREATE"]),
+            item.clone(),
+        );
+        assert!(validate.contains("enable_admission ()"), "{validate}");
+        assert!(validate.contains("HandlerKind :: Validate"), "{validate}");
+        assert!(validate.contains("r . admission ="), "{validate}");
+        let mutate = expanded(Kind::Mutate, quote!("pods"), item.clone());
+        assert!(mutate.contains("HandlerKind :: Mutate"), "{mutate}");
+        let create = expanded(Kind::Create, quote!("pods"), item);
+        assert!(!create.contains("enable_admission"), "{create}");
+        assert!(!create.contains("r . admission"), "{create}");
+    }
+
     #[test]
     fn kind_specific_validation() {
         let item = quote!(
