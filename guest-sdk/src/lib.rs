@@ -35,7 +35,9 @@
 //!
 //! [`on::event`], [`on::create`], [`on::update`], [`on::delete`], [`on::resume`],
 //! [`on::field`], [`on::timer`], [`on::daemon`], [`on::probe`], [`on::startup`],
-//! [`on::cleanup`], [`on::login`] (returns a [`ConnectionInfo`]) and [`macro@index`]. Arguments: first the resource selector,
+//! [`on::cleanup`], [`on::login`] (returns a [`ConnectionInfo`]), [`on::validate`] and
+//! [`on::mutate`] (admission webhooks, see [below](#admission-webhooks)) and
+//! [`macro@index`]. Arguments: first the resource selector,
 //! positionally (Kopf's forms, KOPF.md §2.1), then options as `key = value`.
 //!
 //! | selector | means |
@@ -55,9 +57,9 @@
 //! |---|---|---|
 //! | `id` | `id = "my-id"` (default: the function's name; with `field`, `<id>/<field>` except for indexes) | all |
 //! | `param` | `param = 5`, `param = "text"`, `param = kapsel::json!({"a": 1})` (any `Serialize` expression) | all |
-//! | `errors` | `errors = "temporary"` / `"permanent"` / `"ignored"` | all but `on::event` |
-//! | `timeout`, `backoff` | `timeout = 1.5` (seconds, a literal) | all but `on::event` |
-//! | `retries` | `retries = 3` | all but `on::event` |
+//! | `errors` | `errors = "temporary"` / `"permanent"` / `"ignored"` | all but `on::event` and admission handlers |
+//! | `timeout`, `backoff` | `timeout = 1.5` (seconds, a literal) | all but `on::event` and admission handlers |
+//! | `retries` | `retries = 3` | all but `on::event` and admission handlers |
 //! | `labels`, `annotations` | `labels(app = "web", "example.com/tier" = present, legacy = absent, env = \|v, _\| v == Some("prod"))` (a callback: a closure or a `fn(Option<&str>, &Cause) -> bool`) | resource kinds |
 //! | `field`, `value` | `field = "spec.size", value = 3` (`present`/`absent`, any `Serialize` expression, or a closure `\|v, _\| ...` given `Option<&Value>` and the cause) | resource kinds |
 //! | `old`, `new` | `field = "spec.size", old = present, new = 5` (or closures, as `value`) | update, field |
@@ -66,6 +68,9 @@
 //! | `deleted` | `deleted` (resume objects being deleted too) | resume |
 //! | `interval`, `initial_delay`, `idle`, `sharp` | `interval = 60, sharp`; `initial_delay = 5` or `initial_delay = path::to::delay` (`fn(&Cause) -> f64`, evaluated in the guest for each object) | timer (daemon: `initial_delay`) |
 //! | `cancellation_backoff`, `cancellation_timeout`, `cancellation_polling` | `cancellation_timeout = 10` (seconds: once stopped, the time to exit gracefully, then by force before the call is abandoned; how often a daemon still exiting is looked at) | daemon |
+//! | `operations` | `operations = ["CREATE", "UPDATE"]` (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`; default: all; Kopf's deprecated `operation = "CREATE"` too) | validate, mutate |
+//! | `subresource` | `subresource = "status"` (the subresource's writes, not the object's) | validate, mutate |
+//! | `persistent`, `side_effects`, `ignore_failures` | `side_effects, ignore_failures = true` (the webhook stays when the operator exits; it has side effects, `sideEffects: NoneOnDryRun`; the API server ignores its failures, `failurePolicy: Ignore`) | validate, mutate |
 //! | `deadline_ms`, `memory_mib` | `deadline_ms = 500, memory_mib = 64` (sandbox budget per call) | all |
 //!
 //! Several attributes may be stacked on one function: each is one registration,
@@ -157,6 +162,47 @@
 //!   finished.
 //! - A sub-handler may declare sub-handlers of its own (`create_fn/item-a/step`).
 //! - Only changing handlers have sub-handlers: [`execute`] fails in any other.
+//!
+//! # Admission webhooks
+//!
+//! [`on::validate`] and [`on::mutate`] (Kopf's `@kopf.on.validate`, `@kopf.on.mutate`)
+//! are called by the host's admission webhook before the API server stores a write of a
+//! matching object: a validating handler allows it by returning successfully and refuses
+//! it by failing, with an [`AdmissionError`] for the message and HTTP code the client
+//! sees (any other failure refuses with 500, as in Kopf); a mutating handler changes the
+//! object through [`Cause::patch`]. [`Cause::admission`] is the request (Kopf's
+//! `operation`, `userinfo`, `dryrun`, `subresource` kwargs), [`admission::warn`] a
+//! warning for the client (Kopf's `warnings`):
+//!
+//! ```
+//! use kapsel::admission::Operation;
+//!
+//! // Kopf: @kopf.on.validate('kopfexamples')
+//! //       def check(spec, operation, **_):
+//! //           if spec.get('field') == 'forbidden':
+//! //               raise kopf.AdmissionError("field must not be forbidden", code=422)
+//! #[kapsel::on::validate("kopfexamples")]
+//! fn refuse_forbidden_field(cause: &kapsel::Cause) -> kapsel::Result<()> {
+//!     if cause.spec()["field"] == "forbidden" {
+//!         return Err(kapsel::AdmissionError::new("field must not be forbidden").code(422).into());
+//!     }
+//!     if cause.admission().is_some_and(|request| request.operation == Operation::Delete) {
+//!         kapsel::admission::warn("deleting a kopfexample");
+//!     }
+//!     Ok(())
+//! }
+//!
+//! // Kopf: @kopf.on.mutate('kopfexamples', operations=['CREATE'])
+//! #[kapsel::on::mutate("kopfexamples", operations = ["CREATE"])]
+//! fn label_new(cause: &mut kapsel::Cause) {
+//!     cause.patch.set_at(&["metadata", "labels", "example.com/seen"], "yes");
+//! }
+//! ```
+//!
+//! An admission handler is called once per request, never retried; its body is the
+//! object written (the stored one on `DELETE`), `old()` and `new()` the stored object
+//! and the one written, its reason [`Reason::Validating`] or [`Reason::Mutating`]. Native
+//! tests call it as the webhook does with `testing::admission::review`.
 //!
 //! # Settings
 //!
