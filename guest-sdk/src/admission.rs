@@ -212,10 +212,9 @@ struct Calls {
 
 static CALLS: OnceLock<Calls> = OnceLock::new();
 
-/// Makes the host's admission calls reachable; called by the static constructor of every
-/// `#[kapsel::on::validate]` and `#[kapsel::on::mutate]`.
-#[doc(hidden)]
-pub fn enable() {
+/// Makes the host's admission calls reachable (through the registry's `enable_admission`,
+/// which every admission attribute calls).
+pub(crate) fn enable() {
     CALLS.get_or_init(|| Calls {
         declare: host::declare_admission,
         request: host::admission_request,
@@ -308,7 +307,7 @@ pub(crate) fn declarations<'a>(
     declarations
 }
 
-/// Names the admission handlers to the host (during `describe`), if the guest has any.
+/// Names the admission handlers to the host (during `describe`).
 pub(crate) fn declare(declarations: &[AdmissionDeclaration]) {
     if let Some(calls) = CALLS.get() {
         (calls.declare)(declarations);

@@ -315,13 +315,13 @@ pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 #[doc(hidden)]
 pub mod __private {
     pub use crate::HandlerKind;
-    pub use crate::admission::{AdmissionOptions, enable as enable_admission};
+    pub use crate::admission::AdmissionOptions;
     pub use crate::filters::{check_cause, check_text, check_value, field_value};
     pub use crate::log::{Level, log};
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
-        PermissionEntry, Registration, ResourceName, Selector, enable_chosen, enable_everything,
-        enable_logins, index_error, index_ret, register, register_permission, result_outcome,
+        PermissionEntry, Registration, ResourceName, Selector, enable_admission, enable_chosen,
+        enable_everything, enable_logins, index_error, index_ret, register, register_permission, result_outcome,
         to_json, value_outcome,
     };
 

@@ -261,13 +261,31 @@ fn is_admission(kind: HandlerKind) -> bool {
     matches!(kind, HandlerKind::Validate | HandlerKind::Mutate)
 }
 
-/// Names the admission handlers to the host (WIT `admission.declare`), if the guest has
-/// any (`kapsel::admission` knows).
+/// How the admission handlers are named to the host, set by the first admission
+/// attribute: a guest without them neither imports the WIT's `admission` interface nor
+/// links the code that declares them.
+static ADMISSION_DECLARER: OnceLock<fn(&[Registration])> = OnceLock::new();
+
+/// Makes `describe` name the admission handlers to the host, and the host's admission
+/// calls reachable; called by the static constructor of every `#[kapsel::on::validate]`
+/// and `#[kapsel::on::mutate]`.
+pub fn enable_admission() {
+    crate::admission::enable();
+    ADMISSION_DECLARER.get_or_init(|| declare_admission_handlers);
+}
+
+/// Names the admission handlers to the host (WIT `admission.declare`), if there are any.
 ///
 /// # Panics
 /// When two attributes of one id declare different webhooks or options (see
 /// `admission::declarations`).
 pub(crate) fn declare_admission(registrations: &[Registration]) {
+    if let Some(declare) = ADMISSION_DECLARER.get() {
+        declare(registrations);
+    }
+}
+
+fn declare_admission_handlers(registrations: &[Registration]) {
     let handlers = registrations.iter().filter_map(|r| {
         let options = r.admission.as_ref()?;
         Some((r.id.as_str(), r.kind == HandlerKind::Mutate, options))
