@@ -231,7 +231,8 @@ fn calls() -> Option<&'static Calls> {
 }
 
 /// During an admission call (an `on::validate` or `on::mutate` handler's): its request;
-/// `None` in any other call. Also [`Cause::admission`](crate::Cause::admission).
+/// `None` in any other call. Also `Cause::admission` (not linked: the cause is above
+/// this module).
 pub fn request() -> Option<Request> {
     let raw = (calls()?.request)()?;
     match Request::from_host(raw) {

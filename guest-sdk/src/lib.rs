@@ -321,8 +321,8 @@ pub mod __private {
     pub use crate::registry::{
         Entry, ErrorsMode, Handler, IndexOutcome, Matcher, MetaFilter, Outcome, Permission,
         PermissionEntry, Registration, ResourceName, Selector, enable_admission, enable_chosen,
-        enable_everything, enable_logins, index_error, index_ret, register, register_permission, result_outcome,
-        to_json, value_outcome,
+        enable_everything, enable_logins, index_error, index_ret, register, register_permission,
+        result_outcome, to_json, value_outcome,
     };
 
     /// Written by an admission attribute with `operation = "..."`, so that the guest is

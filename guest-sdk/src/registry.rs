@@ -261,9 +261,8 @@ fn is_admission(kind: HandlerKind) -> bool {
     matches!(kind, HandlerKind::Validate | HandlerKind::Mutate)
 }
 
-/// How the admission handlers are named to the host, set by the first admission
-/// attribute: a guest without them neither imports the WIT's `admission` interface nor
-/// links the code that declares them.
+/// How the admission handlers are named to the host, set by the first admission attribute:
+/// a guest without them neither imports WIT `admission` nor links what declares them.
 static ADMISSION_DECLARER: OnceLock<fn(&[Registration])> = OnceLock::new();
 
 /// Makes `describe` name the admission handlers to the host, and the host's admission
@@ -275,10 +274,7 @@ pub fn enable_admission() {
 }
 
 /// Names the admission handlers to the host (WIT `admission.declare`), if there are any.
-///
-/// # Panics
-/// When two attributes of one id declare different webhooks or options (see
-/// `admission::declarations`).
+/// Panics as `admission::declarations` does: when two attributes of one id differ.
 pub(crate) fn declare_admission(registrations: &[Registration]) {
     if let Some(declare) = ADMISSION_DECLARER.get() {
         declare(registrations);
