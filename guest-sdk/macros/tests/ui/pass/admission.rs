@@ -28,6 +28,12 @@ fn mark(cause: &mut Cause) {
     cause.patch.set_at(&["metadata", "labels", "seen"], "yes");
 }
 
+/// The error type itself, without `kapsel::Error`.
+#[kapsel::on::validate("kopfexamples", operations = ["CONNECT"])]
+fn direct() -> Result<(), kapsel::AdmissionError> {
+    Err(kapsel::AdmissionError::new("direct").code(409))
+}
+
 #[allow(deprecated, reason = "Kopf's deprecated `operation`, on purpose")]
 mod single {
     #[kapsel::on::validate("kopfexamples", operation = "DELETE")]
@@ -57,4 +63,8 @@ fn main() {
     assert_eq!(mark["kind"], "mutate");
     assert_eq!(mark["admission"]["operations"], kapsel::json!([]));
     assert_eq!(of("single")["admission"]["operations"], kapsel::json!(["DELETE"]));
+    let answer = kapsel::testing::admission::review("direct")
+        .object(kapsel::json!({}))
+        .call();
+    assert_eq!((answer.message.as_deref(), answer.code), (Some("direct"), Some(409)));
 }
