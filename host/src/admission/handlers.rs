@@ -48,11 +48,23 @@ impl AdmissionHandler {
     /// Whether it answers `review` of `resource`, as far as the host can tell without
     /// the guest (its `when` filter aside): the operation, the subresource, the resource,
     /// and its label, annotation and field filters on the body.
+    ///
+    /// The operations are checked here too, not only in the webhooks' rules (as Kopf does),
+    /// so that a review sent to the root path reaches only the handlers declared for its
+    /// operation. A mutating handler sees a DELETE only when declared for DELETE alone
+    /// (Kopf's rule: mutating an object being deleted is rarely meant).
     pub(crate) fn answers(&self, review: &Review, resource: &Resource) -> bool {
         let operations = &self.declaration.operations;
         let operation = operations.is_empty() || operations.contains(&review.operation);
+        let deletion = review.operation == "DELETE";
+        let only_deletion = !operations.is_empty() && operations.iter().all(|o| o == "DELETE");
+        let subresource = match self.declaration.subresource.as_deref() {
+            Some("*") => true,
+            declared => declared == review.subresource.as_deref(),
+        };
         operation
-            && self.declaration.subresource == review.subresource
+            && (!self.is_mutating() || !deletion || only_deletion)
+            && subresource
             && self.specs.iter().any(|spec| {
                 spec.selectors.iter().any(|s| s.matches(resource))
                     && spec.filters.matches_body(review.body())
