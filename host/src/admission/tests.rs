@@ -1,0 +1,394 @@
+//! End-to-end tests of the admission server: a TLS client that trusts only the CA bundle
+//! the certificates publish, the server, and its certificates given as files (rotated as
+//! a mounted Secret is) or generated and shared through a Secret on an API server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::certificates::{Certificates, Files, Source, signed, tempdir};
+use super::server::{Answerer, Options, Server};
+
+/// The longest any wait for the server's behaviour takes before the test fails.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Answers with the path and the body it was given.
+fn echo() -> Answerer {
+    Arc::new(|path: String, body: Bytes| {
+        Box::pin(async move { Response::new(format!("{path} {}", String::from_utf8_lossy(&body))) })
+    })
+}
+
+/// The server on a free port of 127.0.0.1, stopped when the guard drops.
+async fn serve(
+    certificates: &Certificates,
+    options: impl FnOnce(&mut Options),
+) -> (SocketAddr, DropGuard) {
+    let mut opts = Options::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    options(&mut opts);
+    let stop = CancellationToken::new();
+    let server = Server::start(opts, certificates.resolver(), echo(), stop.clone())
+        .await
+        .unwrap();
+    (server.address(), stop.drop_guard())
+}
+
+/// A TLS connection that trusts only the certificates of `ca` (PEM).
+async fn connect(address: SocketAddr, ca: &[u8]) -> std::io::Result<TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(ca) {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(address).await?;
+    TlsConnector::from(Arc::new(config))
+        .connect(ServerName::IpAddress(address.ip().into()), tcp)
+        .await
+}
+
+/// Sends `head` and `body` on a new connection and reads the answer to its end:
+/// (status code, body).
+async fn exchange(
+    address: SocketAddr,
+    ca: &[u8],
+    head: &str,
+    body: &[u8],
+) -> Result<(u16, String), String> {
+    let mut tls = connect(address, ca).await.map_err(|e| e.to_string())?;
+    tls.write_all(head.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.write_all(body).await.map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(WAIT, tls.read_to_end(&mut answer)).await;
+    if answer.is_empty() {
+        return Err(format!("no answer: {read:?}"));
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").ok_or("no head")?;
+    let status = head
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no status")?;
+    Ok((status, body.to_owned()))
+}
+
+async fn post(
+    address: SocketAddr,
+    ca: &[u8],
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    exchange(address, ca, &head, body.as_bytes()).await
+}
+
+/// A directory laid out as kubelet mounts a Secret: `tls.crt` and `tls.key` link to
+/// `..data/`, a link to the current version's directory, swapped at once.
+struct MountedSecret {
+    dir: PathBuf,
+    versions: usize,
+}
+
+impl MountedSecret {
+    fn new(cert: &str, key: &str) -> MountedSecret {
+        let mut mounted = MountedSecret {
+            dir: tempdir(),
+            versions: 0,
+        };
+        mounted.write(cert, key);
+        for name in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(Path::new("..data").join(name), mounted.dir.join(name))
+                .unwrap();
+        }
+        mounted
+    }
+
+    /// A new version, swapped in by one rename of `..data`.
+    fn write(&mut self, cert: &str, key: &str) {
+        self.versions += 1;
+        let version = format!("..version_{}", self.versions);
+        std::fs::create_dir(self.dir.join(&version)).unwrap();
+        std::fs::write(self.dir.join(&version).join("tls.crt"), cert).unwrap();
+        std::fs::write(self.dir.join(&version).join("tls.key"), key).unwrap();
+        std::os::unix::fs::symlink(&version, self.dir.join("..data_tmp")).unwrap();
+        std::fs::rename(self.dir.join("..data_tmp"), self.dir.join("..data")).unwrap();
+    }
+
+    fn files(&self) -> Files {
+        Files {
+            poll: Duration::from_millis(20),
+            ..Files::new(self.dir.join("tls.crt"), self.dir.join("tls.key"))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_review_is_answered_to_a_client_that_trusts_the_ca_bundle() {
+    let (chain, key, _) = signed();
+    let mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let ca = certificates.ca_bundle().borrow().clone();
+    let (address, _stop) = serve(&certificates, |_| {}).await;
+
+    let review = r#"{"kind":"AdmissionReview"}"#;
+    assert_eq!(
+        post(address, &ca, "/validate/k%C3%A9x%2Fa?timeout=10s", review).await,
+        Ok((200, format!("validate/kéx/a {review}")))
+    );
+    // Kept alive: two requests on one connection.
+    let mut tls = connect(address, &ca).await.unwrap();
+    for n in 0..2 {
+        let request = format!("POST /m{n} HTTP/1.1\r\nHost: w\r\nContent-Length: 2\r\n\r\n{{}}");
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 512];
+        let read = tokio::time::timeout(WAIT, tls.read(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with(&format!("m{n} {{}}")),
+            "{answer}"
+        );
+    }
+
+    let (_, _, other_ca) = signed();
+    let untrusting = post(address, other_ca.as_bytes(), "/validate", review).await;
+    assert!(
+        untrusting
+            .as_ref()
+            .is_err_and(|e| e.contains("invalid peer certificate")),
+        "{untrusting:?}"
+    );
+}
+
+#[tokio::test]
+async fn other_methods_oversized_bodies_and_bad_paths_are_refused() {
+    let (chain, key, _) = signed();
+    let mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let ca = certificates.ca_bundle().borrow().clone();
+    let (address, _stop) = serve(&certificates, |o| o.max_body = 1024).await;
+
+    for method in ["GET", "PUT", "DELETE"] {
+        let head = format!("{method} /validate HTTP/1.1\r\nHost: w\r\nConnection: close\r\n\r\n");
+        let (status, _) = exchange(address, &ca, &head, b"").await.unwrap();
+        assert_eq!(status, 405, "{method}");
+    }
+    assert_eq!(
+        post(address, &ca, "/v", &"x".repeat(1024))
+            .await
+            .map(|a| a.0),
+        Ok(200)
+    );
+    assert_eq!(
+        post(address, &ca, "/v", &"x".repeat(1025))
+            .await
+            .map(|a| a.0),
+        Ok(413)
+    );
+    // No length announced: counted as it comes.
+    let chunk = "x".repeat(800);
+    let chunked = format!(
+        "POST /v HTTP/1.1\r\nHost: w\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n320\r\n{chunk}\r\n320\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    assert_eq!(
+        exchange(address, &ca, &chunked, b"").await.map(|a| a.0),
+        Ok(413)
+    );
+    assert_eq!(
+        post(address, &ca, "/v%FF", "{}").await.map(|a| a.0),
+        Ok(400)
+    );
+}
+
+/// The connection's end as the client sees it: its answer, or nothing.
+async fn until_closed(mut stream: impl tokio::io::AsyncRead + Unpin) -> String {
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server did not close the connection");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn bad_handshakes_and_slow_clients_hold_only_their_own_connection() {
+    let (chain, key, _) = signed();
+    let mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let ca = certificates.ca_bundle().borrow().clone();
+    let short = Duration::from_millis(300);
+    let (address, _stop) = serve(&certificates, |o| {
+        (o.handshake_timeout, o.header_timeout, o.body_timeout) = (short, short, short);
+    })
+    .await;
+
+    let mut plain = TcpStream::connect(address).await.unwrap();
+    plain
+        .write_all(b"POST /v HTTP/1.1\r\nHost: w\r\n\r\n")
+        .await
+        .unwrap();
+    let silent = TcpStream::connect(address).await.unwrap();
+    let mut no_head = connect(address, &ca).await.unwrap();
+    no_head.write_all(b"POST /v HTTP/1.1\r\n").await.unwrap();
+    let mut no_body = connect(address, &ca).await.unwrap();
+    no_body
+        .write_all(b"POST /v HTTP/1.1\r\nHost: w\r\nContent-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    // Served meanwhile.
+    assert_eq!(
+        post(address, &ca, "/v", "{}").await,
+        Ok((200, "v {}".to_owned()))
+    );
+
+    // A TLS alert, at most.
+    assert!(!until_closed(plain).await.contains("HTTP"));
+    assert_eq!(until_closed(silent).await, "");
+    assert!(!until_closed(no_head).await.contains(" 200 "));
+    assert!(until_closed(no_body).await.starts_with("HTTP/1.1 408"));
+    assert_eq!(
+        post(address, &ca, "/v", "{}").await,
+        Ok((200, "v {}".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn the_server_stops_on_its_signal() {
+    let (chain, key, _) = signed();
+    let mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let options = Options::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = Server::start(options, certificates.resolver(), echo(), stop.clone())
+        .await
+        .unwrap();
+    let address = server.address();
+    let idle = connect(address, &certificates.ca_bundle().borrow())
+        .await
+        .unwrap();
+    stop.cancel();
+    tokio::time::timeout(WAIT, server.stopped())
+        .await
+        .expect("stopped");
+    assert!(
+        TcpStream::connect(address).await.is_err(),
+        "still listening"
+    );
+    drop(idle);
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Waits until a line contains `text`.
+    async fn wait_for(&self, text: &str) {
+        let found = tokio::time::timeout(WAIT, async {
+            while !String::from_utf8_lossy(&self.0.lock().unwrap()).contains(text) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(found.is_ok(), "no log line with {text:?}");
+    }
+}
+
+/// Connects with a client that trusts only `ca` until the handshake succeeds.
+async fn until_trusted(address: SocketAddr, ca: &[u8]) {
+    let trusted = tokio::time::timeout(WAIT, async {
+        while connect(address, ca).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        trusted.is_ok(),
+        "the server never served a certificate of that CA"
+    );
+}
+
+#[tokio::test]
+async fn files_rotated_while_running_are_served_and_a_broken_version_is_not() {
+    // A current-thread runtime: the reloading task logs to this thread's subscriber.
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logs = tracing::subscriber::set_default(subscriber);
+
+    let (chain, key, ca) = signed();
+    let mut mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let mut bundle = certificates.ca_bundle();
+    assert_eq!(*bundle.borrow_and_update(), ca.as_bytes());
+    let (address, _stop) = serve(&certificates, |_| {}).await;
+    assert!(connect(address, ca.as_bytes()).await.is_ok());
+
+    // A broken version: logged, the old certificate kept.
+    mounted.write(
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        &key,
+    );
+    captured.wait_for("keeps the certificate it had").await;
+    assert!(connect(address, ca.as_bytes()).await.is_ok());
+    assert!(!bundle.has_changed().unwrap());
+
+    // A good one: served from the next connection on, its CA told to the watchers.
+    let (chain2, key2, ca2) = signed();
+    mounted.write(&chain2, &key2);
+    tokio::time::timeout(WAIT, bundle.changed())
+        .await
+        .expect("told")
+        .unwrap();
+    assert_eq!(*bundle.borrow_and_update(), ca2.as_bytes());
+    until_trusted(address, ca2.as_bytes()).await;
+    assert!(
+        connect(address, ca.as_bytes()).await.is_err(),
+        "the old certificate is still served"
+    );
+    captured.wait_for("serves the new certificate").await;
+}
