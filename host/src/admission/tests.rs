@@ -17,7 +17,9 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::certificates::{Certificates, Files, Source, signed, tempdir};
+use super::certificates::{
+    Certificates, Files, Generated, SECRET, Source, cluster, replica, signed, tempdir,
+};
 use super::server::{Answerer, Options, Server};
 
 /// The longest any wait for the server's behaviour takes before the test fails.
@@ -212,6 +214,12 @@ async fn other_methods_oversized_bodies_and_bad_paths_are_refused() {
             .map(|a| a.0),
         Ok(413)
     );
+    // Refused on its announced length, before it comes.
+    let announced = "POST /v HTTP/1.1\r\nHost: w\r\nContent-Length: 1025\r\n\r\n";
+    assert_eq!(
+        exchange(address, &ca, announced, b"").await.map(|a| a.0),
+        Ok(413)
+    );
     // No length announced: counted as it comes.
     let chunk = "x".repeat(800);
     let chunked = format!(
@@ -321,10 +329,14 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
-    /// Waits until a line contains `text`.
-    async fn wait_for(&self, text: &str) {
+    /// Waits until `n` lines contain `text`.
+    async fn wait_for(&self, text: &str, n: usize) {
         let found = tokio::time::timeout(WAIT, async {
-            while !String::from_utf8_lossy(&self.0.lock().unwrap()).contains(text) {
+            while String::from_utf8_lossy(&self.0.lock().unwrap())
+                .matches(text)
+                .count()
+                < n
+            {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
@@ -373,12 +385,16 @@ async fn files_rotated_while_running_are_served_and_a_broken_version_is_not() {
         "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
         &key,
     );
-    captured.wait_for("keeps the certificate it had").await;
+    captured.wait_for("keeps the certificate it had", 1).await;
+    assert!(connect(address, ca.as_bytes()).await.is_ok());
+    // Another: a new certificate with the old key.
+    let (chain2, key2, ca2) = signed();
+    mounted.write(&chain2, &key);
+    captured.wait_for("keeps the certificate it had", 2).await;
     assert!(connect(address, ca.as_bytes()).await.is_ok());
     assert!(!bundle.has_changed().unwrap());
 
     // A good one: served from the next connection on, its CA told to the watchers.
-    let (chain2, key2, ca2) = signed();
     mounted.write(&chain2, &key2);
     tokio::time::timeout(WAIT, bundle.changed())
         .await
@@ -390,5 +406,50 @@ async fn files_rotated_while_running_are_served_and_a_broken_version_is_not() {
         connect(address, ca.as_bytes()).await.is_err(),
         "the old certificate is still served"
     );
-    captured.wait_for("serves the new certificate").await;
+    captured.wait_for("serves the new certificate", 1).await;
+}
+
+#[tokio::test]
+async fn replicas_with_generated_certificates_serve_with_one_ca_and_follow_its_replacement() {
+    let (_cluster, client) = cluster().await;
+    let refreshing = |client: &kube::Client| Generated {
+        refresh: Duration::from_millis(20),
+        ..replica(client)
+    };
+    let one = Certificates::start(Source::Generated(refreshing(&client)))
+        .await
+        .unwrap();
+    let two = Certificates::start(Source::Generated(refreshing(&client)))
+        .await
+        .unwrap();
+    let mut bundle = one.ca_bundle();
+    let ca = bundle.borrow_and_update().clone();
+    assert_eq!(*two.ca_bundle().borrow(), ca);
+    let (address_one, _stop_one) = serve(&one, |_| {}).await;
+    let (address_two, _stop_two) = serve(&two, |_| {}).await;
+    for address in [address_one, address_two] {
+        assert_eq!(
+            post(address, &ca, "/v", "{}").await,
+            Ok((200, "v {}".to_owned()))
+        );
+    }
+
+    // Another replica replaces the Secret (here: it was deleted, and made anew).
+    let api =
+        kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "default");
+    api.delete(SECRET, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let three = Certificates::start(Source::Generated(replica(&client)))
+        .await
+        .unwrap();
+    let new_ca = three.ca_bundle().borrow().clone();
+    assert_ne!(new_ca, ca);
+    tokio::time::timeout(WAIT, bundle.changed())
+        .await
+        .expect("told")
+        .unwrap();
+    assert_eq!(*bundle.borrow(), new_ca);
+    until_trusted(address_one, &new_ca).await;
+    until_trusted(address_two, &new_ca).await;
 }

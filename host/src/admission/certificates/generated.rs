@@ -350,3 +350,185 @@ fn generate(names: &[String], validity: Duration) -> Result<Material, rcgen::Err
         ca_key: ca_key.serialize_pem(),
     })
 }
+
+/// Generation against a real API server: replicas, restarts, races, replacements.
+#[cfg(test)]
+pub(crate) mod tests {
+    use kapsel_apiserver::{ApiServer, Config, Fault, RequestMatcher};
+    use kube::api::DeleteParams;
+
+    use super::*;
+
+    pub(crate) const SECRET: &str = "kapsel-webhook";
+
+    pub(crate) async fn cluster() -> (ApiServer, kube::Client) {
+        let server = ApiServer::start(Config::default()).await.unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        (server, client)
+    }
+
+    /// A replica's generator: the Service `kapsel` in `default`, and 127.0.0.1.
+    pub(crate) fn replica(client: &kube::Client) -> Generated {
+        let mut names = service_names("kapsel", "default");
+        names.push("127.0.0.1".to_owned());
+        Generated::new(client.clone(), "default", SECRET, names)
+    }
+
+    async fn stored(client: &kube::Client) -> Secret {
+        Api::<Secret>::namespaced(client.clone(), "default")
+            .get(SECRET)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn replicas_and_restarts_serve_with_the_secrets_ca() {
+        let (_server, client) = cluster().await;
+        let first = replica(&client).ensure().await.unwrap();
+        let secret = stored(&client).await;
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        let material = Material::of(&secret).unwrap();
+        assert_eq!(first.ca_bundle, material.ca_crt.as_bytes());
+        for _ in 0..2 {
+            let other = replica(&client).ensure().await.unwrap();
+            assert_eq!(other.ca_bundle, first.ca_bundle);
+            assert_eq!(other.key.cert, first.key.cert);
+        }
+        assert_eq!(
+            stored(&client).await.metadata.resource_version,
+            secret.metadata.resource_version,
+            "rewritten"
+        );
+    }
+
+    #[tokio::test]
+    async fn replicas_that_race_to_create_the_secret_end_with_one_ca() {
+        let (server, client) = cluster().await;
+        // The first create waits, so the other replica's create lands before it: the
+        // first gets 409 and must take the Secret the other stored.
+        server.faults().fail_next(
+            1,
+            RequestMatcher::any().verb("create").plural("secrets"),
+            Fault::Slow(Duration::from_millis(500)),
+        );
+        let (one, two) = (replica(&client), replica(&client));
+        let (one, two) = tokio::join!(one.ensure(), two.ensure());
+        let (one, two) = (one.unwrap(), two.unwrap());
+        assert_eq!(one.ca_bundle, two.ca_bundle);
+        assert_eq!(
+            one.ca_bundle,
+            Material::of(&stored(&client).await)
+                .unwrap()
+                .ca_crt
+                .as_bytes()
+        );
+
+        let many = futures::future::join_all((0..4).map(|_| {
+            let client = client.clone();
+            async move {
+                let generator = Generated {
+                    secret: "raced".to_owned(),
+                    ..replica(&client)
+                };
+                generator.ensure().await.unwrap().ca_bundle
+            }
+        }))
+        .await;
+        assert!(many.iter().all(|ca| *ca == many[0]), "several CAs");
+    }
+
+    #[tokio::test]
+    async fn a_broken_expiring_or_uncovering_secret_is_replaced() {
+        let (server, client) = cluster().await;
+        let expiring = Generated {
+            validity: Duration::from_secs(2 * 24 * 3600),
+            ..replica(&client)
+        };
+        let short = expiring.ensure().await.unwrap();
+        // Within its renewal time: replaced, and the replacement kept.
+        let renewed = replica(&client).ensure().await.unwrap();
+        assert_ne!(renewed.ca_bundle, short.ca_bundle);
+        assert_eq!(
+            replica(&client).ensure().await.unwrap().ca_bundle,
+            renewed.ca_bundle
+        );
+
+        // Not for this replica's names.
+        let elsewhere = Generated {
+            names: service_names("kapsel", "elsewhere"),
+            ..replica(&client)
+        };
+        let moved = elsewhere.ensure().await.unwrap();
+        assert_ne!(moved.ca_bundle, renewed.ca_bundle);
+        assert_eq!(
+            moved.ca_bundle,
+            Material::of(&stored(&client).await)
+                .unwrap()
+                .ca_crt
+                .as_bytes()
+        );
+
+        // For the Service's names, not for the replica's address too.
+        let unaddressed = Generated {
+            names: service_names("kapsel", "default"),
+            ..replica(&client)
+        };
+        let without = unaddressed.ensure().await.unwrap();
+        let with = replica(&client).ensure().await.unwrap();
+        assert_ne!(with.ca_bundle, without.ca_bundle);
+
+        // Broken, and its replacement racing another writer once (409 on the update).
+        let api = Api::<Secret>::namespaced(client.clone(), "default");
+        let mut broken = stored(&client).await;
+        if let Some(data) = broken.data.as_mut() {
+            data.insert("tls.crt".to_owned(), ByteString(b"junk".to_vec()));
+        }
+        api.replace(SECRET, &PostParams::default(), &broken)
+            .await
+            .unwrap();
+        server.faults().fail_next(
+            1,
+            RequestMatcher::any().verb("update").plural("secrets"),
+            Fault::Conflict,
+        );
+        let repaired = replica(&client).ensure().await.unwrap();
+        let material = Material::of(&stored(&client).await).unwrap();
+        assert_eq!(repaired.ca_bundle, material.ca_crt.as_bytes());
+        assert_ne!(repaired.ca_bundle, with.ca_bundle);
+        assert!(replica(&client).check(&stored(&client).await).is_ok());
+
+        // Gone: made anew.
+        api.delete(SECRET, &DeleteParams::default()).await.unwrap();
+        let anew = replica(&client).ensure().await.unwrap();
+        assert_ne!(anew.ca_bundle, repaired.ca_bundle);
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_secret_is_an_error_that_names_it() {
+        let (server, client) = cluster().await;
+        server.faults().fail_next(
+            ATTEMPTS,
+            RequestMatcher::any().verb("create").plural("secrets"),
+            Fault::Conflict,
+        );
+        let error = replica(&client).ensure().await.unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "the admission certificate's Secret default/{SECRET} kept changing under each \
+                 write ({ATTEMPTS} attempts)"
+            )
+        );
+        server.faults().fail_next(
+            1,
+            RequestMatcher::any().verb("get").plural("secrets"),
+            Fault::InternalError,
+        );
+        let error = replica(&client).ensure().await.unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("cannot read the admission certificate's Secret default/{SECRET}")
+        );
+    }
+}

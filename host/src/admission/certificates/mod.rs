@@ -18,12 +18,19 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use current::Current;
 pub(crate) use files::{Files, FilesError};
-pub(crate) use generated::{Generated, GeneratedError, service_names};
+#[allow(
+    unused_imports,
+    reason = "the managed configurations (issue 33) name the Service"
+)]
+pub(crate) use generated::service_names;
+pub(crate) use generated::{Generated, GeneratedError};
 
 #[cfg(test)]
 pub(crate) use current::tests::signed;
 #[cfg(test)]
 pub(crate) use files::tests::tempdir;
+#[cfg(test)]
+pub(crate) use generated::tests::{SECRET, cluster, replica};
 
 /// Where the certificate comes from.
 #[derive(Debug)]
