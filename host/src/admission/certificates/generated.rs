@@ -11,23 +11,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use rustls::client::danger::ServerCertVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_util::sync::CancellationToken;
 
 use super::current::{Current, Loaded};
+use super::issuing::{Material, Validity};
 
-/// How long a generated CA and certificate are valid.
-const VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
-/// How long before its end a certificate is replaced.
-const RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How often the Secret is read again (another replica may have replaced it).
 const REFRESH: Duration = Duration::from_secs(3600);
 /// Writes that lose races before giving up.
@@ -43,10 +37,8 @@ pub(crate) struct Generated {
     pub(crate) names: Vec<String>,
     /// How often the Secret is read again.
     pub(crate) refresh: Duration,
-    /// How long what is generated is valid.
-    pub(crate) validity: Duration,
-    /// How long before its end a certificate is replaced.
-    pub(crate) renew_before: Duration,
+    /// How long what is generated is valid, and when it is renewed.
+    pub(crate) validity: Validity,
 }
 
 impl std::fmt::Debug for Generated {
@@ -93,37 +85,33 @@ pub(crate) fn service_names(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// The Secret's four values (PEM).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Material {
-    tls_crt: String,
-    tls_key: String,
-    ca_crt: String,
-    ca_key: String,
-}
-
+/// The Secret's keys, in [`values`]' order.
 const KEYS: [&str; 4] = ["tls.crt", "tls.key", "ca.crt", "ca.key"];
 
-impl Material {
-    fn values(&self) -> [&str; 4] {
-        [&self.tls_crt, &self.tls_key, &self.ca_crt, &self.ca_key]
-    }
+fn values(material: &Material) -> [&str; 4] {
+    [
+        &material.tls_crt,
+        &material.tls_key,
+        &material.ca_crt,
+        &material.ca_key,
+    ]
+}
 
-    fn of(secret: &Secret) -> Result<Material, String> {
-        let data = secret.data.as_ref();
-        let value = |key: &str| {
-            let bytes = data
-                .and_then(|d| d.get(key))
-                .ok_or_else(|| format!("it has no {key}"))?;
-            String::from_utf8(bytes.0.clone()).map_err(|_| format!("its {key} is not PEM"))
-        };
-        Ok(Material {
-            tls_crt: value(KEYS[0])?,
-            tls_key: value(KEYS[1])?,
-            ca_crt: value(KEYS[2])?,
-            ca_key: value(KEYS[3])?,
-        })
-    }
+/// The Secret's four values, or which is missing.
+fn material_of(secret: &Secret) -> Result<Material, String> {
+    let data = secret.data.as_ref();
+    let value = |key: &str| {
+        let bytes = data
+            .and_then(|d| d.get(key))
+            .ok_or_else(|| format!("it has no {key}"))?;
+        String::from_utf8(bytes.0.clone()).map_err(|_| format!("its {key} is not PEM"))
+    };
+    Ok(Material {
+        tls_crt: value(KEYS[0])?,
+        tls_key: value(KEYS[1])?,
+        ca_crt: value(KEYS[2])?,
+        ca_key: value(KEYS[3])?,
+    })
 }
 
 impl Generated {
@@ -139,8 +127,7 @@ impl Generated {
             secret: secret.into(),
             names,
             refresh: REFRESH,
-            validity: VALIDITY,
-            renew_before: RENEW_BEFORE,
+            validity: Validity::default(),
         }
     }
 
@@ -169,21 +156,39 @@ impl Generated {
                 .get_opt(&self.secret)
                 .await
                 .map_err(self.failed("read"))?;
+            let mut renewed = None;
             let resource_version = match &existing {
                 None => None,
-                Some(secret) => match self.check(secret) {
-                    Ok(loaded) => return Ok(loaded),
-                    Err(why) => {
-                        tracing::info!(
-                            "The admission certificate in Secret {}/{} is replaced: {why}.",
-                            self.namespace,
-                            self.secret
-                        );
-                        secret.metadata.resource_version.clone()
-                    }
-                },
+                Some(secret) => {
+                    let material = material_of(secret);
+                    let checked = material
+                        .as_ref()
+                        .map_err(String::clone)
+                        .and_then(|m| m.check(&self.names, self.validity.renew_before));
+                    let why = match checked {
+                        Ok(loaded) => return Ok(loaded),
+                        Err(why) => why,
+                    };
+                    renewed = material
+                        .ok()
+                        .and_then(|m| m.renewed(&self.names, self.validity));
+                    tracing::info!(
+                        "The admission certificate in Secret {}/{} is replaced{}: {why}.",
+                        self.namespace,
+                        self.secret,
+                        if renewed.is_some() {
+                            " under the same CA"
+                        } else {
+                            ""
+                        },
+                    );
+                    secret.metadata.resource_version.clone()
+                }
             };
-            let material = generate(&self.names, self.validity)?;
+            let material = match renewed {
+                Some(material) => material,
+                None => Material::generate(&self.names, self.validity)?,
+            };
             let secret = self.secret_of(&material, resource_version.clone());
             let written = match resource_version {
                 None => api.create(&PostParams::default(), &secret).await,
@@ -195,11 +200,11 @@ impl Generated {
             match written {
                 Ok(_) => {
                     tracing::info!(
-                        "The admission server's CA and certificate are new, kept in Secret {}/{}.",
+                        "The admission server's certificate is new, kept in Secret {}/{}.",
                         self.namespace,
                         self.secret
                     );
-                    return loaded(&material).map_err(GeneratedError::Unusable);
+                    return material.loaded().map_err(GeneratedError::Unusable);
                 }
                 // Another replica wrote first: theirs is read next round.
                 Err(kube::Error::Api(status)) if status.code == 409 => {}
@@ -214,49 +219,10 @@ impl Generated {
         })
     }
 
-    /// The Secret's certificate, or why it is not used.
-    fn check(&self, secret: &Secret) -> Result<Loaded, String> {
-        let material = Material::of(secret)?;
-        let loaded = loaded(&material)?;
-        let now = SystemTime::now();
-        let mut roots = rustls::RootCertStore::empty();
-        for ca in CertificateDer::pem_slice_iter(material.ca_crt.as_bytes()) {
-            let ca = ca.map_err(|e| format!("its ca.crt is broken: {e}"))?;
-            roots
-                .add(ca)
-                .map_err(|e| format!("its ca.crt is broken: {e}"))?;
-        }
-        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots),
-            Arc::new(rustls::crypto::ring::default_provider()),
-        )
-        .build()
-        .map_err(|e| format!("its ca.crt cannot verify: {e}"))?;
-        let (leaf, chain) = loaded
-            .key
-            .cert
-            .split_first()
-            .ok_or_else(|| "its tls.crt has no certificate".to_owned())?;
-        for name in &self.names {
-            let server = ServerName::try_from(name.as_str())
-                .map_err(|e| format!("{name:?} is no server name: {e}"))?;
-            for (at, when) in [(now, "now"), (now + self.renew_before, "soon")] {
-                let at = UnixTime::since_unix_epoch(
-                    at.duration_since(SystemTime::UNIX_EPOCH)
-                        .unwrap_or_default(),
-                );
-                verifier
-                    .verify_server_cert(leaf, chain, &server, &[], at)
-                    .map_err(|e| format!("its certificate is not valid for {name} {when}: {e}"))?;
-            }
-        }
-        Ok(loaded)
-    }
-
     fn secret_of(&self, material: &Material, resource_version: Option<String>) -> Secret {
         let data: BTreeMap<String, ByteString> = KEYS
             .iter()
-            .zip(material.values())
+            .zip(values(material))
             .map(|(key, value)| ((*key).to_owned(), ByteString(value.as_bytes().to_vec())))
             .collect();
         Secret {
@@ -296,61 +262,6 @@ impl Generated {
     }
 }
 
-/// The material as a certificate to serve, with `ca.crt` as the CA bundle.
-fn loaded(material: &Material) -> Result<Loaded, String> {
-    Loaded::from_pem(
-        material.tls_crt.as_bytes(),
-        material.tls_key.as_bytes(),
-        Some(material.ca_crt.as_bytes()),
-    )
-    .map_err(|problem| format!("it is broken: {problem:?}"))
-}
-
-/// A new CA and a serving certificate it signed for `names`, valid from a day ago (clocks
-/// differ) for `validity`.
-fn generate(names: &[String], validity: Duration) -> Result<Material, rcgen::Error> {
-    let today = chrono::Utc::now().date_naive();
-    let day = |date: chrono::NaiveDate| {
-        use chrono::Datelike;
-        rcgen::date_time_ymd(
-            date.year(),
-            u8::try_from(date.month()).unwrap_or(1),
-            u8::try_from(date.day()).unwrap_or(1),
-        )
-    };
-    let not_before = day(today - chrono::Days::new(1));
-    let days = validity.as_secs() / (24 * 3600);
-    let not_after = day(today + chrono::Days::new(days));
-    let ca_key = rcgen::KeyPair::generate()?;
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
-    ca.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    ca.distinguished_name = rcgen::DistinguishedName::new();
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "kapsel-admission-ca");
-    (ca.not_before, ca.not_after) = (not_before, not_after);
-    let ca = ca.self_signed(&ca_key)?;
-    let key = rcgen::KeyPair::generate()?;
-    let mut leaf = rcgen::CertificateParams::new(names.to_vec())?;
-    leaf.distinguished_name = rcgen::DistinguishedName::new();
-    leaf.distinguished_name.push(
-        rcgen::DnType::CommonName,
-        names.first().map_or("kapsel-admission", String::as_str),
-    );
-    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    (leaf.not_before, leaf.not_after) = (not_before, not_after);
-    let leaf = leaf.signed_by(&key, &ca, &ca_key)?;
-    Ok(Material {
-        tls_crt: leaf.pem(),
-        tls_key: key.serialize_pem(),
-        ca_crt: ca.pem(),
-        ca_key: ca_key.serialize_pem(),
-    })
-}
-
 /// Generation against a real API server: replicas, restarts, races, replacements.
 #[cfg(test)]
 pub(crate) mod tests {
@@ -388,7 +299,7 @@ pub(crate) mod tests {
         let first = replica(&client).ensure().await.unwrap();
         let secret = stored(&client).await;
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-        let material = Material::of(&secret).unwrap();
+        let material = material_of(&secret).unwrap();
         assert_eq!(first.ca_bundle, material.ca_crt.as_bytes());
         for _ in 0..2 {
             let other = replica(&client).ensure().await.unwrap();
@@ -418,7 +329,7 @@ pub(crate) mod tests {
         assert_eq!(one.ca_bundle, two.ca_bundle);
         assert_eq!(
             one.ca_bundle,
-            Material::of(&stored(&client).await)
+            material_of(&stored(&client).await)
                 .unwrap()
                 .ca_crt
                 .as_bytes()
@@ -438,70 +349,104 @@ pub(crate) mod tests {
         assert!(many.iter().all(|ca| *ca == many[0]), "several CAs");
     }
 
+    /// The serving certificate in the Secret now.
+    async fn stored_leaf(client: &kube::Client) -> String {
+        material_of(&stored(client).await).unwrap().tls_crt
+    }
+
+    impl Generated {
+        /// Whether the Secret's certificate serves this replica now.
+        async fn check_stored(&self) -> bool {
+            let material = material_of(&stored(&self.client).await).unwrap();
+            material.check(&self.names, Duration::ZERO).is_ok()
+        }
+    }
+
+    fn leaf(loaded: &Loaded) -> String {
+        let der = &loaded.key.cert[0];
+        format!("{der:?}")
+    }
+
     #[tokio::test]
-    async fn a_broken_expiring_or_uncovering_secret_is_replaced() {
+    async fn an_expiring_uncovering_or_broken_secret_is_replaced() {
         let (server, client) = cluster().await;
-        let expiring = Generated {
-            validity: Duration::from_secs(2 * 24 * 3600),
+        let day = Duration::from_secs(24 * 3600);
+        let api = Api::<Secret>::namespaced(client.clone(), "default");
+        let with = |validity: Validity| Generated {
+            validity,
             ..replica(&client)
         };
-        let short = expiring.ensure().await.unwrap();
-        // Within its renewal time: replaced, and the replacement kept.
-        let renewed = replica(&client).ensure().await.unwrap();
-        assert_ne!(renewed.ca_bundle, short.ca_bundle);
-        assert_eq!(
-            replica(&client).ensure().await.unwrap().ca_bundle,
-            renewed.ca_bundle
-        );
 
-        // Not for this replica's names.
+        // A serving certificate near its end: renewed under the same CA, and kept.
+        let short = with(Validity {
+            serving: 2 * day,
+            ..Validity::default()
+        });
+        let expiring = short.ensure().await.unwrap();
+        let renewed = replica(&client).ensure().await.unwrap();
+        assert_eq!(renewed.ca_bundle, expiring.ca_bundle);
+        assert_ne!(leaf(&renewed), leaf(&expiring));
+        let again = replica(&client).ensure().await.unwrap();
+        assert_eq!(leaf(&again), leaf(&renewed));
+
+        // A CA near its end: all anew.
+        api.delete(SECRET, &DeleteParams::default()).await.unwrap();
+        let old_ca = with(Validity {
+            ca: 2 * day,
+            serving: 2 * day,
+            ..Validity::default()
+        });
+        let old = old_ca.ensure().await.unwrap();
+        let fresh = replica(&client).ensure().await.unwrap();
+        assert_ne!(fresh.ca_bundle, old.ca_bundle);
+
+        // Not for this replica's names, or not for all of them: for them, under the CA.
         let elsewhere = Generated {
             names: service_names("kapsel", "elsewhere"),
             ..replica(&client)
         };
-        let moved = elsewhere.ensure().await.unwrap();
-        assert_ne!(moved.ca_bundle, renewed.ca_bundle);
-        assert_eq!(
-            moved.ca_bundle,
-            Material::of(&stored(&client).await)
-                .unwrap()
-                .ca_crt
-                .as_bytes()
-        );
-
-        // For the Service's names, not for the replica's address too.
         let unaddressed = Generated {
             names: service_names("kapsel", "default"),
             ..replica(&client)
         };
-        let without = unaddressed.ensure().await.unwrap();
-        let with = replica(&client).ensure().await.unwrap();
-        assert_ne!(with.ca_bundle, without.ca_bundle);
-
-        // Broken, and its replacement racing another writer once (409 on the update).
-        let api = Api::<Secret>::namespaced(client.clone(), "default");
-        let mut broken = stored(&client).await;
-        if let Some(data) = broken.data.as_mut() {
-            data.insert("tls.crt".to_owned(), ByteString(b"junk".to_vec()));
+        for other in [elsewhere, unaddressed] {
+            api.delete(SECRET, &DeleteParams::default()).await.unwrap();
+            let theirs = other.ensure().await.unwrap();
+            let covering = replica(&client).ensure().await.unwrap();
+            assert_eq!(covering.ca_bundle, theirs.ca_bundle);
+            assert_ne!(leaf(&covering), leaf(&theirs), "{:?}", other.names);
+            assert!(replica(&client).check_stored().await);
         }
-        api.replace(SECRET, &PostParams::default(), &broken)
-            .await
-            .unwrap();
-        server.faults().fail_next(
-            1,
-            RequestMatcher::any().verb("update").plural("secrets"),
-            Fault::Conflict,
-        );
-        let repaired = replica(&client).ensure().await.unwrap();
-        let material = Material::of(&stored(&client).await).unwrap();
-        assert_eq!(repaired.ca_bundle, material.ca_crt.as_bytes());
-        assert_ne!(repaired.ca_bundle, with.ca_bundle);
-        assert!(replica(&client).check(&stored(&client).await).is_ok());
+        let fresh = replica(&client).ensure().await.unwrap();
+
+        // Broken: a serving certificate that does not parse (renewed under the CA), then
+        // a CA key too (all anew); the update racing another writer once (409).
+        for (key, anew) in [("tls.crt", false), ("ca.key", true)] {
+            let mut broken = stored(&client).await;
+            if let Some(data) = broken.data.as_mut() {
+                data.insert(key.to_owned(), ByteString(b"junk".to_vec()));
+                data.insert("tls.crt".to_owned(), ByteString(b"junk".to_vec()));
+            }
+            api.replace(SECRET, &PostParams::default(), &broken)
+                .await
+                .unwrap();
+            server.faults().fail_next(
+                1,
+                RequestMatcher::any().verb("update").plural("secrets"),
+                Fault::Conflict,
+            );
+            let repaired = replica(&client).ensure().await.unwrap();
+            assert_eq!(repaired.ca_bundle != fresh.ca_bundle, anew, "{key}");
+            assert_ne!(stored_leaf(&client).await, "junk");
+            let kept = material_of(&stored(&client).await).unwrap();
+            assert_eq!(repaired.ca_bundle, kept.ca_crt.as_bytes());
+            assert!(replica(&client).check_stored().await);
+        }
 
         // Gone: made anew.
         api.delete(SECRET, &DeleteParams::default()).await.unwrap();
         let anew = replica(&client).ensure().await.unwrap();
-        assert_ne!(anew.ca_bundle, repaired.ca_bundle);
+        assert_ne!(anew.ca_bundle, fresh.ca_bundle);
     }
 
     #[tokio::test]

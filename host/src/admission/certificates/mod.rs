@@ -8,6 +8,7 @@
 mod current;
 mod files;
 mod generated;
+mod issuing;
 
 use std::sync::Arc;
 
