@@ -76,7 +76,8 @@ pub(crate) enum ServeError {
     },
 }
 
-/// The running server.
+/// The running server; it stops on the stop signal it was started with (dropping this
+/// does not stop it).
 #[derive(Debug)]
 pub(crate) struct Server {
     address: SocketAddr,

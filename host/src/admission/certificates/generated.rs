@@ -10,6 +10,7 @@
 //! uses the winner's. The CA bundle is `ca.crt`.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +84,18 @@ pub(crate) fn service_names(service: &str, namespace: &str) -> Vec<String> {
         service.to_owned(),
         format!("{service}.{namespace}"),
     ]
+}
+
+/// The addresses a certificate for serving on `listen` covers: 127.0.0.1 (for
+/// development: a dev cluster calls the webhooks there), and `listen`'s own address when
+/// it names one (not `0.0.0.0` or `::`).
+pub(crate) fn address_names(listen: SocketAddr) -> Vec<String> {
+    let mut names = vec!["127.0.0.1".to_owned()];
+    let ip = listen.ip();
+    if !ip.is_unspecified() && ip != IpAddr::from([127, 0, 0, 1]) {
+        names.push(ip.to_string());
+    }
+    names
 }
 
 /// The Secret's keys, in [`values`]' order.
@@ -291,6 +304,22 @@ pub(crate) mod tests {
             .get(SECRET)
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn a_certificate_covers_the_listening_address_and_loopback() {
+        let names = |listen: &str| address_names(listen.parse().unwrap());
+        assert_eq!(names("0.0.0.0:8443"), ["127.0.0.1"]);
+        assert_eq!(names("[::]:8443"), ["127.0.0.1"]);
+        assert_eq!(names("127.0.0.1:0"), ["127.0.0.1"]);
+        assert_eq!(names("10.0.0.7:443"), ["127.0.0.1", "10.0.0.7"]);
+        assert_eq!(names("[fd00::1]:443"), ["127.0.0.1", "fd00::1"]);
+        let material = Material::generate(&names("[fd00::1]:443"), Validity::default()).unwrap();
+        assert!(
+            material
+                .check(&names("[fd00::1]:443"), Duration::ZERO)
+                .is_ok()
+        );
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! Where the admission webhook server's certificate comes from: PEM files, reloaded when
 //! their content changes (`files`), or a CA and a serving certificate generated once and
-//! kept in a Secret every replica shares (`generated`). The server reads the certificate
+//! kept in a Secret every replica shares (`generated`, made by `issuing`). The server reads the certificate
 //! of the moment through [`Certificates::resolver`] at each handshake (`current`); the
 //! managed webhook configurations read the CA bundle, and are told when it changes,
 //! through [`Certificates::ca_bundle`].
@@ -19,12 +19,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use current::Current;
 pub(crate) use files::{Files, FilesError};
+pub(crate) use generated::{Generated, GeneratedError};
 #[allow(
     unused_imports,
-    reason = "the managed configurations (issue 33) name the Service"
+    reason = "the command line (issue 33) names the Service and the listening address"
 )]
-pub(crate) use generated::service_names;
-pub(crate) use generated::{Generated, GeneratedError};
+pub(crate) use generated::{address_names, service_names};
 
 #[cfg(test)]
 pub(crate) use current::tests::signed;
