@@ -47,7 +47,10 @@ pub(crate) struct Options {
     pub(crate) max_body: usize,
     /// The longest TLS handshake.
     pub(crate) handshake_timeout: Duration,
-    /// The longest wait for a request's head.
+    /// The longest wait for a request's head, counted from the end of the request before
+    /// on a kept-alive connection: also how long an idle connection stays open. Longer
+    /// than a slow client needs, so that kube-apiserver (which keeps connections for 90 s)
+    /// seldom finds the one it reuses closed under its request.
     pub(crate) header_timeout: Duration,
     /// The longest wait for a request's body.
     pub(crate) body_timeout: Duration,
@@ -59,7 +62,7 @@ impl Options {
             address,
             max_body: 8 << 20,
             handshake_timeout: Duration::from_secs(10),
-            header_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(30),
         }
     }
