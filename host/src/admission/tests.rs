@@ -453,3 +453,78 @@ async fn replicas_with_generated_certificates_serve_with_one_ca_and_follow_its_r
     until_trusted(address_one, &new_ca).await;
     until_trusted(address_two, &new_ca).await;
 }
+
+/// The API server's webhook client (kube-apiserver's behaviour) calls this server, trusting
+/// the CA bundle of a certificate generated into a Secret on that same API server.
+#[tokio::test]
+async fn the_api_server_calls_this_server_with_the_generated_ca_bundle() {
+    use base64::Engine;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    use serde_json::{Value, json};
+
+    let (_cluster, client) = cluster().await;
+    let certificates = Certificates::start(Source::Generated(replica(&client)))
+        .await
+        .unwrap();
+    let refuse: Answerer = Arc::new(|path: String, body: Bytes| {
+        Box::pin(async move {
+            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let answer = json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": review["request"]["uid"],
+                    "allowed": false,
+                    "status": {"code": 403, "message": format!("refused by {path}")},
+                },
+            });
+            Response::new(answer.to_string())
+        })
+    });
+    let stop = CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let options = Options::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = Server::start(options, certificates.resolver(), refuse, stop)
+        .await
+        .unwrap();
+    let ca_bundle =
+        base64::engine::general_purpose::STANDARD.encode(&*certificates.ca_bundle().borrow());
+    let configuration = serde_json::from_value(json!({
+        "metadata": {"name": "kapsel"},
+        "webhooks": [{
+            "name": "refuse.kapsel.dev",
+            "clientConfig": {
+                "url": format!("https://{}/validate/config%20maps", server.address()),
+                "caBundle": ca_bundle,
+            },
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }],
+    }))
+    .unwrap();
+    let configurations: kube::Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = kube::Api::all(client.clone());
+    configurations
+        .create(&PostParams::default(), &configuration)
+        .await
+        .unwrap();
+
+    let config_map: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "refused"}})).unwrap();
+    let refused = kube::Api::<ConfigMap>::namespaced(client, "default")
+        .create(&PostParams::default(), &config_map)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("not refused by the webhook: {refused}");
+    };
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "admission webhook \"refuse.kapsel.dev\" denied the request: refused by validate/config maps"
+    );
+}
