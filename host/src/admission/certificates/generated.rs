@@ -4,10 +4,14 @@
 //! serves with the same CA and a restart does not change it.
 //!
 //! At start and every `refresh`: the Secret is read and used when it is valid, covers the
-//! names and is not near its end; else a new CA and certificate are made and stored (a
-//! create when there is no Secret, an update checked by `resourceVersion` when there is
-//! one). A write that loses a race with another replica (409) reads the Secret again and
-//! uses the winner's. The CA bundle is `ca.crt`.
+//! names and is not near its end; else a new serving certificate is made (under the
+//! Secret's CA while that CA and its key are good, so the CA bundle stays; else with a
+//! new CA) and stored: a create when there is no Secret, an update checked by
+//! `resourceVersion` when there is one. A write that loses a race with another replica
+//! (409) reads the Secret again and uses the winner's. The CA bundle is `ca.crt`.
+//!
+//! Every replica must ask for the same names: one whose names the stored certificate does
+//! not cover replaces it, and the others replace it back at their next refresh.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
