@@ -25,10 +25,14 @@ use super::server::{Answerer, Options, Server};
 /// The longest any wait for the server's behaviour takes before the test fails.
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Answers with the path and the body it was given.
+/// Answers with the path and the body it was given; panics on the path `panic` (an
+/// answerer's bug).
 fn echo() -> Answerer {
     Arc::new(|path: String, body: Bytes| {
-        Box::pin(async move { Response::new(format!("{path} {}", String::from_utf8_lossy(&body))) })
+        Box::pin(async move {
+            assert_ne!(path, "panic", "the answerer's bug");
+            Response::new(format!("{path} {}", String::from_utf8_lossy(&body)))
+        })
     })
 }
 
@@ -270,6 +274,8 @@ async fn bad_handshakes_and_slow_clients_hold_only_their_own_connection() {
         .write_all(b"POST /v HTTP/1.1\r\nHost: w\r\nContent-Length: 100\r\n\r\n{")
         .await
         .unwrap();
+    // An answerer that panics loses its request only.
+    assert!(post(address, &ca, "/panic", "{}").await.is_err());
     // Served meanwhile.
     assert_eq!(
         post(address, &ca, "/v", "{}").await,
