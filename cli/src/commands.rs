@@ -146,6 +146,9 @@ fn operator_for(args: RunArgs) -> Result<Operator, String> {
     if let Some(path) = args.record {
         operator = operator.record(path);
     }
+    if let Some(server) = args.admission.server() {
+        operator = operator.admission(server);
+    }
     if let Some(dir) = args.cache_dir {
         operator = operator.cache_dir(dir);
     }

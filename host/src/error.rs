@@ -32,6 +32,10 @@ pub enum Error {
     /// The liveness or metrics endpoint cannot be served (a bad URL, a port in use).
     #[error("the liveness or metrics endpoint cannot be served")]
     Endpoint(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The admission webhooks cannot be served (their certificate cannot be loaded or
+    /// generated, their address cannot be bound).
+    #[error("the admission webhooks cannot be served")]
+    Admission(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A peer record could not be written (`freeze`, `resume`).
     #[error("the peer record could not be written")]
     Peering(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -45,6 +45,7 @@ pub mod testing;
 mod tools;
 
 // The embedding API (ARCHITECTURE.md lists it).
+pub use admission::AdmissionServer;
 pub use cluster::default_kube_client;
 pub use embedding::{OperatorHandle, Readiness};
 pub use error::Error;

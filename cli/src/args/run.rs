@@ -56,6 +56,8 @@ pub(crate) struct RunArgs {
     pub(crate) persistence: PersistenceArgs,
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) admission: AdmissionArgs,
     /// Serve liveness at this URL (e.g. http://0.0.0.0:8080/healthz), with the metrics at /metrics beside it.
     #[arg(short = 'L', long, value_name = "URL", value_parser = endpoint_url)]
     pub(crate) liveness: Option<String>,
@@ -79,6 +81,101 @@ pub(crate) struct RunArgs {
     /// YAML. The settings, their defaults and meaning: `kapsel_host::Settings`, README.
     #[arg(long = "setting", value_name = "KEY=VALUE", value_parser = setting)]
     pub(crate) settings: Vec<(String, String)>,
+}
+
+/// The admission webhooks (Kopf's `settings.admission`): the guests' `on::validate` and
+/// `on::mutate` handlers served over HTTPS.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Admission webhooks")]
+pub(crate) struct AdmissionArgs {
+    /// Serve the admission webhooks over HTTPS on this address (e.g. 0.0.0.0:9443).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) admission_listen: Option<std::net::SocketAddr>,
+    /// Manage the ValidatingWebhookConfiguration and MutatingWebhookConfiguration of this
+    /// name: a webhook per admission handler, pointing at --admission-service, else at
+    /// --admission-url, else at the listen address.
+    #[arg(long, value_name = "NAME", requires = "admission_listen")]
+    pub(crate) admission_managed: Option<String>,
+    /// The Service the managed configurations point at (its DNS names are in a generated
+    /// certificate); the port defaults to 443.
+    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]", value_parser = service, requires = "admission_listen")]
+    pub(crate) admission_service: Option<(String, String, u16)>,
+    /// The URL the managed configurations point at (default: https://<listen address>).
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "admission_listen",
+        conflicts_with = "admission_service"
+    )]
+    pub(crate) admission_url: Option<String>,
+    /// The serving certificate (PEM, a chain whose last certificate is the CA bundle),
+    /// read again when it changes; generated into a Secret when absent.
+    #[arg(long, value_name = "FILE", requires_all = ["admission_listen", "admission_key"])]
+    pub(crate) admission_cert: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "admission_cert")]
+    pub(crate) admission_key: Option<PathBuf>,
+    /// The Secret a generated certificate is kept in, shared by every replica (default:
+    /// the operator's namespace, `<managed name or kapsel>-admission-tls`).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = secret, requires = "admission_listen", conflicts_with = "admission_cert")]
+    pub(crate) admission_secret: Option<(String, String)>,
+    /// On exit, remove the webhooks of the handlers that are not persistent from the
+    /// managed configurations (Kopf's cleanup); by default they stay.
+    #[arg(long, requires = "admission_managed")]
+    pub(crate) admission_remove_on_exit: bool,
+}
+
+impl AdmissionArgs {
+    /// The webhook server these flags ask for, if any.
+    pub(crate) fn server(&self) -> Option<kapsel_host::AdmissionServer> {
+        let mut server = kapsel_host::AdmissionServer::new(self.admission_listen?);
+        if let (Some(cert), Some(key)) = (&self.admission_cert, &self.admission_key) {
+            server = server.certificate(cert, key);
+        }
+        if let Some((namespace, name)) = &self.admission_secret {
+            server = server.secret(namespace, name);
+        }
+        if let Some(name) = &self.admission_managed {
+            server = server.managed(name);
+        }
+        if let Some((namespace, name, port)) = &self.admission_service {
+            server = server.service(namespace, name, *port);
+        }
+        if let Some(url) = &self.admission_url {
+            server = server.url(url);
+        }
+        if self.admission_remove_on_exit {
+            server = server.remove_on_exit();
+        }
+        Some(server)
+    }
+}
+
+/// `NAMESPACE/NAME[:PORT]`.
+fn service(text: &str) -> Result<(String, String, u16), String> {
+    let (reference, port) = match text.rsplit_once(':') {
+        Some((reference, port)) => {
+            let port = port
+                .parse()
+                .map_err(|_| format!("{port:?} is not a port number"))?;
+            (reference, port)
+        }
+        None => (text, 443),
+    };
+    let (namespace, name) = secret(reference)?;
+    Ok((namespace, name, port))
+}
+
+/// `NAMESPACE/NAME`.
+fn secret(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE/NAME")),
+    }
 }
 
 /// `KEY=VALUE`, checked against the settings: an unknown key or a wrong value is a
@@ -127,6 +224,14 @@ pub(crate) struct LimitArgs {
     /// Call slots for timers and daemons (a daemon holds one while it runs).
     #[arg(long, default_value_t = Limits::default().background_slots)]
     pub(crate) background_slots: u32,
+    /// The wall-clock budget of one admission call, in milliseconds, unless the handler
+    /// declares one (a write of the cluster waits for it).
+    #[arg(long, default_value_t = millis(Limits::default().admission_deadline))]
+    pub(crate) admission_deadline_ms: u64,
+    /// Call slots for admission handlers (apart, so that watch handling never starves a
+    /// write waiting for its review).
+    #[arg(long, default_value_t = Limits::default().admission_slots)]
+    pub(crate) admission_slots: u32,
     /// The share of a pool's slots one guest may hold, in percent.
     #[arg(long, default_value_t = Limits::default().guest_share_percent)]
     pub(crate) guest_share: u32,
@@ -205,6 +310,8 @@ impl LimitArgs {
         limits.max_call_memory_mib = self.max_call_memory_mib;
         limits.call_slots = self.call_slots;
         limits.background_slots = self.background_slots;
+        limits.admission_deadline = Duration::from_millis(self.admission_deadline_ms);
+        limits.admission_slots = self.admission_slots;
         limits.guest_share_percent = self.guest_share;
         limits.handler_share_percent = self.handler_share;
         limits.guest_threads = self.guest_threads;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::AdmissionServer;
 use crate::cluster::{Poster, Scope, Vault};
 use crate::journal::{Journal, Record};
 use crate::limits::Limits;
@@ -56,6 +57,8 @@ pub struct Operator {
     reload_interval: Option<Duration>,
     /// The pod the operator runs in (namespace, name), for Events about it.
     pod: Option<(String, String)>,
+    /// The admission webhooks it serves, if asked to.
+    admission: Option<AdmissionServer>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -96,6 +99,7 @@ impl Operator {
             compiler: None,
             reload_interval: Some(RELOAD_INTERVAL),
             pod: reloading::pod_from_environment(),
+            admission: None,
         }
     }
 
@@ -258,6 +262,15 @@ impl Operator {
         self
     }
 
+    /// Serve the guests' admission handlers (`on::validate`, `on::mutate`) as webhooks
+    /// (`--admission-listen` and the options beside it; Kopf's `settings.admission`).
+    /// Peering never pauses them. Without this, admission handlers are loaded but never
+    /// called (a warning says so).
+    pub fn admission(mut self, server: AdmissionServer) -> Operator {
+        self.admission = Some(server);
+        self
+    }
+
     /// Serve liveness at this URL (`--liveness`, e.g. `http://0.0.0.0:8080/healthz`):
     /// GET answers 200 with the probe handlers' results as a JSON object (cached 10 s),
     /// or 500 when a probe fails or one of the operator's loops died. The metrics are
@@ -362,6 +375,10 @@ impl Operator {
             .await
             .map_err(|e| Error::Endpoint(Box::new(e)))?;
 
+        let admission = self
+            .serve_admission(&client, &served, &runtime, &activities)
+            .await?;
+
         // The reload loop runs beside the reactor, and stops before it (kept in a guard
         // so that every way out of this function stops it).
         let reloads = CancellationToken::new();
@@ -406,6 +423,9 @@ impl Operator {
             }
         };
         reloads.cancel();
+        if let Some(admission) = admission {
+            admission.stop().await;
+        }
         // Those of the guests served at the end (a reload may have changed them).
         run_cleanup(&served.guests(), &activities).await;
         result
@@ -441,6 +461,41 @@ impl Operator {
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
         Ok((client, None))
+    }
+
+    /// Serves the admission webhooks when asked to; warns when guests have admission
+    /// handlers nothing will call.
+    async fn serve_admission(
+        &self,
+        client: &kube::Client,
+        served: &ServedGuests,
+        runtime: &runtime::Runtime,
+        activities: &activities::Context,
+    ) -> Result<Option<crate::admission::Serving>, Error> {
+        let Some(config) = &self.admission else {
+            if served.guests().iter().any(|g| !g.admissions().is_empty()) {
+                tracing::warn!(
+                    "Admission handlers exist, but no admission server is configured \
+                     (--admission-listen): they are never called."
+                );
+            }
+            return Ok(None);
+        };
+        let namespace = self
+            .pod
+            .as_ref()
+            .map_or("default", |(namespace, _)| namespace);
+        let operator = crate::admission::Operator {
+            client,
+            served,
+            limits: std::sync::Arc::clone(runtime.limits()),
+            context: activities.clone(),
+            namespace,
+        };
+        crate::admission::serve(config, operator)
+            .await
+            .map(Some)
+            .map_err(|e| Error::Admission(Box::new(e)))
     }
 
     /// The runtime and the guests: preloaded, or loaded from the operator's paths (those
