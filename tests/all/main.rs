@@ -3,6 +3,7 @@
 //! capability.
 
 mod activities;
+mod admission;
 mod architecture;
 mod caching;
 mod cases;

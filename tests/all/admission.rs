@@ -1,0 +1,323 @@
+//! Admission webhooks through the real path: the operator serves its guests' admission
+//! handlers (tests/guests/admission) over HTTPS and manages the webhook configurations;
+//! the dev cluster calls them on writes, as kube-apiserver does. Each write here is a
+//! client's, through kube-rs, and what the client sees is what is checked.
+
+use std::time::{Duration, Instant};
+
+use kapsel_host::testing::{Cluster, RunningOperator};
+use kapsel_host::{AdmissionServer, Operator};
+use kapsel_tests::*;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::{Value, json};
+
+/// The name of the managed configurations (and the suffix of their webhooks' names).
+const MANAGED: &str = "kex.admission.test";
+
+fn webhook_configurations(mutating: bool) -> ApiResource {
+    let (kind, plural) = if mutating {
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        )
+    } else {
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        )
+    };
+    ApiResource {
+        group: "admissionregistration.k8s.io".to_owned(),
+        version: "v1".to_owned(),
+        api_version: "admissionregistration.k8s.io/v1".to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+    }
+}
+
+/// The webhooks' names in the managed configuration once they are `wanted` (by name),
+/// waiting for the operator to write them.
+async fn webhooks_become(client: &kube::Client, mutating: bool, wanted: &[&str]) -> Value {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_configurations(mutating));
+    let deadline = Instant::now() + PATIENCE * 3;
+    loop {
+        if let Ok(Some(found)) = api.get_opt(MANAGED).await {
+            let found = serde_json::to_value(found).unwrap();
+            let names: Vec<&str> = found["webhooks"]
+                .as_array()
+                .map(|hooks| hooks.iter().filter_map(|h| h["name"].as_str()).collect())
+                .unwrap_or_default();
+            if names == wanted {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "webhooks {names:?}, not {wanted:?}"
+            );
+        } else {
+            assert!(Instant::now() < deadline, "no {MANAGED} configuration");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const VALIDATING: [&str; 6] = [
+    "refuse-forbidden.kex.admission.test",
+    "warn-long.kex.admission.test",
+    "keep-immutable.kex.admission.test",
+    "fragile.kex.admission.test",
+    "fragile-ignored.kex.admission.test",
+    "dry-runs.kex.admission.test",
+];
+const MUTATING: [&str; 2] = [
+    "mark-seen.kex.admission.test",
+    "on-delete.kex.admission.test",
+];
+
+/// A cluster with the kopfexamples CRD and the admission guest's operator serving its
+/// webhooks, configured.
+async fn admitting() -> (Cluster, RunningOperator) {
+    let cluster = Cluster::start().await.unwrap();
+    create_kopfexamples_crd(&cluster.client()).await;
+    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap()).managed(MANAGED);
+    let operator = cluster.start_operator(Operator::new([guest("admission")]).admission(server));
+    webhooks_become(&cluster.client(), false, &VALIDATING).await;
+    webhooks_become(&cluster.client(), true, &MUTATING).await;
+    (cluster, operator)
+}
+
+fn kex(name: &str, labels: Value, spec: Value) -> Value {
+    json!({
+        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": spec,
+    })
+}
+
+fn kopfexamples_api(client: &kube::Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), "default", &kopfexamples())
+}
+
+/// Creates through the API server: the stored object, or the refusal's status.
+async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube::core::Status> {
+    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    match kopfexamples_api(client)
+        .create(&PostParams::default(), &object)
+        .await
+    {
+        Ok(created) => Ok(serde_json::to_value(created).unwrap()),
+        Err(kube::Error::Api(status)) => Err(*status),
+        Err(other) => panic!("not an answer of the API server: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_create_is_refused_with_the_handlers_message_and_code() {
+    let (cluster, _operator) = admitting().await;
+    let refused = try_create(
+        &cluster.client(),
+        kex("bad", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect_err("refused");
+    assert_eq!(refused.code, 422, "{refused:?}");
+    assert_eq!(
+        refused.message,
+        "admission webhook \"refuse-forbidden.kex.admission.test\" denied the request: \
+         field must not be forbidden"
+    );
+    let api = kopfexamples_api(&cluster.client());
+    assert!(
+        api.get_opt("bad").await.unwrap().is_none(),
+        "nothing stored"
+    );
+}
+
+#[tokio::test]
+async fn a_create_is_mutated_by_the_mutating_handler() {
+    let (cluster, _operator) = admitting().await;
+    let created = try_create(
+        &cluster.client(),
+        kex("good", json!({}), json!({"field": "x"})),
+    )
+    .await
+    .expect("allowed");
+    assert_eq!(
+        created["metadata"]["labels"]["admission.kapsel.dev/seen"], "yes",
+        "{created}"
+    );
+}
+
+#[tokio::test]
+async fn an_update_is_validated_against_the_old_object() {
+    let (cluster, _operator) = admitting().await;
+    let client = cluster.client();
+    try_create(&client, kex("kept", json!({}), json!({"immutable": "a"})))
+        .await
+        .expect("allowed");
+    let api = kopfexamples_api(&client);
+    let change = |value: &str| {
+        kube::api::Patch::Merge(json!({"spec": {"immutable": value, "other": value}}))
+    };
+    let refused = api
+        .patch("kept", &kube::api::PatchParams::default(), &change("b"))
+        .await
+        .expect_err("refused");
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(status.code, 403);
+    assert!(
+        status.message.ends_with("spec.immutable cannot change"),
+        "{status:?}"
+    );
+    api.patch("kept", &kube::api::PatchParams::default(), &change("a"))
+        .await
+        .expect("the same value passes");
+}
+
+#[tokio::test]
+async fn a_trapping_or_overrunning_handler_refuses_under_fail_and_is_ignored_under_ignore() {
+    let (cluster, _operator) = admitting().await;
+    let client = cluster.client();
+    for field in ["trap", "spin"] {
+        let refused = try_create(&client, kex(field, json!({}), json!({"field": field})))
+            .await
+            .expect_err("failurePolicy Fail");
+        assert_eq!(refused.code, 500, "{refused:?}");
+        assert!(
+            refused.message.starts_with(
+                "admission webhook \"fragile.kex.admission.test\" denied the request: \
+                 admission handler \"fragile\" failed"
+            ),
+            "{refused:?}"
+        );
+        let ignored = kex(
+            &format!("{field}-ignored"),
+            json!({"admission.kapsel.dev/failures": "ignore"}),
+            json!({"field": field}),
+        );
+        try_create(&client, ignored).await.expect("ignore_failures");
+    }
+}
+
+/// Creates through a raw request (optionally a dry run): the status code, the warnings
+/// (the `Warning:` headers' texts) and the body.
+async fn create_raw(
+    client: &kube::Client,
+    object: &Value,
+    dry_run: bool,
+) -> (u16, Vec<String>, Value) {
+    let query = if dry_run { "?dryRun=All" } else { "" };
+    let request = http::Request::post(format!(
+        "/apis/kopf.dev/v1/namespaces/default/kopfexamples{query}"
+    ))
+    .header("content-type", "application/json")
+    .body(kube::client::Body::from(object.to_string().into_bytes()))
+    .unwrap();
+    let response = client.send(request).await.expect("an answer");
+    let code = response.status().as_u16();
+    // `299 - "text"`: the text between the quotes.
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| {
+            value
+                .split_once('"')
+                .map(|(_, text)| text.trim_end_matches('"').to_owned())
+        })
+        .collect();
+    let body = response.into_body().collect_bytes().await.expect("a body");
+    (
+        code,
+        warnings,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn warnings_reach_the_client_and_dry_runs_are_admitted_without_storing() {
+    let (cluster, _operator) = admitting().await;
+    let client = cluster.client();
+    let long = kex(
+        "long",
+        json!({}),
+        json!({"field": "more than ten characters"}),
+    );
+    let (code, warnings, _) = create_raw(&client, &long, false).await;
+    assert_eq!(code, 201);
+    assert_eq!(warnings, ["spec.field is long"]);
+
+    // A dry run reaches the handlers (their webhooks have no side effects, or none on a
+    // dry run), says so to the one that asks, and stores nothing.
+    let dry = kex("dry", json!({}), json!({"field": "y"}));
+    let (code, warnings, body) = create_raw(&client, &dry, true).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(warnings, ["dry run seen"]);
+    assert_eq!(
+        body["metadata"]["labels"]["admission.kapsel.dev/seen"], "yes",
+        "mutated too"
+    );
+    assert!(
+        kopfexamples_api(&client)
+            .get_opt("dry")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let forbidden = kex("dry-bad", json!({}), json!({"field": "forbidden"}));
+    let (code, _, body) = create_raw(&client, &forbidden, true).await;
+    assert_eq!(code, 422, "a dry run is refused as a write: {body}");
+}
+
+#[tokio::test]
+async fn the_configurations_follow_a_reload_that_adds_admission_handlers() {
+    let cluster = Cluster::start().await.unwrap();
+    create_kopfexamples_crd(&cluster.client()).await;
+    let mut volume = ConfigMapVolume::new("admission-reload");
+    let bytes = |name: &str| std::fs::read(guest(name)).expect("a built guest");
+    volume.publish(&[("app.wasm", &bytes("minimal"))]);
+    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap()).managed(MANAGED);
+    let _operator = cluster.start_operator(
+        Operator::new([volume.dir()])
+            .admission(server)
+            .reload_interval(Duration::from_millis(100)),
+    );
+    // Managed from the start, with no webhook while no guest has admission handlers.
+    webhooks_become(&cluster.client(), false, &[]).await;
+    let client = cluster.client();
+    try_create(
+        &client,
+        kex("before", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect("nothing refuses yet");
+
+    volume.publish(&[("app.wasm", &bytes("admission"))]);
+    let configured = webhooks_become(&client, false, &VALIDATING).await;
+    let hook = &configured["webhooks"][0];
+    assert_eq!(hook["failurePolicy"], "Fail");
+    assert_eq!(hook["matchPolicy"], "Equivalent");
+    assert_eq!(hook["sideEffects"], "None");
+    assert_eq!(
+        hook["rules"],
+        json!([{"apiGroups": ["kopf.dev"], "apiVersions": ["v1"], "resources": ["kopfexamples"],
+                "operations": ["*"], "scope": "*"}])
+    );
+    assert!(
+        hook["clientConfig"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/app/refuse_forbidden")
+    );
+    assert!(hook["clientConfig"]["caBundle"].is_string());
+    webhooks_become(&client, true, &MUTATING).await;
+    try_create(
+        &client,
+        kex("after", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect_err("refused once reloaded");
+}
