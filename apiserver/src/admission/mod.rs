@@ -340,8 +340,10 @@ async fn call_once(
 ) -> Result<Verdict, String> {
     let rt = &attrs.scope.rt;
     let uid = uuid::Uuid::new_v4().to_string();
+    // Without authentication (a server without RBAC) the writer is anonymous, as
+    // kube-apiserver's anonymous authenticator names a request without credentials.
     let user = attrs.user.map_or_else(
-        || json!({}),
+        || json!({"username": "system:anonymous", "groups": ["system:unauthenticated"]}),
         |u| json!({"username": u.name, "groups": u.groups}),
     );
     // The objects as the version the webhook matched serves them (kube converts them;
