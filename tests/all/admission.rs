@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use kapsel_host::testing::{Cluster, RunningOperator};
-use kapsel_host::{AdmissionServer, Operator};
+use kapsel_host::{AdmissionServer, Operator, Record};
 use kapsel_tests::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -61,12 +61,13 @@ async fn webhooks_become(client: &kube::Client, mutating: bool, wanted: &[&str])
     }
 }
 
-const VALIDATING: [&str; 6] = [
+const VALIDATING: [&str; 7] = [
     "refuse-forbidden.kex.admission.test",
     "warn-long.kex.admission.test",
     "keep-immutable.kex.admission.test",
     "fragile.kex.admission.test",
     "fragile-ignored.kex.admission.test",
+    "refuse-when.kex.admission.test",
     "dry-runs.kex.admission.test",
 ];
 const MUTATING: [&str; 2] = [
@@ -113,7 +114,7 @@ async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube:
 
 #[tokio::test]
 async fn a_create_is_refused_with_the_handlers_message_and_code() {
-    let (cluster, _operator) = admitting().await;
+    let (cluster, operator) = admitting().await;
     let refused = try_create(
         &cluster.client(),
         kex("bad", json!({}), json!({"field": "forbidden"})),
@@ -131,6 +132,50 @@ async fn a_create_is_refused_with_the_handlers_message_and_code() {
         api.get_opt("bad").await.unwrap().is_none(),
         "nothing stored"
     );
+    // Recorded (and counted in the metrics) as every handler call is, of kind `validate`.
+    let finished = wait_record(operator.journal(), "refuse_forbidden finished", |r| {
+        matches!(r, Record::HandlerFinished { handler, kind, .. }
+            if handler == "refuse_forbidden" && kind == "validate")
+    })
+    .await;
+    let Record::HandlerFinished {
+        outcome,
+        message,
+        object,
+        ..
+    } = finished
+    else {
+        unreachable!()
+    };
+    assert_eq!(outcome, "failure");
+    assert_eq!(
+        message,
+        "Handler 'refuse_forbidden' failed permanently: field must not be forbidden"
+    );
+    assert_eq!(object.as_deref(), Some("default/bad"));
+}
+
+#[tokio::test]
+async fn a_when_filter_sees_the_admission_request() {
+    let (cluster, _operator) = admitting().await;
+    let client = cluster.client();
+    let refused = try_create(&client, kex("when", json!({}), json!({"field": "when"})))
+        .await
+        .expect_err("a creation by someone");
+    assert_eq!(refused.code, 409, "{refused:?}");
+    assert!(
+        refused.message.ends_with("the when filter saw the request"),
+        "{refused:?}"
+    );
+    // An update is no creation: the filter says no.
+    try_create(&client, kex("later", json!({}), json!({"field": "x"})))
+        .await
+        .expect("allowed");
+    let api = kopfexamples_api(&client);
+    let patch = kube::api::Patch::Merge(json!({"spec": {"field": "when"}}));
+    api.patch("later", &kube::api::PatchParams::default(), &patch)
+        .await
+        .expect("not a creation");
 }
 
 #[tokio::test]
@@ -178,7 +223,7 @@ async fn an_update_is_validated_against_the_old_object() {
 
 #[tokio::test]
 async fn a_trapping_or_overrunning_handler_refuses_under_fail_and_is_ignored_under_ignore() {
-    let (cluster, _operator) = admitting().await;
+    let (cluster, operator) = admitting().await;
     let client = cluster.client();
     for field in ["trap", "spin"] {
         let refused = try_create(&client, kex(field, json!({}), json!({"field": field})))
@@ -192,6 +237,12 @@ async fn a_trapping_or_overrunning_handler_refuses_under_fail_and_is_ignored_und
             ),
             "{refused:?}"
         );
+        let fault = if field == "trap" { "trap" } else { "timeout" };
+        wait_record(operator.journal(), "the sandbox's fault", |r| {
+            matches!(r, Record::HandlerFinished { handler, fault: Some(f), object: Some(o), .. }
+                if handler == "fragile" && f == fault && o == &format!("default/{field}"))
+        })
+        .await;
         let ignored = kex(
             &format!("{field}-ignored"),
             json!({"admission.kapsel.dev/failures": "ignore"}),

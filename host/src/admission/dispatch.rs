@@ -7,20 +7,24 @@
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use chrono::TimeDelta;
+
 use futures::future::join_all;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::handlers::{AdmissionHandler, admission_handlers, named_by, resource_of};
-use super::review::{Review, Verdict, response};
+use super::review::{Judgement, Review, response};
 use crate::activities::Context;
 use crate::cluster::Resource;
-use crate::handlers::execution::{Attempt, taken};
-use crate::handlers::{GuestServices, SettingsAccess};
+use crate::handlers::execution::{
+    self, Attempt, Executed, RetryPolicy, Verdict, decide, display_name,
+};
+use crate::handlers::{About, Ended, GuestServices, Handler, SettingsAccess};
 use crate::limits::Limits;
 use crate::reactor::diff;
 use crate::runtime::{
-    self, AdmissionRequest, Admitted, CallContext, CallError, Guest, HandlerKind, Pool,
+    self, AdmissionRequest, CallContext, CallError, ErrorsMode, Guest, HandlerKind, Pool,
     ServedGuests,
 };
 
@@ -29,6 +33,17 @@ const RESCAN_AFTER: Duration = Duration::from_secs(2);
 
 /// The code of a refusal that names none (Kopf's).
 const DEFAULT_CODE: u16 = 500;
+
+/// Admission calls are made once (Kopf's `execute_handlers_once` with `PERMANENT` errors):
+/// the policy that names their failures so.
+const ADMISSION_POLICY: RetryPolicy = RetryPolicy {
+    errors: ErrorsMode::Permanent,
+    timeout: None,
+    retries: Some(1),
+    backoff: None,
+    default_backoff: 0.0,
+    min_delay: 0.0,
+};
 
 /// Answers the reviews of the operator's webhooks, with the guests served now.
 pub(crate) struct Dispatch {
@@ -149,7 +164,7 @@ impl Dispatch {
     }
 
     /// What the handlers among `named` that answer `review` decide.
-    async fn decide(&self, named: &[&AdmissionHandler], review: &Review) -> Verdict {
+    async fn decide(&self, named: &[&AdmissionHandler], review: &Review) -> Judgement {
         let resource = self.resource_of(review).await;
         let matching: Vec<&AdmissionHandler> = named
             .iter()
@@ -160,7 +175,7 @@ impl Dispatch {
             .iter()
             .map(|handler| self.call(handler, review, &resource));
         let answers = join_all(calls).await;
-        let mut verdict = Verdict::default();
+        let mut verdict = Judgement::default();
         let mut patched = review.body().clone();
         let mut refusal: Option<(String, u16, u8)> = None;
         for (answer, warnings) in answers.into_iter().flatten() {
@@ -210,14 +225,6 @@ impl Dispatch {
         resource: &Resource,
     ) -> Option<(Answer, Vec<String>)> {
         let cause = cause(handler, review, resource, self.context.memo.get());
-        if handler.has_when() {
-            let ctx = self.call_context(handler, review, resource);
-            match handler.guest.when(cause.clone(), ctx).await {
-                Ok(true) => {}
-                Ok(false) => return None,
-                Err(error) => return Some((self.failed(handler, &error), Vec::new())),
-            }
-        }
         let request = AdmissionRequest {
             uid: review.uid.clone(),
             operation: review.operation.clone(),
@@ -226,18 +233,107 @@ impl Dispatch {
             user_info: review.user_info.to_string(),
             options: review.options.as_ref().map(Value::to_string),
         };
-        let ctx = self.call_context(handler, review, resource);
-        match handler.guest.admit(cause, request, ctx).await {
-            Ok((reply, Admitted { warnings, rejected })) => {
-                let (attempt, patch) = taken(reply.outcome, reply.patch);
-                Some((answer_of(handler, attempt, patch, rejected), warnings))
+        if handler.has_when() {
+            let ctx = self.call_context(handler, review, resource);
+            let applies = handler
+                .guest
+                .admission_when(cause.clone(), request.clone(), ctx)
+                .await;
+            match applies {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(error) => return Some((self.failed(handler, &error), Vec::new())),
             }
-            Err(error) => Some((self.failed(handler, &error), Vec::new())),
         }
+        let ctx = self.call_context(handler, review, resource);
+        let journaled = Handler {
+            guest: handler.guest.clone(),
+            spec: handler.specs.first()?.clone(),
+        };
+        let (key, object) = (resource.key(), object_ref(review.body()));
+        let about = About {
+            resource: &key,
+            object: object.as_deref(),
+            event_type: None,
+        };
+        journaled.record_called(&self.context.journal, about);
+        let (executed, admitted) = execution::admit(&handler.guest, cause, request, ctx).await;
+        let answer = self.judged(handler, &journaled, about, executed, admitted.rejected);
+        Some((answer, admitted.warnings))
     }
 
-    /// A call that trapped, ran past its budget or its memory: ignored when the handler
-    /// ignores failures (as its webhook's `failurePolicy: Ignore` says), else a refusal.
+    /// What an admission call's outcome means, logged and recorded as every handler
+    /// call's is (Kopf's lines; `kind` `validate` or `mutate` in the records and metrics).
+    fn judged(
+        &self,
+        handler: &AdmissionHandler,
+        journaled: &Handler,
+        about: About<'_>,
+        executed: Executed,
+        rejected: Option<u16>,
+    ) -> Answer {
+        let id = handler.id();
+        let name = display_name(HandlerKind::Event, id);
+        let journal = &self.context.journal;
+        let fault = executed.fault;
+        let ignored = fault.is_some() && handler.declaration.ignore_failures;
+        let (verdict, line) = if ignored {
+            let message = match &executed.attempt {
+                Attempt::Arbitrary { message } => message.as_str(),
+                _ => "",
+            };
+            let line = format!("{name} failed and is ignored (ignore_failures): {message}");
+            (Verdict::Ignored, line)
+        } else {
+            let decision = decide(
+                &name,
+                &ADMISSION_POLICY,
+                0,
+                TimeDelta::zero(),
+                executed.attempt.clone(),
+            );
+            (decision.verdict, decision.line)
+        };
+        let guest = handler.guest.name();
+        if verdict == Verdict::Success {
+            tracing::info!(
+                guest,
+                handler = id,
+                object = about.object.unwrap_or("-"),
+                "{line}"
+            );
+        } else {
+            tracing::error!(
+                guest,
+                handler = id,
+                object = about.object.unwrap_or("-"),
+                "{line}"
+            );
+            journaled.record_failed(journal, about, &line);
+        }
+        let ended = Ended {
+            elapsed: executed.elapsed,
+            verdict,
+            fault,
+            line: &line,
+        };
+        journaled.record_finished(journal, about, ended);
+        if ignored {
+            return Answer::Ignored;
+        }
+        let attempt = match executed.attempt {
+            // A call the sandbox stopped: the refusal says whose it was.
+            Attempt::Arbitrary { message } if fault.is_some() => Attempt::Arbitrary {
+                message: format!("admission handler {id:?} failed: {message}"),
+            },
+            attempt => attempt,
+        };
+        answer_of(handler, attempt, executed.patch, rejected)
+    }
+
+    /// A `when` call that trapped, ran past its budget or its memory: ignored when the
+    /// handler ignores failures (as its webhook's `failurePolicy: Ignore` says), else a
+    /// refusal.
     fn failed(&self, handler: &AdmissionHandler, error: &CallError) -> Answer {
         let guest = handler.guest.name();
         let id = handler.id();

@@ -127,7 +127,7 @@ impl Review {
 
 /// What the handlers of one review decided.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Verdict {
+pub(crate) struct Judgement {
     /// The refusal that wins, if any handler refused: its message and HTTP code.
     pub(crate) refusal: Option<(String, u16)>,
     pub(crate) warnings: Vec<String>,
@@ -137,7 +137,7 @@ pub(crate) struct Verdict {
 
 /// The review's response to `review`: allowed unless refused, with the warnings, the
 /// patch (base64 JSONPatch) and the refusal's status.
-pub(crate) fn response(review: &Review, verdict: &Verdict) -> Value {
+pub(crate) fn response(review: &Review, verdict: &Judgement) -> Value {
     let mut answer = Map::new();
     answer.insert("uid".to_owned(), json!(review.uid));
     answer.insert("allowed".to_owned(), json!(verdict.refusal.is_none()));
@@ -250,7 +250,7 @@ mod tests {
         let review = Review::read(&review_json(create())).unwrap();
         let refused = response(
             &review,
-            &Verdict {
+            &Judgement {
                 refusal: Some(("no".to_owned(), 422)),
                 warnings: vec!["careful".to_owned()],
                 patch: vec![json!({"op": "add", "path": "/x", "value": 1})],
@@ -265,9 +265,9 @@ mod tests {
         );
         let patched = response(
             &review,
-            &Verdict {
+            &Judgement {
                 patch: vec![json!({"op": "add", "path": "/x", "value": 1})],
-                ..Verdict::default()
+                ..Judgement::default()
             },
         );
         let encoded = patched["response"]["patch"].as_str().unwrap();

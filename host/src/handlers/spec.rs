@@ -4,7 +4,9 @@
 use super::filters::{Filters, Matcher};
 use crate::cluster::{Choices, Selector};
 use crate::limits::Limits;
-use crate::runtime::{self, ErrorsMode, Guest, HandlerKind, Registration, SpawningOptions};
+use crate::runtime::{
+    self, ErrorsMode, Guest, HandlerKind, Registration, SpawningOptions, Webhook,
+};
 
 /// A number of seconds, if it is one (absent, negative, zero or NaN: not set).
 fn positive(seconds: Option<f64>) -> Option<f64> {
@@ -212,13 +214,19 @@ pub(crate) struct Handler {
 }
 
 impl Handler {
-    /// Its kind as records and metrics name it: the WIT's, or `login` for a login
-    /// handler (a startup registration on the wire).
+    /// Its kind as records and metrics name it: the WIT's, `login` for a login handler (a
+    /// startup registration on the wire), `validate` or `mutate` for an admission handler
+    /// (an event registration on the wire).
     pub(crate) fn kind_name(&self) -> &'static str {
-        if self.spec.kind == HandlerKind::Startup && self.guest.is_login(&self.spec.id) {
-            "login"
-        } else {
-            self.spec.kind.as_str()
+        let id = &self.spec.id;
+        match self.spec.kind {
+            HandlerKind::Startup if self.guest.is_login(id) => "login",
+            HandlerKind::Event => match self.guest.admissions().iter().find(|d| &d.id == id) {
+                Some(declared) if declared.webhook == Webhook::Mutating => "mutate",
+                Some(_) => "validate",
+                None => "event",
+            },
+            kind => kind.as_str(),
         }
     }
 

@@ -90,6 +90,8 @@ pub(super) enum Export {
     InitialDelay(Cause),
     /// `invoke` of an admission handler, answering this admission request.
     Admit(Cause, AdmissionRequest),
+    /// `when` of an admission handler, about this admission request.
+    AdmitWhen(Cause, AdmissionRequest),
 }
 
 /// What a guest declares during `describe` through the imports beside its output.
@@ -173,6 +175,30 @@ impl Guest {
             .await?
         {
             Returned::Admitted(reply, admitted) => Ok((reply, admitted)),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Calls the guest's `when` export for the admission handler named by
+    /// `cause.handler_id`, about `request` (which `admission.current` answers meanwhile).
+    ///
+    /// # Errors
+    /// As [`Guest::invoke`].
+    pub(crate) async fn admission_when(
+        &self,
+        cause: Cause,
+        request: AdmissionRequest,
+        ctx: CallContext,
+    ) -> Result<bool, CallError> {
+        let mut budget = self.budget(&cause.handler_id);
+        budget.deadline = budget
+            .deadline
+            .min(self.runtime().limits().admission_deadline);
+        match self
+            .call(budget, ctx, Export::AdmitWhen(cause, request))
+            .await?
+        {
+            Returned::When(applies) => Ok(applies),
             _ => Err(mismatch()),
         }
     }
@@ -484,6 +510,15 @@ async fn run(
             let when = instance.get_typed_func::<(&Cause,), (bool,)>(&mut *store, "when")?;
             when.call_async(&mut *store, (&cause,)).await?;
             Returned::InitialDelay(None)
+        }
+        Export::AdmitWhen(cause, request) => {
+            let when = instance.get_typed_func::<(&Cause,), (bool,)>(&mut *store, "when")?;
+            store.data_mut().admission = Some(AdmissionCall {
+                request,
+                warnings: Vec::new(),
+                rejected: None,
+            });
+            Returned::When(when.call_async(&mut *store, (&cause,)).await?.0)
         }
         Export::Admit(cause, request) => {
             let invoke = instance.get_typed_func::<(&Cause,), (Reply,)>(&mut *store, "invoke")?;

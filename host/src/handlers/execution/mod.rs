@@ -23,7 +23,10 @@ pub(crate) use replies::taken;
 use super::spec::HandlerSpec;
 use crate::clock::LONGEST_WAIT;
 use crate::pyformat::{py_repr_str, py_seconds, py_timedelta, seconds};
-use crate::runtime::{CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind, IndexOutcome};
+use crate::runtime::{
+    AdmissionRequest, Admitted, CallContext, CallError, Cause, ErrorsMode, Guest, HandlerKind,
+    IndexOutcome,
+};
 
 /// Kopf's `DEFAULT_RETRY_DELAY`, in seconds: the delay after an arbitrary failure (unless
 /// the handler's `backoff` says otherwise) and of a `TemporaryError` without a usable one.
@@ -438,6 +441,34 @@ pub(crate) async fn invoke(guest: &Guest, cause: Cause, context: CallContext) ->
             }
         }
         Err(error) => failed(&error, elapsed),
+    }
+}
+
+/// Calls an admission handler (the guest's `invoke`, answering `request`) and turns the
+/// reply into an [`Attempt`]; with what it answered beside it (warnings, a refusal's code).
+pub(crate) async fn admit(
+    guest: &Guest,
+    cause: Cause,
+    request: AdmissionRequest,
+    context: CallContext,
+) -> (Executed, Admitted) {
+    let started = Instant::now();
+    let span = span(guest, &context);
+    let answer = guest.admit(cause, request, context).instrument(span).await;
+    let elapsed = started.elapsed();
+    match answer {
+        Ok((reply, admitted)) => {
+            let (attempt, patch) = taken(reply.outcome, reply.patch);
+            let executed = Executed {
+                attempt,
+                patch,
+                memo: reply.memo,
+                fault: None,
+                elapsed,
+            };
+            (executed, admitted)
+        }
+        Err(error) => (failed(&error, elapsed), Admitted::default()),
     }
 }
 

@@ -114,6 +114,25 @@ fn spin() -> ! {
 }
 
 /// Has side effects, so it is told of dry runs: it warns of each.
+/// The `when` filter of an admission handler sees the request too (Kopf's `when=` gets
+/// `operation`, `userinfo`, `dryrun`): only creations by someone (the embedded API
+/// server without RBAC names its writers `system:anonymous`).
+fn created_by_admin(cause: &Cause) -> bool {
+    let request = kapsel::admission::request();
+    field(cause) == "when"
+        && request.is_some_and(|request| {
+            request.operation == admission::Operation::Create
+                && !request.user_info.username.is_empty()
+        })
+}
+
+#[kapsel::on::validate("kopf.dev", "v1", "kopfexamples", when = created_by_admin)]
+fn refuse_when(_cause: &Cause) -> kapsel::Result<()> {
+    Err(AdmissionError::new("the when filter saw the request")
+        .code(409)
+        .into())
+}
+
 #[kapsel::on::validate("kopf.dev", "v1", "kopfexamples", side_effects)]
 fn dry_runs(cause: &Cause) {
     if cause.admission().is_some_and(|request| request.dry_run) {
