@@ -42,7 +42,7 @@ async fn webhooks_become(client: &kube::Client, mutating: bool, wanted: &[&str])
     let deadline = Instant::now() + PATIENCE * 3;
     loop {
         if let Ok(Some(found)) = api.get_opt(MANAGED).await {
-            let found = serde_json::to_value(found).unwrap();
+            let found = serde_json::to_value(found).expect("JSON");
             let names: Vec<&str> = found["webhooks"]
                 .as_array()
                 .map(|hooks| hooks.iter().filter_map(|h| h["name"].as_str()).collect())
@@ -78,9 +78,9 @@ const MUTATING: [&str; 2] = [
 /// A cluster with the kopfexamples CRD and the admission guest's operator serving its
 /// webhooks, configured.
 async fn admitting() -> (Cluster, RunningOperator) {
-    let cluster = Cluster::start().await.unwrap();
+    let cluster = Cluster::start().await.expect("a cluster");
     create_kopfexamples_crd(&cluster.client()).await;
-    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap()).managed(MANAGED);
+    let server = AdmissionServer::new("127.0.0.1:0".parse().expect("an address")).managed(MANAGED);
     let operator = cluster.start_operator(Operator::new([guest("admission")]).admission(server));
     webhooks_become(&cluster.client(), false, &VALIDATING).await;
     webhooks_become(&cluster.client(), true, &MUTATING).await;
