@@ -253,15 +253,26 @@ impl ServedGuests {
         self.read().refused.clone()
     }
 
-    /// Told of every reload from now on.
+    /// Told of every reload that changes the guests served, from now on.
     pub(crate) fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
         self.reloads.subscribe()
     }
 
     /// What a reload made current.
     pub(crate) fn replace(&self, guests: Vec<Guest>, refused: BTreeMap<PathBuf, String>) {
-        *self.served.write().unwrap_or_else(PoisonError::into_inner) = Served { guests, refused };
-        self.reloads
-            .send_modify(|count| *count = count.wrapping_add(1));
+        let mut served = self.served.write().unwrap_or_else(PoisonError::into_inner);
+        let same = served.guests.len() == guests.len()
+            && served
+                .guests
+                .iter()
+                .zip(&guests)
+                .all(|(a, b)| a.same_load(b));
+        *served = Served { guests, refused };
+        drop(served);
+        // A rescan that found nothing new replaces the guests with themselves: no reload.
+        if !same {
+            self.reloads
+                .send_modify(|count| *count = count.wrapping_add(1));
+        }
     }
 }
