@@ -372,3 +372,88 @@ async fn the_configurations_follow_a_reload_that_adds_admission_handlers() {
     .await
     .expect_err("refused once reloaded");
 }
+
+/// A CA and a serving certificate for 127.0.0.1 signed by it: the chain (the CA last, so
+/// that it is the CA bundle) and the key, PEM.
+fn certificate_files() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().expect("a key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).expect("a CA");
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("params")
+        .signed_by(&key, &ca, &ca_key)
+        .expect("a certificate");
+    (leaf.pem() + &ca.pem(), key.serialize_pem(), ca.pem())
+}
+
+/// Writes `contents` to `path` as one rename, as a mounted Secret changes at once.
+fn replace_file(path: &std::path::Path, contents: &str) {
+    let fresh = path.with_extension("new");
+    std::fs::write(&fresh, contents).expect("written");
+    std::fs::rename(&fresh, path).expect("renamed");
+}
+
+#[tokio::test]
+async fn a_certificate_given_as_files_is_served_and_rotated_while_running() {
+    let dir = std::env::temp_dir().join(format!("kapsel-admission-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let (chain, private, ca) = certificate_files();
+    std::fs::write(&cert, &chain).unwrap();
+    std::fs::write(&key, &private).unwrap();
+
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    create_kopfexamples_crd(&client).await;
+    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap())
+        .certificate(&cert, &key)
+        .managed(MANAGED);
+    let _operator = cluster.start_operator(Operator::new([guest("admission")]).admission(server));
+    let ca_bundle = |configured: &Value| {
+        let encoded = configured["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+            .unwrap_or_default()
+    };
+    let configured = webhooks_become(&client, false, &VALIDATING).await;
+    assert_eq!(ca_bundle(&configured), ca.replace("\r\n", "\n").as_bytes());
+    let forbidden = |name: &str| kex(name, json!({}), json!({"field": "forbidden"}));
+    let refused = try_create(&client, forbidden("first"))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refused.code, 422,
+        "the dev cluster trusts the files' CA: {refused:?}"
+    );
+
+    // Rotated (key first, then the chain, as two renames): the server serves the new
+    // certificate, and the configurations carry the new CA.
+    let (chain, private, ca) = certificate_files();
+    replace_file(&key, &private);
+    replace_file(&cert, &chain);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_configurations(false));
+    let deadline = Instant::now() + PATIENCE * 3;
+    loop {
+        let configured = serde_json::to_value(api.get(MANAGED).await.unwrap()).unwrap();
+        if ca_bundle(&configured) == ca.replace("\r\n", "\n").as_bytes() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the configuration kept the old CA"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = try_create(&client, forbidden("second"))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refused.code, 422,
+        "the dev cluster reaches the server with the new CA: {refused:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -308,7 +308,11 @@ impl Manager {
             tokio::select! {
                 () = stop.cancelled() => break,
                 changed = self.ca_bundle.changed() => if changed.is_err() { break },
-                _ = self.reloads.changed() => dispatch.rescan().await,
+                changed = self.reloads.changed() => match changed {
+                    Ok(()) => dispatch.rescan().await,
+                    // The operator is gone: nothing is served any more.
+                    Err(_) => break,
+                },
                 () = tokio::time::sleep(wait) => dispatch.rescan().await,
             }
         }
