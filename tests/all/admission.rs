@@ -457,3 +457,60 @@ async fn a_certificate_given_as_files_is_served_and_rotated_while_running() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn replicas_share_a_generated_certificate_through_its_secret() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    create_kopfexamples_crd(&client).await;
+    let replica = |port: u16| {
+        let listen = format!("127.0.0.1:{port}").parse().unwrap();
+        let server = AdmissionServer::new(listen)
+            .managed(MANAGED)
+            .secret("default", "kex-admission-tls");
+        cluster.start_operator(Operator::new([guest("admission")]).admission(server))
+    };
+    let url_of = |configured: &Value| {
+        configured["webhooks"][0]["clientConfig"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (first_port, second_port) = (free_port(), free_port());
+    let _first = replica(first_port);
+    let configured = webhooks_become(&client, false, &VALIDATING).await;
+    assert!(url_of(&configured).contains(&format!(":{first_port}/")));
+    let secrets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &core("Secret", "secrets"));
+    let secret = serde_json::to_value(secrets.get("kex-admission-tls").await.unwrap()).unwrap();
+    let ca = secret["data"]["ca.crt"].as_str().unwrap().to_owned();
+    assert_eq!(
+        configured["webhooks"][0]["clientConfig"]["caBundle"], ca,
+        "the Secret's CA"
+    );
+
+    // A second replica serves with the same CA: when it points the configurations at
+    // itself, their CA bundle stays, and the dev cluster trusts it.
+    let _second = replica(second_port);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_configurations(false));
+    let deadline = Instant::now() + PATIENCE * 3;
+    let configured = loop {
+        let configured = serde_json::to_value(api.get(MANAGED).await.unwrap()).unwrap();
+        if url_of(&configured).contains(&format!(":{second_port}/")) {
+            break configured;
+        }
+        assert!(Instant::now() < deadline, "the second replica never wrote");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        configured["webhooks"][0]["clientConfig"]["caBundle"], ca,
+        "one CA"
+    );
+    let refused = try_create(
+        &client,
+        kex("shared", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect_err("refused");
+    assert_eq!(refused.code, 422, "{refused:?}");
+}
