@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use kapsel_host::testing::{Cluster, RunningOperator};
-use kapsel_host::{AdmissionServer, Operator, Record};
+use kapsel_host::{AdmissionServer, Freezer, Operator, Record};
 use kapsel_tests::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -81,7 +81,8 @@ async fn admitting() -> (Cluster, RunningOperator) {
     let cluster = Cluster::start().await.expect("a cluster");
     create_kopfexamples_crd(&cluster.client()).await;
     let server = AdmissionServer::new("127.0.0.1:0".parse().expect("an address")).managed(MANAGED);
-    let operator = cluster.start_operator(Operator::new([guest("admission")]).admission(server));
+    let operator =
+        cluster.start_operator(Operator::new([guest("admission_hooks")]).admission(server));
     webhooks_become(&cluster.client(), false, &VALIDATING).await;
     webhooks_become(&cluster.client(), true, &MUTATING).await;
     (cluster, operator)
@@ -101,12 +102,12 @@ fn kopfexamples_api(client: &kube::Client) -> Api<DynamicObject> {
 
 /// Creates through the API server: the stored object, or the refusal's status.
 async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube::core::Status> {
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    let object: DynamicObject = serde_json::from_value(object).expect("an object");
     match kopfexamples_api(client)
         .create(&PostParams::default(), &object)
         .await
     {
-        Ok(created) => Ok(serde_json::to_value(created).unwrap()),
+        Ok(created) => Ok(serde_json::to_value(created).expect("JSON")),
         Err(kube::Error::Api(status)) => Err(*status),
         Err(other) => panic!("not an answer of the API server: {other}"),
     }
@@ -265,7 +266,7 @@ async fn create_raw(
     ))
     .header("content-type", "application/json")
     .body(kube::client::Body::from(object.to_string().into_bytes()))
-    .unwrap();
+    .expect("a request");
     let response = client.send(request).await.expect("an answer");
     let code = response.status().as_u16();
     // `299 - "text"`: the text between the quotes.
@@ -346,7 +347,7 @@ async fn the_configurations_follow_a_reload_that_adds_admission_handlers() {
     .await
     .expect("nothing refuses yet");
 
-    volume.publish(&[("app.wasm", &bytes("admission"))]);
+    volume.publish(&[("app.wasm", &bytes("admission_hooks"))]);
     let configured = webhooks_become(&client, false, &VALIDATING).await;
     let hook = &configured["webhooks"][0];
     assert_eq!(hook["failurePolicy"], "Fail");
@@ -410,7 +411,8 @@ async fn a_certificate_given_as_files_is_served_and_rotated_while_running() {
     let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap())
         .certificate(&cert, &key)
         .managed(MANAGED);
-    let _operator = cluster.start_operator(Operator::new([guest("admission")]).admission(server));
+    let _operator =
+        cluster.start_operator(Operator::new([guest("admission_hooks")]).admission(server));
     let ca_bundle = |configured: &Value| {
         let encoded = configured["webhooks"][0]["clientConfig"]["caBundle"]
             .as_str()
@@ -468,7 +470,7 @@ async fn replicas_share_a_generated_certificate_through_its_secret() {
         let server = AdmissionServer::new(listen)
             .managed(MANAGED)
             .secret("default", "kex-admission-tls");
-        cluster.start_operator(Operator::new([guest("admission")]).admission(server))
+        cluster.start_operator(Operator::new([guest("admission_hooks")]).admission(server))
     };
     let url_of = |configured: &Value| {
         configured["webhooks"][0]["clientConfig"]["url"]
@@ -512,5 +514,46 @@ async fn replicas_share_a_generated_certificate_through_its_secret() {
     )
     .await
     .expect_err("refused");
+    assert_eq!(refused.code, 422, "{refused:?}");
+}
+
+#[tokio::test]
+async fn peering_never_pauses_admission() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    create_kopfexamples_crd(&client).await;
+    apply_peering_manifests(&client, true).await;
+    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap()).managed(MANAGED);
+    let operator = cluster.start_operator(
+        Operator::new([guest("admission_hooks")])
+            .namespaces(["default"])
+            .peering("default")
+            .admission(server),
+    );
+    webhooks_become(&client, false, &VALIDATING).await;
+    // Running (it paused until it saw its peering object), then frozen.
+    wait_record(operator.journal(), "running after peering", |r| {
+        matches!(r, Record::Resumed)
+    })
+    .await;
+    Freezer::new("default")
+        .namespaces(["default"])
+        .identity("admin@console")
+        .client(client.clone())
+        .freeze(Duration::from_secs(600))
+        .await
+        .unwrap();
+    wait_record(
+        operator.journal(),
+        "paused by the freeze",
+        |r| matches!(r, Record::Paused { reason } if reason.contains("admin@console")),
+    )
+    .await;
+    let refused = try_create(
+        &client,
+        kex("frozen", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect_err("admitted while paused");
     assert_eq!(refused.code, 422, "{refused:?}");
 }

@@ -138,7 +138,7 @@ pub(crate) fn add_admissions_json(rendered: &mut Value, declared: &[AdmissionDec
 mod tests {
     use super::*;
     use crate::runtime::state::AdmissionCall;
-    use crate::runtime::tests::state as fresh_state;
+    use crate::runtime::state::test_state as fresh_state;
 
     fn declaration(id: &str) -> AdmissionDeclaration {
         AdmissionDeclaration {

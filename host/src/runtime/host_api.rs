@@ -477,7 +477,7 @@ mod tests {
 
     use super::*;
     use crate::runtime::bindings::ResourceName;
-    use crate::runtime::tests::state as fresh_state;
+    use crate::runtime::state::test_state as fresh_state;
 
     fn pods() -> Selector {
         Selector {

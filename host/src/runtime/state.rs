@@ -212,3 +212,22 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }
+
+/// The state of a call of handler `h` about `ns/obj`, with no services, within the
+/// default limits: for the imports' unit tests.
+#[cfg(test)]
+pub(super) fn test_state() -> HostState {
+    use super::services::NoServices;
+    let ctx = CallContext::new("h", Some("ns/obj".to_owned()), Arc::new(NoServices));
+    HostState::new(
+        "g".into(),
+        ctx,
+        1 << 20,
+        Deadline::new(std::time::Instant::now() + std::time::Duration::from_secs(1)),
+        Arc::new(Limits::default()),
+        CallTurns::new(
+            &super::turns::CpuTurns::new(1),
+            super::slots::Pool::Handlers,
+        ),
+    )
+}

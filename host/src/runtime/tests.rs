@@ -721,17 +721,3 @@ async fn a_helper_process_compiles_guests_and_a_failing_helper_is_done_without()
     assert!(matches!(error, LoadError::Invalid { .. }), "{error:?}");
     assert!(error.to_string().contains("no such thing"), "{error}");
 }
-
-/// The state of a call of handler `h` about `ns/obj`, with no services, within the
-/// default limits: for the imports' unit tests.
-pub(super) fn state() -> super::state::HostState {
-    let ctx = CallContext::new("h", Some("ns/obj".to_owned()), Arc::new(NoServices));
-    super::state::HostState::new(
-        "g".into(),
-        ctx,
-        1 << 20,
-        super::deadline::Deadline::new(Instant::now() + Duration::from_secs(1)),
-        Arc::new(crate::limits::Limits::default()),
-        super::turns::CallTurns::new(&super::turns::CpuTurns::new(1), Pool::Handlers),
-    )
-}
