@@ -122,3 +122,87 @@ async fn the_readmes_case_example_is_the_tour_and_passes() {
     assert_eq!(shown, tour, "the README's case is not the tour file");
     kapsel_tests::case_file_passes("lifecycle", &tour_path).await;
 }
+
+/// The case files of `tests/cases/admission/` (or examples/admission's own) run against
+/// examples/admission, built as for deploy/ (`admission.wasm` of the release folder is the
+/// test guest of the same name).
+async fn run_admission(paths: &[PathBuf]) -> (Result<CaseSummary, String>, String) {
+    let mut out = Vec::new();
+    let result = run_cases(&kapsel_tests::deploy_guest("admission"), paths, &mut out)
+        .await
+        .map_err(|e| e.to_string());
+    (result, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// examples/admission's cases pass: reviews answered by its handlers (refused with the
+/// message and code, labelled by the patch), and writes through the cluster refused or
+/// stored labelled.
+#[tokio::test]
+async fn the_admission_examples_cases_pass() {
+    let cases = kapsel_tests::workspace().join("examples/admission/tests/cases");
+    let (result, report) = run_admission(&[cases]).await;
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 2,
+            failed: 0
+        }),
+        "{report}"
+    );
+}
+
+/// Each way an admission step can fail says what differs, under the step.
+#[tokio::test]
+async fn admission_steps_that_do_not_hold_fail_saying_what_differs() {
+    let (result, report) = run_admission(&[case("admission/failing")]).await;
+    assert_eq!(
+        result,
+        Ok(CaseSummary {
+            passed: 0,
+            failed: 4
+        }),
+        "{report}"
+    );
+    for wanted in [
+        "        step 1, ",
+        "        refused apply KopfExample/bad: refused otherwise:\n          - code: expected 403, got 422\n          - the refusal: 422 \"admission webhook \\\"check-field.kapsel-test.admission.kapsel.dev\\\" denied the request: field must not be forbidden\"\n",
+        "        refused apply ",
+        "kopfexample-obj.yaml: not refused: the cluster took the write\n",
+        "        review CREATE KopfExample/bad to check_field: the answer differs:\n          - expected allowed, got refused (422): \"field must not be forbidden\"\n",
+        "        review CREATE ",
+        "kopfexample-obj.yaml: the answer differs:\n          - patched metadata.labels.admission.kapsel.dev/seen: expected \"no\", got \"yes\"\n",
+    ] {
+        assert!(report.contains(wanted), "{wanted:?} in:\n{report}");
+    }
+}
+
+/// A review naming a handler the guest does not declare, or an operation kube does not
+/// know, is an input error at its place: nothing runs.
+#[tokio::test]
+async fn malformed_admission_steps_are_refused_before_running() {
+    let (result, report) = run_admission(&[case("admission/undeclared-handler.yaml")]).await;
+    let error = result.expect_err("an undeclared handler is an input error");
+    assert!(
+        error.ends_with(
+            "tests/cases/admission/undeclared-handler.yaml:5:16: the guest declares no admission handler \"check_feild\" (it declares: check_field, mark_seen)"
+        ),
+        "{error}"
+    );
+    assert!(report.is_empty(), "nothing runs: {report}");
+    let (result, _) = run_admission(&[case("admission/unknown-operation.yaml")]).await;
+    let error = result.expect_err("an unknown operation is an input error");
+    assert!(
+        error.ends_with(
+            "tests/cases/admission/unknown-operation.yaml:3:5: steps[0]: unknown operation \"PATCH\": expected one of CREATE, UPDATE, DELETE, CONNECT"
+        ),
+        "{error}"
+    );
+}
+
+/// What a review carries reaches the handlers of tests/guests/admission (the old object,
+/// a dry run) and what they answer comes back (warnings, codes); a trapping handler
+/// refuses a write through the cluster.
+#[tokio::test]
+async fn reviews_carry_what_kube_sends_and_answers_what_handlers_say() {
+    kapsel_tests::case_passes("admission", "admission", "hooks.yaml").await;
+}

@@ -2,10 +2,13 @@
 //! recordings replayed against it.
 //!
 //! `format` reads case files (with located errors); `runner` runs one case with the real
-//! host machinery and a manual clock; `replay` runs a recording of `kapsel run --record`
+//! host machinery and a manual clock, serving the guest's admission webhooks to the
+//! case's cluster when it has admission handlers (`admission`: their configuration
+//! awaited, reviews sent to them, refused writes checked); `replay` runs a recording of `kapsel run --record`
 //! the same way and compares; `matching` compares objects with the partial documents
 //! cases expect; `report` prints the results and writes JUnit XML.
 
+mod admission;
 mod expecting;
 mod format;
 mod matching;
@@ -155,9 +158,14 @@ pub(super) async fn run(
         .iter()
         .map(|h| h.id.as_str())
         .collect();
+    let admission: Vec<&str> = guest.admissions().iter().map(|d| d.id.as_str()).collect();
     let errors: Vec<String> = cases
         .iter()
-        .filter_map(|case| case.check_handlers(&declared).err())
+        .filter_map(|case| {
+            case.check_handlers(&declared)
+                .and_then(|()| case.check_admission(&admission))
+                .err()
+        })
         .map(|e| e.to_string())
         .collect();
     if !errors.is_empty() {

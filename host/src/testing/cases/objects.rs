@@ -39,6 +39,9 @@ pub(super) enum ObjectError {
     },
     #[error("an object needs apiVersion, kind and metadata.name")]
     Unnamed,
+    /// A review's object comes from a file of another number of documents.
+    #[error("{} holds {found} objects: a review's object is one", path.display())]
+    NotOne { path: PathBuf, found: usize },
     #[error(transparent)]
     Resource(#[from] FindError),
     #[error("{kind}/{name}: {source}")]
@@ -74,6 +77,48 @@ pub(super) async fn apply(client: &Client, source: &Source) -> Result<Vec<Writte
         written.extend(version_of(&resource, &applied));
     }
     Ok(written)
+}
+
+/// The one object of a source (an admission review's): inline, or a file's only document.
+pub(super) fn one_object(source: &Source) -> Result<Value, ObjectError> {
+    let object = match source {
+        Source::Object(object) => object.clone(),
+        Source::File(path) => {
+            let mut objects = read_manifests(path)?;
+            if objects.len() != 1 {
+                return Err(ObjectError::NotOne {
+                    path: path.clone(),
+                    found: objects.len(),
+                });
+            }
+            objects.remove(0)
+        }
+    };
+    let named = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    if named("/apiVersion") && named("/kind") && named("/metadata/name") {
+        Ok(object)
+    } else {
+        Err(ObjectError::Unnamed)
+    }
+}
+
+/// Merge-patches the object `target` names; the version written.
+pub(super) async fn merge(
+    client: &Client,
+    target: &Target,
+    merge: &Value,
+) -> Result<Vec<Written>, ObjectError> {
+    let (api, resource) = api_for(client, target).await?;
+    let object = api
+        .patch(&target.name, &PatchParams::default(), &Patch::Merge(merge))
+        .await
+        .map_err(ObjectError::Request)?;
+    Ok(version_of(&resource, &object).into_iter().collect())
 }
 
 fn read_manifests(path: &Path) -> Result<Vec<Value>, ObjectError> {

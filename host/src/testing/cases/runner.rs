@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Patch, PatchParams};
 
+use super::admission::{self, AdmissionError, Webhooks};
 use super::expecting::{Unmet, expect};
-use super::format::{Case, Expectation, Expected, Source, Step};
-use super::objects::{ObjectError, Written, api_for, apply, version_of};
-use crate::Operator;
+use super::format::{Case, Expectation, Expected, Source, Step, Write};
+use super::objects::{self, ObjectError, Written, api_for, apply, version_of};
 use crate::clock::ManualClock;
 use crate::health::Liveness;
 use crate::journal::Record;
@@ -20,6 +19,7 @@ use crate::recording::Recorder;
 use crate::running::activities_context;
 use crate::runtime::{Guest, Runtime, ServedGuests};
 use crate::testing::{Cluster, RunningOperator};
+use crate::{AdmissionServer, Operator};
 
 /// How a case ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,15 +93,27 @@ async fn run_on(
             }
         }
     }
-    let mut world = World::start(
+    // A guest with admission handlers serves them to the cluster, as when deployed; its
+    // webhooks are configured before the first step, so that every write goes through them.
+    let admits = !guest.admissions().is_empty();
+    let mut world = World::start_with(
         cluster,
         runtime,
         guest,
         Arc::new(ManualClock::new()),
-        Recorder::default(),
+        (Recorder::default(), admits.then(admission::server)),
     );
     world.written = given;
     let journal = world.running.journal().clone();
+    if admits {
+        match admission::configured(&client, guest).await {
+            Ok(webhooks) => world.webhooks = Some(webhooks),
+            Err(message) => {
+                let _ = world.running.stop().await;
+                return (Verdict::Failed { step: 0, message }, journal.records());
+            }
+        }
+    }
 
     let mut verdict = Verdict::Passed;
     for (index, step) in case.steps.iter().enumerate() {
@@ -137,6 +149,33 @@ fn describe(step: &Step) -> String {
         Step::Delete(target) => format!("delete {target}"),
         Step::Advance(by) => format!("advance {} s", by.as_secs_f64()),
         Step::Sleep(by) => format!("sleep {} s", by.as_secs_f64()),
+        Step::Review(review) => {
+            let source = review.object.as_ref().or(review.old_object.as_ref());
+            let object = match source {
+                Some(Source::File(path)) => path.display().to_string(),
+                Some(Source::Object(object)) => format!(
+                    "{}/{}",
+                    object["kind"].as_str().unwrap_or("?"),
+                    object["metadata"]["name"].as_str().unwrap_or("?")
+                ),
+                None => "?".to_owned(),
+            };
+            let to = review
+                .handler
+                .as_ref()
+                .map_or_else(String::new, |h| format!(" to {h}"));
+            format!("review {} {object}{to}", review.operation)
+        }
+        Step::Refused(refusal) => {
+            let write = match &refusal.write {
+                Write::Apply(source) => describe(&Step::Apply(source.clone())),
+                Write::Patch { target, merge } => describe(&Step::Patch {
+                    target: target.clone(),
+                    merge: merge.clone(),
+                }),
+            };
+            format!("refused {write}")
+        }
         Step::Expect(e) => match &e.what {
             Expected::Object { target, .. } => format!("expect object {target}"),
             Expected::Gone(target) => format!("expect gone {target}"),
@@ -160,6 +199,8 @@ enum StepError {
     Object(#[from] ObjectError),
     #[error(transparent)]
     Unmet(#[from] Unmet),
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
     /// A "not (again)" expectation cannot be judged while the operator is still busy.
     #[error(
         "the operator did not settle within {} s, so that it cannot be told whether this holds",
@@ -177,6 +218,8 @@ pub(super) struct World {
     liveness: Liveness,
     /// The case's writes since time last advanced.
     pub(super) written: Vec<Written>,
+    /// The guest's admission webhooks, once configured on the cluster.
+    webhooks: Option<Webhooks>,
 }
 
 impl World {
@@ -189,12 +232,26 @@ impl World {
         clock: Arc<ManualClock>,
         recorder: Recorder,
     ) -> World {
+        World::start_with(cluster, runtime, guest, clock, (recorder, None))
+    }
+
+    /// [`World::start`], the operator serving admission webhooks as `admission` says.
+    fn start_with(
+        cluster: &Cluster,
+        runtime: &Runtime,
+        guest: &Guest,
+        clock: Arc<ManualClock>,
+        (recorder, admission): (Recorder, Option<AdmissionServer>),
+    ) -> World {
         let mut operator = Operator::new([guest.path().to_path_buf()])
             .all_namespaces()
             .standalone()
             .client(cluster.client());
         operator.shared.recorder = recorder;
         operator.preloaded = Some((runtime.clone(), vec![guest.clone()]));
+        if let Some(server) = admission {
+            operator = operator.admission(server);
+        }
         let client = cluster.client();
         let liveness = Liveness::new(
             ServedGuests::new(vec![guest.clone()]),
@@ -207,6 +264,7 @@ impl World {
             liveness,
             running: RunningOperator::start(operator, Some(clock)),
             written: Vec::new(),
+            webhooks: None,
         }
     }
 
@@ -214,14 +272,7 @@ impl World {
         let client = &self.client;
         let written = match step {
             Step::Apply(source) => apply(client, source).await?,
-            Step::Patch { target, merge } => {
-                let (api, resource) = api_for(client, target).await?;
-                let object = api
-                    .patch(&target.name, &PatchParams::default(), &Patch::Merge(merge))
-                    .await
-                    .map_err(ObjectError::Request)?;
-                version_of(&resource, &object).into_iter().collect()
-            }
+            Step::Patch { target, merge } => objects::merge(client, target, merge).await?,
             Step::Delete(target) => {
                 let (api, resource) = api_for(client, target).await?;
                 let deleted = api
@@ -246,6 +297,11 @@ impl World {
                 tokio::time::sleep(*by).await;
                 Vec::new()
             }
+            Step::Review(review) => {
+                admission::review(client, self.webhooks.as_ref(), review).await?;
+                Vec::new()
+            }
+            Step::Refused(refusal) => admission::refused(client, refusal).await?,
             Step::Expect(expectation) => {
                 expect(client, &self.running, &self.liveness, expectation).await?;
                 if expectation.what.denies_more() {

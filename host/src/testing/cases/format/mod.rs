@@ -25,6 +25,7 @@
 //! so `advance: 1s` after a handler asked for a retry in 1 s runs exactly that retry. Every error names the file, the line and column, and what is wrong:
 //! the checks run while parsing, so the YAML parser can point at the node.
 
+mod admission;
 mod raw;
 
 use std::fmt;
@@ -34,6 +35,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use raw::RawCase;
+
+pub(crate) use admission::{Answer, Refusal, Review, Write};
 
 /// How long an expectation waits by default.
 pub(crate) const DEFAULT_WITHIN: Duration = Duration::from_secs(5);
@@ -102,6 +105,10 @@ pub(crate) enum Step {
     /// Wait in real time (rarely needed: expectations wait by themselves).
     Sleep(Duration),
     Expect(Expectation),
+    /// Send an admission review to the guest's admission handlers; check their answer.
+    Review(Box<Review>),
+    /// A write the cluster must refuse (its admission webhooks, or its own checks).
+    Refused(Refusal),
 }
 
 /// An object, as a case names it: `plural/name` (or kind, singular, short name),
@@ -279,6 +286,41 @@ impl Case {
         }
         Ok(())
     }
+
+    /// An input error if a `review` is sent to a guest without admission handlers, or
+    /// names a handler that is none of its admission handlers (`admission`).
+    pub(crate) fn check_admission(&self, admission: &[&str]) -> Result<(), CaseError> {
+        for step in &self.steps {
+            let Step::Review(review) = step else { continue };
+            let error = |location, message| CaseError {
+                path: self.path.clone(),
+                location,
+                message,
+            };
+            if admission.is_empty() {
+                return Err(error(
+                    locate(&self.text, "review:"),
+                    "the guest declares no admission handlers (on::validate, on::mutate): \
+                     no review can be answered"
+                        .to_owned(),
+                ));
+            }
+            if let Some(handler) = &review.handler
+                && !admission.contains(&handler.as_str())
+            {
+                let mut known = admission.to_vec();
+                known.sort_unstable();
+                return Err(error(
+                    locate_value(&self.text, &["handler"], handler),
+                    format!(
+                        "the guest declares no admission handler {handler:?} (it declares: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads and parses a case file.
@@ -316,9 +358,16 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
         });
     }
     // A file the case names must be there: an input error, found before anything runs.
-    let applied = raw.steps.iter().filter_map(|step| match step {
-        Step::Apply(source) => Some(source),
-        _ => None,
+    let applied = raw.steps.iter().flat_map(|step| -> Vec<&Source> {
+        match step {
+            Step::Apply(source)
+            | Step::Refused(Refusal {
+                write: Write::Apply(source),
+                ..
+            }) => vec![source],
+            Step::Review(review) => review.sources().collect(),
+            _ => Vec::new(),
+        }
     });
     for source in raw.given.iter().chain(applied) {
         if let Source::File(file) = source
@@ -341,6 +390,16 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Case, CaseError> {
             .into_iter()
             .map(|step| match step {
                 Step::Apply(source) => Step::Apply(anchor(source)),
+                Step::Refused(Refusal {
+                    write: Write::Apply(source),
+                    message,
+                    code,
+                }) => Step::Refused(Refusal {
+                    write: Write::Apply(anchor(source)),
+                    message,
+                    code,
+                }),
+                Step::Review(review) => Step::Review(Box::new(review.anchored(anchor))),
                 other => other,
             })
             .collect(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::admission::{Refusal, Review};
 use super::{DEFAULT_WITHIN, Expectation, Expected, HandlerOutcome, Source, Step, Target};
 
 #[derive(Deserialize)]
@@ -30,17 +31,21 @@ impl<'de> Deserialize<'de> for Step {
             Advance(Seconds),
             Sleep(Seconds),
             Expect(RawExpect),
+            Review(Review),
+            Refused(Refusal),
         }
         Ok(match RawStep::deserialize(deserializer)? {
             RawStep::Apply(source) => Step::Apply(source),
-            RawStep::Patch(p) => Step::Patch {
-                target: p.object.into_target(p.namespace),
-                merge: p.merge,
-            },
+            RawStep::Patch(p) => {
+                let (target, merge) = p.into_parts();
+                Step::Patch { target, merge }
+            }
             RawStep::Delete(d) => Step::Delete(d.0),
             RawStep::Advance(s) => Step::Advance(s.0),
             RawStep::Sleep(s) => Step::Sleep(s.0),
             RawStep::Expect(e) => Step::Expect(e.0),
+            RawStep::Review(review) => Step::Review(Box::new(review)),
+            RawStep::Refused(refusal) => Step::Refused(refusal),
         })
     }
 }
@@ -179,12 +184,20 @@ impl<'de> Deserialize<'de> for RawDelete {
     }
 }
 
+/// `patch:`'s keys (also `refused`'s `patch`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPatch {
+pub(super) struct RawPatch {
     object: RawTarget,
     namespace: Option<String>,
     merge: Value,
+}
+
+impl RawPatch {
+    /// The object patched, and the merge patch.
+    pub(super) fn into_parts(self) -> (Target, Value) {
+        (self.object.into_target(self.namespace), self.merge)
+    }
 }
 
 /// An expectation: exactly one subject key, plus its options.

@@ -229,3 +229,178 @@ fn values_are_located_as_whole_words_after_their_key() {
         Some((1, 24))
     );
 }
+
+/// A review step of `operation` with these extra lines (indented as its keys).
+fn review_step(operation: &str, keys: &str) -> String {
+    format!("steps:\n  - review:\n      operation: {operation}\n{keys}")
+}
+
+const KEX: &str = "{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: a}}";
+
+#[test]
+fn admission_steps_parse() {
+    let parsed = case(&format!(
+        "{}{}",
+        review_step(
+            "UPDATE",
+            &format!(
+                "      object: {KEX}\n      old-object: {{file: ../../../manifests/kopfexample-obj.yaml}}\n      user-info: {{username: alice, groups: [devs]}}\n      dry-run: true\n      handler: check\n      expect: {{allowed: true, warnings: [careful], patch: [], patched: {{spec: {{}}}}}}\n"
+            )
+        ),
+        "  - refused: {apply: {file: ../../../manifests/kopfexample-obj.yaml}, message: no, code: 422}\n  - refused: {patch: {object: kex/a, merge: {spec: {}}}}\n",
+    ))
+    .expect("parses");
+    let Step::Review(review) = &parsed.steps[0] else {
+        panic!("{:?}", parsed.steps[0])
+    };
+    assert_eq!(review.operation, "UPDATE");
+    assert_eq!(
+        review.old_object,
+        Some(Source::File(
+            hello()
+                .parent()
+                .expect("a folder")
+                .join("../../../manifests/kopfexample-obj.yaml")
+        )),
+        "anchored to the case file"
+    );
+    assert_eq!(
+        review.user_info,
+        json!({"username": "alice", "groups": ["devs"]})
+    );
+    assert!(review.dry_run);
+    assert_eq!(review.handler.as_deref(), Some("check"));
+    assert_eq!(
+        review.answer,
+        Answer {
+            allowed: true,
+            message: None,
+            code: None,
+            warnings: Some(vec!["careful".into()]),
+            patched: Some(json!({"spec": {}})),
+            patch: Some(Vec::new()),
+        }
+    );
+    assert!(matches!(
+        &parsed.steps[1],
+        Step::Refused(Refusal { write: Write::Apply(Source::File(file)), message: Some(m), code: Some(422) })
+            if file.is_absolute() && m == "no"
+    ));
+    assert!(matches!(
+        &parsed.steps[2],
+        Step::Refused(Refusal { write: Write::Patch { target, .. }, message: None, code: None })
+            if target.name == "a"
+    ));
+}
+
+#[test]
+fn malformed_admission_steps_are_input_errors_at_their_place() {
+    let object = format!("      object: {KEX}\n");
+    let allowed = "      expect: {allowed: true}\n";
+    for (text, wanted) in [
+        (
+            review_step("MAKE", &format!("{object}{allowed}")),
+            "unknown operation \"MAKE\": expected one of CREATE, UPDATE, DELETE, CONNECT",
+        ),
+        (
+            review_step("CREATE", allowed),
+            "a CREATE review needs `object`: the object written",
+        ),
+        (
+            review_step("UPDATE", &format!("{object}{allowed}")),
+            "an UPDATE review needs `old-object`: the object before the update",
+        ),
+        (
+            review_step("DELETE", &format!("{object}{allowed}")),
+            "a DELETE review has no `object`: kube sends the deleted object as `old-object`",
+        ),
+        (
+            review_step(
+                "CREATE",
+                &format!("      old-object: {KEX}\n{object}{allowed}"),
+            ),
+            "a CREATE review has no `old-object`: only UPDATE and DELETE have one",
+        ),
+        (
+            review_step("CREATE", &object),
+            "a review needs `expect`: what its answer must be (at least `allowed`)",
+        ),
+        (
+            review_step("CREATE", &format!("{object}      expect: {{code: 422}}\n")),
+            "a review's `expect` needs `allowed: true` or `allowed: false`",
+        ),
+        (
+            review_step(
+                "CREATE",
+                &format!("{object}      expect: {{allowed: true, message: no}}\n"),
+            ),
+            "`message` and `code` describe a refusal: they go with `allowed: false`",
+        ),
+        (
+            review_step(
+                "CREATE",
+                &format!("{object}      expect: {{allowed: false, patch: []}}\n"),
+            ),
+            "a refused review has no patch: `patched` and `patch` go with `allowed: true`",
+        ),
+        (
+            review_step(
+                "CREATE",
+                &format!("{object}      user-info: {{user: x}}\n{allowed}"),
+            ),
+            "unknown field `user`",
+        ),
+        (
+            review_step("CREATE", &format!("      object: {{kind: Pod}}\n{allowed}")),
+            "expected `file: PATH` or a Kubernetes object with apiVersion, kind and metadata.name",
+        ),
+        (
+            "steps:\n  - refused: {message: no}\n".to_owned(),
+            "`refused` needs exactly one write: `apply` or `patch`",
+        ),
+    ] {
+        let e = error(&text);
+        assert!(
+            e.starts_with("examples/minimal/tests/cases/hello.yaml:") && e.contains(wanted),
+            "{text}\n=> {e}"
+        );
+    }
+    // Located: at the step.
+    let e = error(&review_step("MAKE", &format!("{object}{allowed}")));
+    assert!(e.contains(":2:5: steps[0]"), "{e}");
+    let e = error(&review_step(
+        "CREATE",
+        &format!("      object: {{file: nowhere.yaml}}\n{allowed}"),
+    ));
+    assert!(
+        e.ends_with(":4:22: the file nowhere.yaml does not exist (relative to the case file)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn reviews_need_admission_handlers_and_name_declared_ones() {
+    let parsed = case(&review_step(
+        "CREATE",
+        &format!("      object: {KEX}\n      handler: chek\n      expect: {{allowed: true}}\n"),
+    ))
+    .expect("parses");
+    let e = parsed
+        .check_admission(&[])
+        .expect_err("no admission handler");
+    assert_eq!(e.location, Some((2, 5)), "{e}");
+    assert!(
+        e.message
+            .starts_with("the guest declares no admission handlers"),
+        "{e}"
+    );
+    let e = parsed
+        .check_admission(&["mark", "check"])
+        .expect_err("a typo");
+    assert_eq!(e.location, Some((5, 16)), "{e}");
+    assert_eq!(
+        e.message,
+        "the guest declares no admission handler \"chek\" (it declares: check, mark)"
+    );
+    assert!(parsed.check_admission(&["chek"]).is_ok());
+}
