@@ -159,17 +159,18 @@ async fn admission_steps_that_do_not_hold_fail_saying_what_differs() {
         result,
         Ok(CaseSummary {
             passed: 0,
-            failed: 4
+            failed: 5
         }),
         "{report}"
     );
     for wanted in [
         "        step 1, ",
-        "        refused apply KopfExample/bad: refused otherwise:\n          - code: expected 403, got 422\n          - the refusal: 422 \"admission webhook \\\"check-field.kapsel-test.admission.kapsel.dev\\\" denied the request: field must not be forbidden\"\n",
+        "        refused apply KopfExample/bad: refused otherwise:\n          - message: expected a part \"must be forbidden\", got \"admission webhook \\\"check-field.kapsel-test.admission.kapsel.dev\\\" denied the request: field must not be forbidden\"\n          - code: expected 403, got 422\n          - the refusal: 422 \"admission webhook \\\"check-field.kapsel-test.admission.kapsel.dev\\\" denied the request: field must not be forbidden\"\n",
         "        refused apply ",
         "kopfexample-obj.yaml: not refused: the cluster took the write\n",
         "        review CREATE KopfExample/bad to check_field: the answer differs:\n          - expected allowed, got refused (422): \"field must not be forbidden\"\n",
         "        review CREATE ",
+        "kopfexample-obj.yaml to mark_seen: the answer differs:\n          - warnings: expected [\"careful\"], got []\n          - patch: expected [], got [{\"op\":\"add\",\"path\":\"/metadata/labels/admission.kapsel.dev~1seen\",\"value\":\"yes\"}]\n",
         "kopfexample-obj.yaml: the answer differs:\n          - patched metadata.labels.admission.kapsel.dev/seen: expected \"no\", got \"yes\"\n",
     ] {
         assert!(report.contains(wanted), "{wanted:?} in:\n{report}");
