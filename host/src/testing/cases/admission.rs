@@ -71,23 +71,20 @@ pub(super) async fn configured(cluster: &Client, guest: &Guest) -> Result<Webhoo
     let wanted = [wanted(Webhook::Validating), wanted(Webhook::Mutating)];
     let deadline = tokio::time::Instant::now() + CONFIGURED_WITHIN;
     loop {
-        let last;
-        match written(cluster).await {
+        let last = match written(cluster).await {
             Ok(found) if found.iter().map(Vec::len).eq(wanted) => {
                 let hooks: Vec<&Value> = found.iter().flatten().collect();
                 return webhook_server(&hooks, guest.name());
             }
-            Ok(found) => {
-                last = format!(
-                    "{} validating and {} mutating webhooks, not {} and {}",
-                    found[0].len(),
-                    found[1].len(),
-                    wanted[0],
-                    wanted[1]
-                );
-            }
-            Err(error) => last = error.to_string(),
-        }
+            Ok(found) => format!(
+                "{} validating and {} mutating webhooks, not {} and {}",
+                found[0].len(),
+                found[1].len(),
+                wanted[0],
+                wanted[1]
+            ),
+            Err(error) => error.to_string(),
+        };
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(
                 "the operator did not configure its admission webhooks ({MANAGED}) within {} s: {last}",
@@ -122,10 +119,10 @@ async fn written(cluster: &Client) -> Result<[Vec<Value>; 2], kube::Error> {
             plural: plural.to_owned(),
         };
         let api: Api<DynamicObject> = Api::all_with(cluster.clone(), &resource);
-        if let Some(configuration) = api.get_opt(MANAGED).await? {
-            if let Some(Value::Array(hooks)) = configuration.data.get("webhooks") {
-                found[index].clone_from(hooks);
-            }
+        if let Some(configuration) = api.get_opt(MANAGED).await?
+            && let Some(Value::Array(hooks)) = configuration.data.get("webhooks")
+        {
+            found[index].clone_from(hooks);
         }
     }
     Ok(found)

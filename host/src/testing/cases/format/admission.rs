@@ -1,12 +1,11 @@
 //! The admission steps of case files: `review` (an AdmissionReview sent to the guest's
-//! admission handlers, and what their answer must be) and `refused` (a write the cluster
-//! must refuse, its webhooks or its own checks), read with their checks so that the parser
-//! points at a malformed one.
+//! admission handlers, and what their answer must be), read with its checks so that the
+//! parser points at a malformed one, and `refused` (a write the cluster must refuse, its
+//! webhooks or its own checks; read in `raw`, beside the writes).
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::raw::RawPatch;
 use super::{Source, Target};
 
 /// The operations an admission review can be about (kube's, in its words).
@@ -204,38 +203,6 @@ impl RawAnswer {
             warnings: self.warnings,
             patched: self.patched,
             patch: self.patch,
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Refusal {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct RawRefusal {
-            apply: Option<Source>,
-            patch: Option<RawPatch>,
-            message: Option<String>,
-            code: Option<u16>,
-        }
-        let raw = RawRefusal::deserialize(deserializer)?;
-        let write = match (raw.apply, raw.patch) {
-            (Some(source), None) => Write::Apply(source),
-            (None, Some(patch)) => {
-                let (target, merge) = patch.into_parts();
-                Write::Patch { target, merge }
-            }
-            _ => {
-                return Err(D::Error::custom(
-                    "`refused` needs exactly one write: `apply` or `patch`",
-                ));
-            }
-        };
-        Ok(Refusal {
-            write,
-            message: raw.message,
-            code: raw.code,
         })
     }
 }

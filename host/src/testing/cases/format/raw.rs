@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::admission::{Refusal, Review};
+use super::admission::{Refusal, Review, Write};
 use super::{DEFAULT_WITHIN, Expectation, Expected, HandlerOutcome, Source, Step, Target};
 
 #[derive(Deserialize)]
@@ -31,7 +31,7 @@ impl<'de> Deserialize<'de> for Step {
             Advance(Seconds),
             Sleep(Seconds),
             Expect(RawExpect),
-            Review(Review),
+            Review(Box<Review>),
             Refused(Refusal),
         }
         Ok(match RawStep::deserialize(deserializer)? {
@@ -44,7 +44,7 @@ impl<'de> Deserialize<'de> for Step {
             RawStep::Advance(s) => Step::Advance(s.0),
             RawStep::Sleep(s) => Step::Sleep(s.0),
             RawStep::Expect(e) => Step::Expect(e.0),
-            RawStep::Review(review) => Step::Review(Box::new(review)),
+            RawStep::Review(review) => Step::Review(review),
             RawStep::Refused(refusal) => Step::Refused(refusal),
         })
     }
@@ -187,7 +187,7 @@ impl<'de> Deserialize<'de> for RawDelete {
 /// `patch:`'s keys (also `refused`'s `patch`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawPatch {
+struct RawPatch {
     object: RawTarget,
     namespace: Option<String>,
     merge: Value,
@@ -195,7 +195,7 @@ pub(super) struct RawPatch {
 
 impl RawPatch {
     /// The object patched, and the merge patch.
-    pub(super) fn into_parts(self) -> (Target, Value) {
+    fn into_parts(self) -> (Target, Value) {
         (self.object.into_target(self.namespace), self.merge)
     }
 }
@@ -384,5 +384,38 @@ impl<'de> Deserialize<'de> for HandlerOutcome {
                     words.join(", ")
                 ))
             })
+    }
+}
+
+/// `refused:`: one write (`apply` or `patch`), and how the cluster refuses it.
+impl<'de> Deserialize<'de> for Refusal {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct RawRefusal {
+            apply: Option<Source>,
+            patch: Option<RawPatch>,
+            message: Option<String>,
+            code: Option<u16>,
+        }
+        let raw = RawRefusal::deserialize(deserializer)?;
+        let write = match (raw.apply, raw.patch) {
+            (Some(source), None) => Write::Apply(source),
+            (None, Some(patch)) => {
+                let (target, merge) = patch.into_parts();
+                Write::Patch { target, merge }
+            }
+            _ => {
+                return Err(D::Error::custom(
+                    "`refused` needs exactly one write: `apply` or `patch`",
+                ));
+            }
+        };
+        Ok(Refusal {
+            write,
+            message: raw.message,
+            code: raw.code,
+        })
     }
 }
