@@ -375,6 +375,7 @@ pub(super) async fn refused(
     let result = match &refusal.write {
         Write::Apply(source) => objects::apply(cluster, source).await,
         Write::Patch { target, merge } => objects::merge(cluster, target, merge).await,
+        Write::Delete(target) => objects::delete(cluster, target).await,
     };
     let status = match result {
         Ok(_) => return Err(AdmissionError::NotRefused),

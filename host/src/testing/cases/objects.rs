@@ -121,6 +121,21 @@ pub(super) async fn merge(
     Ok(version_of(&resource, &object).into_iter().collect())
 }
 
+/// Deletes the object `target` names; its version when it stays, held by finalizers (the
+/// operator must see the deletion).
+pub(super) async fn delete(client: &Client, target: &Target) -> Result<Vec<Written>, ObjectError> {
+    let (api, resource) = api_for(client, target).await?;
+    let deleted = api
+        .delete(&target.name, &Default::default())
+        .await
+        .map_err(ObjectError::Request)?;
+    Ok(deleted
+        .left()
+        .and_then(|o| version_of(&resource, &o))
+        .into_iter()
+        .collect())
+}
+
 fn read_manifests(path: &Path) -> Result<Vec<Value>, ObjectError> {
     use serde::Deserialize;
     let text = std::fs::read_to_string(path).map_err(|source| ObjectError::Unreadable {

@@ -11,7 +11,7 @@ use kube::Client;
 use super::admission::{self, AdmissionError, Webhooks};
 use super::expecting::{Unmet, expect};
 use super::format::{Case, Expectation, Expected, Source, Step, Write};
-use super::objects::{self, ObjectError, Written, api_for, apply, version_of};
+use super::objects::{self, ObjectError, Written, apply};
 use crate::clock::ManualClock;
 use crate::health::Liveness;
 use crate::journal::Record;
@@ -173,6 +173,7 @@ fn describe(step: &Step) -> String {
                     target: target.clone(),
                     merge: merge.clone(),
                 }),
+                Write::Delete(target) => describe(&Step::Delete(target.clone())),
             };
             format!("refused {write}")
         }
@@ -273,19 +274,7 @@ impl World {
         let written = match step {
             Step::Apply(source) => apply(client, source).await?,
             Step::Patch { target, merge } => objects::merge(client, target, merge).await?,
-            Step::Delete(target) => {
-                let (api, resource) = api_for(client, target).await?;
-                let deleted = api
-                    .delete(&target.name, &Default::default())
-                    .await
-                    .map_err(ObjectError::Request)?;
-                // Still there (held by finalizers): the operator must see the deletion.
-                deleted
-                    .left()
-                    .and_then(|o| version_of(&resource, &o))
-                    .into_iter()
-                    .collect()
-            }
+            Step::Delete(target) => objects::delete(client, target).await?,
             Step::Advance(by) => {
                 self.settle().await;
                 self.clock.advance(*by);

@@ -74,11 +74,12 @@ pub(crate) struct Refusal {
     pub(crate) code: Option<u16>,
 }
 
-/// A write, as `apply` and `patch` steps make it.
+/// A write, as `apply`, `patch` and `delete` steps make it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Write {
     Apply(Source),
     Patch { target: Target, merge: Value },
+    Delete(Target),
 }
 
 /// `review:`'s keys.

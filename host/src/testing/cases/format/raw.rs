@@ -387,7 +387,7 @@ impl<'de> Deserialize<'de> for HandlerOutcome {
     }
 }
 
-/// `refused:`: one write (`apply` or `patch`), and how the cluster refuses it.
+/// `refused:`: one write (`apply`, `patch` or `delete`), and how the cluster refuses it.
 impl<'de> Deserialize<'de> for Refusal {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
@@ -396,19 +396,21 @@ impl<'de> Deserialize<'de> for Refusal {
         struct RawRefusal {
             apply: Option<Source>,
             patch: Option<RawPatch>,
+            delete: Option<RawDelete>,
             message: Option<String>,
             code: Option<u16>,
         }
         let raw = RawRefusal::deserialize(deserializer)?;
-        let write = match (raw.apply, raw.patch) {
-            (Some(source), None) => Write::Apply(source),
-            (None, Some(patch)) => {
+        let write = match (raw.apply, raw.patch, raw.delete) {
+            (Some(source), None, None) => Write::Apply(source),
+            (None, Some(patch), None) => {
                 let (target, merge) = patch.into_parts();
                 Write::Patch { target, merge }
             }
+            (None, None, Some(delete)) => Write::Delete(delete.0),
             _ => {
                 return Err(D::Error::custom(
-                    "`refused` needs exactly one write: `apply` or `patch`",
+                    "`refused` needs exactly one write: `apply`, `patch` or `delete`",
                 ));
             }
         };

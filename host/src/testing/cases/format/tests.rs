@@ -247,7 +247,7 @@ fn admission_steps_parse() {
                 "      object: {KEX}\n      old-object: {{file: ../../../manifests/kopfexample-obj.yaml}}\n      user-info: {{username: alice, groups: [devs]}}\n      dry-run: true\n      handler: check\n      expect: {{allowed: true, warnings: [careful], patch: [], patched: {{spec: {{}}}}}}\n"
             )
         ),
-        "  - refused: {apply: {file: ../../../manifests/kopfexample-obj.yaml}, message: no, code: 422}\n  - refused: {patch: {object: kex/a, merge: {spec: {}}}}\n",
+        "  - refused: {apply: {file: ../../../manifests/kopfexample-obj.yaml}, message: no, code: 422}\n  - refused: {patch: {object: kex/a, merge: {spec: {}}}}\n  - refused: {delete: {object: kex/b, namespace: other}, code: 404}\n",
     ))
     .expect("parses");
     let Step::Review(review) = &parsed.steps[0] else {
@@ -290,6 +290,11 @@ fn admission_steps_parse() {
         &parsed.steps[2],
         Step::Refused(Refusal { write: Write::Patch { target, .. }, message: None, code: None })
             if target.name == "a"
+    ));
+    assert!(matches!(
+        &parsed.steps[3],
+        Step::Refused(Refusal { write: Write::Delete(target), message: None, code: Some(404) })
+            if target.name == "b" && target.namespace.as_deref() == Some("other")
     ));
 }
 
@@ -356,7 +361,7 @@ fn malformed_admission_steps_are_input_errors_at_their_place() {
         ),
         (
             "steps:\n  - refused: {message: no}\n".to_owned(),
-            "`refused` needs exactly one write: `apply` or `patch`",
+            "`refused` needs exactly one write: `apply`, `patch` or `delete`",
         ),
     ] {
         let e = error(&text);
