@@ -20,6 +20,8 @@
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-example-admission`
 //! (the component is `target/wasm32-wasip2/release/admission.wasm`).
 //! Run: `kapsel run --embedded -A target/wasm32-wasip2/release/admission.wasm`.
+//! Test: `kapsel test target/wasm32-wasip2/release/admission.wasm tests/cases/`: reviews
+//! sent to the handlers, and writes through a cluster that calls them.
 
 use kapsel::{AdmissionError, Cause};
 
