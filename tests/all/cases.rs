@@ -124,11 +124,10 @@ async fn the_readmes_case_example_is_the_tour_and_passes() {
 }
 
 /// The case files of `tests/cases/admission/` (or examples/admission's own) run against
-/// examples/admission, built as for deploy/ (`admission.wasm` of the release folder is the
-/// test guest of the same name).
+/// examples/admission.
 async fn run_admission(paths: &[PathBuf]) -> (Result<CaseSummary, String>, String) {
     let mut out = Vec::new();
-    let result = run_cases(&kapsel_tests::deploy_guest("admission"), paths, &mut out)
+    let result = run_cases(&kapsel_tests::guest("admission"), paths, &mut out)
         .await
         .map_err(|e| e.to_string());
     (result, String::from_utf8_lossy(&out).into_owned())
@@ -205,5 +204,5 @@ async fn malformed_admission_steps_are_refused_before_running() {
 /// refuses a write through the cluster.
 #[tokio::test]
 async fn reviews_carry_what_kube_sends_and_answers_what_handlers_say() {
-    kapsel_tests::case_passes("admission", "admission", "hooks.yaml").await;
+    kapsel_tests::case_passes("admission_hooks", "admission", "hooks.yaml").await;
 }
