@@ -5,12 +5,14 @@
 //! handles every example's objects with the RBAC `kapsel rbac` wrote, without a 403;
 //! without one of its rules, the first call that rule covered fails with a 403 naming
 //! the permission. The generated files are fresh, and `kapsel rbac` resolves offline as
-//! it does on a cluster.
+//! it does on a cluster. `deploy/admission/` serves admission webhooks behind its Service
+//! (`admission`).
 #![allow(
     clippy::unwrap_used,
     reason = "test helpers: a failed step is a failed test"
 )]
 
+mod admission;
 mod rbac;
 mod support;
 

@@ -247,6 +247,8 @@ pub(crate) struct Pod {
     pub(crate) probe_path: String,
     /// The pod's name (POD_ID comes from it).
     pub(crate) name: String,
+    /// `127.0.0.1:PORT`: where `--admission-listen` listens, if the container serves it.
+    pub(crate) admission: Option<String>,
 }
 
 impl Pod {
@@ -296,8 +298,29 @@ impl Pod {
         let mut args: Vec<String> = Vec::new();
         let container_args = strings_of(&container["args"]);
         let mut liveness_mapped = false;
+        let mut admission = None;
         let mut iter = container_args.iter().peekable();
         while let Some(arg) = iter.next() {
+            if arg == "--admission-listen" {
+                // On a container port, moved to a free loopback port.
+                let listen = iter.next().expect("an address after --admission-listen");
+                let exposed = container["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["containerPort"].as_u64());
+                assert!(
+                    exposed
+                        .map(|p| format!("0.0.0.0:{p}"))
+                        .any(|a| &a == listen),
+                    "--admission-listen {listen} listens on a container port"
+                );
+                let mapped = format!("127.0.0.1:{}", free_port());
+                args.push(arg.clone());
+                args.push(mapped.clone());
+                admission = Some(mapped);
+                continue;
+            }
             if arg == "--liveness" {
                 let url = iter.next().expect("a URL after --liveness");
                 let (host_port, path) = url
@@ -361,6 +384,7 @@ impl Pod {
             endpoint: format!("http://127.0.0.1:{port}"),
             probe_path: probe["path"].as_str().unwrap_or_default().to_owned(),
             name: pod_name,
+            admission,
         }
     }
 
