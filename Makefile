@@ -65,8 +65,11 @@ deny:
 	@command -v cargo-deny >/dev/null || $(CARGO) install --locked cargo-deny@0.20.2
 	$(CARGO) deny check $(DENY_CHECKS)
 
-demo: setup guests build
-	KAPSEL=$(TARGET_DIR)/debug/kapsel GUEST_DIR=$(GUEST_DIR) scripts/demo.sh
+# The examples alone (the test guests are not needed, and one shares a name with an
+# example: tests/guests/admission), built as `make deploy-manifests` builds them.
+demo: setup build
+	KAPSEL=$(TARGET_DIR)/debug/kapsel \
+	GUEST_DIR=$$(GUEST_PROFILE=deploy GUEST_FOLDERS=examples scripts/build-guests) scripts/demo.sh
 
 # What deploy/ generates: the example guests (the small `deploy` profile) in each
 # kustomization's guests/, and its rbac.yaml from `kapsel rbac`. A test fails when a

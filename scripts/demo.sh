@@ -5,7 +5,9 @@
 #
 # Guests: seed.wasm (on.event), indexes.wasm (indexes), minimal.wasm (Kopf's first
 # example: on.create returning "hello world"), lifecycle.wasm (create, update, field,
-# delete with a finalizer, temporary and permanent errors).
+# delete with a finalizer, temporary and permanent errors); and admission.wasm (admission
+# webhooks: a validating and a mutating handler) in a second operator, started once the
+# CRD exists, which the cluster calls on writes of KopfExamples.
 set -euo pipefail
 
 KAPSEL=${KAPSEL:-target/debug/kapsel}
@@ -13,6 +15,8 @@ GUEST_DIR=${GUEST_DIR:-target/guests/wasm32-wasip2/release}
 REFERENCE=${REFERENCE:-examples/manifests}
 WORK=$(mktemp -d)
 LOG=$WORK/operator.log
+ADMISSION_LOG=$WORK/admission.log
+ADMISSION=""
 export KUBECONFIG=$WORK/kubeconfig
 
 command -v kubectl >/dev/null || { echo "The demo drives the cluster with kubectl; install it first." >&2; exit 2; }
@@ -51,27 +55,72 @@ show() {
 
 GUESTS=(seed.wasm indexes.wasm minimal.wasm lifecycle.wasm)
 step "Starting the operator on an embedded cluster (guests: ${GUESTS[*]})"
+# started PID LOG: waits until the operator PID logs into LOG that it is running.
+started() {
+    for _ in $(seq 600); do  # compiling the guests takes a while on a busy machine
+        grep -q "The operator is running" "$2" 2>/dev/null && return
+        kill -0 "$1" 2>/dev/null || { cat "$2"; echo "The operator exited early." >&2; exit 1; }
+        sleep 0.1
+    done
+    cat "$2"
+    echo "The operator did not start." >&2
+    exit 1
+}
+
 "$KAPSEL" run --embedded --kubeconfig "$KUBECONFIG" -A --log-format plain \
     "${GUESTS[@]/#/$GUEST_DIR/}" >"$LOG" 2>&1 &
 OPERATOR=$!
-trap 'kill -9 $OPERATOR 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 600); do  # compiling the guests takes a while on a busy machine
-    grep -q "The operator is running" "$LOG" 2>/dev/null && break
-    kill -0 $OPERATOR 2>/dev/null || { cat "$LOG"; echo "The operator exited early." >&2; exit 1; }
-    sleep 0.1
-done
-grep -q "The operator is running" "$LOG" || { cat "$LOG"; echo "The operator did not start." >&2; exit 1; }
+TAILS=()
+cleanup() {
+    kill "${TAILS[@]}" 2>/dev/null || true
+    kill -9 $OPERATOR $ADMISSION 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+started $OPERATOR "$LOG"
 sed 's/^/  operator| /' "$LOG"
 tail -n0 -f "$LOG" | sed -u 's/^/  operator| /' &
-TAIL=$!
-trap 'kill $TAIL 2>/dev/null || true; kill -9 $OPERATOR 2>/dev/null || true; rm -rf "$WORK"' EXIT
+TAILS+=($!)
 
 step "kubectl apply: the KopfExample CRD (served without restarting the operator)"
 kubectl apply -f "$REFERENCE/kopfexamples-crd.yaml"
 sleep 1
 
-step "kubectl apply: a KopfExample object (minimal.wasm answers hello world)"
+step "Admission webhooks: a second operator serving admission.wasm's handlers over HTTPS"
+# Its certificate is generated into a Secret (default/kopfexamples.kapsel.dev-admission-tls);
+# it writes the webhook configurations kopfexamples.kapsel.dev, which call it by URL.
+"$KAPSEL" run --kubeconfig "$KUBECONFIG" -A --standalone --log-format plain \
+    --admission-listen 127.0.0.1:0 --admission-managed kopfexamples.kapsel.dev \
+    "$GUEST_DIR/admission.wasm" >"$ADMISSION_LOG" 2>&1 &
+ADMISSION=$!
+started $ADMISSION "$ADMISSION_LOG"
+sed 's/^/  admission| /' "$ADMISSION_LOG"
+tail -n0 -f "$ADMISSION_LOG" | sed -u 's/^/  admission| /' &
+TAILS+=($!)
+expect "the webhooks the cluster calls" \
+    "check-field.kopfexamples.kapsel.dev mark-seen.kopfexamples.kapsel.dev" 10 \
+    kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations \
+    kopfexamples.kapsel.dev -o 'jsonpath={.items[*].webhooks[*].name}'
+
+step "kubectl apply: a KopfExample whose spec.field is forbidden (check_field refuses it)"
+refused=$(kubectl apply -f - 2>&1 <<'EOF' || true
+apiVersion: kopf.dev/v1
+kind: KopfExample
+metadata:
+  name: kopf-example-forbidden
+spec:
+  field: forbidden
+EOF
+)
+echo "  $refused"
+expect "the refusal" "denied the request: field must not be forbidden" 1 \
+    grep -o "denied the request: field must not be forbidden" <<<"$refused"
+expect "nothing stored" "" 1 kubectl get kex kopf-example-forbidden --ignore-not-found -o name
+
+step "kubectl apply: a KopfExample object (mark_seen labels it; minimal.wasm answers hello world)"
 kubectl apply -f "$REFERENCE/kopfexample-obj.yaml"
+expect "its label admission.kapsel.dev/seen (set before it was stored)" "yes" 1 \
+    kubectl get kex kopf-example-1 -o "jsonpath={.metadata.labels['admission\\.kapsel\\.dev/seen']}"
 expect "status.create_fn.message" "hello world" 15 \
     kubectl get kex kopf-example-1 -o 'jsonpath={.status.create_fn.message}'
 
@@ -139,18 +188,21 @@ expect "the Greeting Event about kopf-example-1" "Greeting: Hello, kopf-example-
     kubectl get events --field-selector involvedObject.name=kopf-example-1 \
     -o 'jsonpath={range .items[?(@.reason=="Greeting")]}{.reason}: {.message}{end}'
 
-step "Stopping the operator (SIGINT)"
-kill -INT $OPERATOR
+step "Stopping the operators (SIGINT)"
+kill -INT $ADMISSION $OPERATOR
+admission_status=0
+wait $ADMISSION || admission_status=$?
 status=0
 wait $OPERATOR || status=$?
-kill $TAIL 2>/dev/null || true
+kill "${TAILS[@]}" 2>/dev/null || true
 
 step "What the handlers did (the on.event lines left out)"
 grep -E '^\[[^]]+\] ' "$LOG" | grep -v ' log_event: ' | sed 's/^/  /' || true
 events=$(grep -c ' log_event: event ' "$LOG" || true)
 echo
-echo "The operator exited with status $status after $events on.event log lines."
+echo "The operator exited with status $status after $events on.event log lines;" \
+    "the admission operator with status $admission_status."
 if [ ${#FAILED[@]} -gt 0 ]; then
     echo "Checks that failed: ${FAILED[*]}" >&2
 fi
-[ "$status" -eq 0 ] && [ "$events" -gt 0 ] && [ ${#FAILED[@]} -eq 0 ]
+[ "$status" -eq 0 ] && [ "$admission_status" -eq 0 ] && [ "$events" -gt 0 ] && [ ${#FAILED[@]} -eq 0 ]
