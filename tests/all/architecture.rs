@@ -219,6 +219,7 @@ fn resolve(module: &ModPath, path: &[String]) -> Option<ModPath> {
 /// the path it stands for, so that a path through a re-export (`crate::Error`) counts as
 /// a reference to the module that defines it.
 fn re_exports(files: &[(ModPath, PathBuf)]) -> BTreeMap<ModPath, ModPath> {
+    let modules: BTreeSet<&ModPath> = files.iter().map(|(module, _)| module).collect();
     let mut aliases = BTreeMap::new();
     for (module, path) in files {
         if path.file_stem().is_some_and(|s| s == "tests") {
@@ -257,7 +258,10 @@ fn re_exports(files: &[(ModPath, PathBuf)]) -> BTreeMap<ModPath, ModPath> {
                 };
                 let mut alias = module.clone();
                 alias.push(name.clone());
-                if alias != target {
+                // A path through a module's name means the module, never an item
+                // re-exported under the same name (a function: `pub use tools::rbac`
+                // beside `mod rbac`).
+                if alias != target && !modules.contains(&alias) {
                     aliases.insert(alias, target);
                 }
             }
@@ -553,11 +557,32 @@ fn the_cycle_check_finds_cycles() {
         std::fs::remove_file(src.join(gone)).expect("remove");
     }
     let found = crate_cycles(&src);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         found,
         vec!["(crate root): {e, h}".to_owned()],
         "paths count as written"
+    );
+    // A function re-exported under a module's name (`pub use k::j` beside `mod j`) does
+    // not take the paths into that module.
+    std::fs::create_dir_all(src.join("j")).expect("j");
+    std::fs::write(src.join("lib.rs"), "//! x\nmod j;\nmod k;\npub use k::j;\n").expect("write");
+    std::fs::write(
+        src.join("k.rs"),
+        "//! k\npub(crate) fn j() { crate::j::x::g(); }\n",
+    )
+    .expect("write");
+    std::fs::write(src.join("j/mod.rs"), "//! j\nmod x;\nmod y;\n").expect("write");
+    std::fs::write(src.join("j/x.rs"), "//! x\nuse super::y::Y;\n").expect("write");
+    std::fs::write(src.join("j/y.rs"), "//! y\npub(crate) struct Y;\n").expect("write");
+    for gone in ["e.rs", "g.rs", "h.rs"] {
+        std::fs::remove_file(src.join(gone)).expect("remove");
+    }
+    let found = crate_cycles(&src);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        found,
+        Vec::<String>::new(),
+        "a module's name is the module: j's children import no k"
     );
 }
 
