@@ -268,6 +268,12 @@ async fn rbac(args: RbacArgs) -> Result<(), CliError> {
     if let Some(name) = args.peering {
         request = request.peering(name);
     }
+    if let Some(name) = args.admission_managed {
+        request = request.admission_managed(name);
+    }
+    if let Some((namespace, name)) = args.admission_secret {
+        request = request.admission_secret(namespace, name);
+    }
     let (offline, client) = if args.offline || !args.crd.is_empty() {
         let (server, client) = crate::offline::cluster(&args.crd).await.map_err(|e| {
             let code = if e.is_input_error() { 2 } else { 1 };

@@ -145,6 +145,10 @@ pub struct RbacRequest {
     namespaces: Vec<String>,
     /// The peering object (`default` unless `--peering` names another); `None` standalone.
     peering: Option<String>,
+    /// `--admission-managed`: the webhook configurations' name.
+    admission_managed: Option<String>,
+    /// `--admission-secret`: the namespace and name of a generated certificate's Secret.
+    admission_secret: Option<(String, String)>,
 }
 
 impl RbacRequest {
@@ -158,6 +162,8 @@ impl RbacRequest {
             namespace: "default".to_owned(),
             namespaces: Vec::new(),
             peering: Some("default".to_owned()),
+            admission_managed: None,
+            admission_secret: None,
         }
     }
 
@@ -198,6 +204,28 @@ impl RbacRequest {
         self.peering = Some(name.into());
         self
     }
+
+    /// The operator manages the admission webhook configurations of this name
+    /// (`kapsel run --admission-managed NAME`): only they may be patched, and a generated
+    /// certificate is kept in `<NAME>-admission-tls`. Without it, configurations of any
+    /// name may be patched.
+    #[must_use]
+    pub fn admission_managed(mut self, name: impl Into<String>) -> RbacRequest {
+        self.admission_managed = Some(name.into());
+        self
+    }
+
+    /// The operator keeps a generated admission certificate in this Secret
+    /// (`kapsel run --admission-secret NAMESPACE/NAME`).
+    #[must_use]
+    pub fn admission_secret(
+        mut self,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> RbacRequest {
+        self.admission_secret = Some((namespace.into(), name.into()));
+        self
+    }
 }
 
 /// The RBAC manifests that an operator of the request's guests needs on the cluster
@@ -229,6 +257,10 @@ pub async fn rbac(request: &RbacRequest, client: kube::Client) -> Result<String,
         &crate::rbac::Mode {
             scope: Scope::from_patterns(&request.namespaces),
             peering: request.peering.clone(),
+            admission: crate::rbac::Admission {
+                managed: request.admission_managed.clone(),
+                secret: request.admission_secret.clone(),
+            },
         },
     ))
 }

@@ -185,8 +185,8 @@ pub(crate) struct NewArgs {
 }
 
 /// `kapsel rbac GUEST...`: a ServiceAccount, a ClusterRole and its binding, and a Role
-/// and its binding per namespace of `-n`, as YAML. The scope and peering flags are
-/// `kapsel run`'s: give the ones the operator runs with.
+/// and its binding per namespace of `-n`, as YAML. The scope, peering and admission flags
+/// are `kapsel run`'s: give the ones the operator runs with.
 #[derive(Debug, Args)]
 pub(crate) struct RbacArgs {
     /// Guests: .wasm files or directories of them.
@@ -211,6 +211,15 @@ pub(crate) struct RbacArgs {
     /// The operator peers through this peering object (default: `default`).
     #[arg(short = 'P', long, value_name = "NAME")]
     pub(crate) peering: Option<String>,
+    /// The operator manages the admission webhook configurations of this name (`kapsel
+    /// run --admission-managed`): only they may be patched (without it: any).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) admission_managed: Option<String>,
+    /// The operator keeps a generated admission certificate in this Secret (`kapsel run
+    /// --admission-secret`; default: `<managed name or kapsel>-admission-tls` in the
+    /// operator's namespace).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = run::secret)]
+    pub(crate) admission_secret: Option<(String, String)>,
     /// Resolve the guests' selectors offline, on an in-process API server that serves
     /// the built-in resources and the CRDs of these files (repeatable; documents other
     /// than CustomResourceDefinitions are skipped), instead of on the current cluster.

@@ -167,7 +167,7 @@ fn service(text: &str) -> Result<(String, String, u16), String> {
 }
 
 /// `NAMESPACE/NAME`.
-fn secret(text: &str) -> Result<(String, String), String> {
+pub(super) fn secret(text: &str) -> Result<(String, String), String> {
     match text.split_once('/') {
         Some((namespace, name))
             if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>

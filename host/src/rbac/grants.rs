@@ -17,6 +17,34 @@ pub(crate) struct Mode {
     /// The peering object it keeps its record in (`--peering NAME`, or `default` when
     /// no flag is given); `None` for `--standalone`.
     pub(crate) peering: Option<String>,
+    /// How the webhook server of its admission handlers runs.
+    pub(crate) admission: Admission,
+}
+
+/// How the webhook server of admission handlers runs (`kapsel run`'s `--admission-*`), as
+/// far as its permissions depend on it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Admission {
+    /// `--admission-managed NAME`: the configurations it writes, the only ones it may
+    /// patch; without it, any (`kapsel rbac` was not told the name).
+    pub(crate) managed: Option<String>,
+    /// `--admission-secret NAMESPACE/NAME`: where a generated certificate is kept (default:
+    /// `<managed name or kapsel>-admission-tls` in the operator's namespace, as `kapsel
+    /// run`'s).
+    pub(crate) secret: Option<(String, String)>,
+}
+
+impl Admission {
+    /// The Secret of a generated certificate: its namespace and name.
+    pub(crate) fn secret(&self, operator_namespace: &str) -> (String, String) {
+        self.secret.clone().unwrap_or_else(|| {
+            let prefix = self.managed.as_deref().unwrap_or("kapsel");
+            (
+                operator_namespace.to_owned(),
+                format!("{prefix}-admission-tls"),
+            )
+        })
+    }
 }
 
 /// Rules by (API group, resource, the one object they are limited to): their verbs.
@@ -120,7 +148,7 @@ pub(super) fn grants(needs: &GuestNeeds, mode: &Mode, operator_namespace: &str) 
     }
 
     if !needs.admission.is_empty() {
-        admission(&mut grants, operator_namespace);
+        admission(&mut grants, &mode.admission, operator_namespace);
     }
 
     for (resource, patches) in &needs.watched {
@@ -162,22 +190,27 @@ pub(super) fn grants(needs: &GuestNeeds, mode: &Mode, operator_namespace: &str) 
 /// What the webhook server of admission handlers does (`kapsel run --admission-*`), as
 /// Kopf grants it: it creates its two configurations, whichever kinds of handler there
 /// are (a reload may add the other), and merge-patches their webhooks (a 409 on create:
-/// they exist, so neither `get` nor `update` is needed); a generated certificate is read,
-/// created and replaced in its Secret, in the operator's namespace.
-fn admission(grants: &mut Grants, operator_namespace: &str) {
+/// they exist, so neither `get` nor `update` is needed), patches limited to their name
+/// when it is known; a generated certificate is read and replaced in its Secret, by name,
+/// and the Secret created (RBAC cannot limit a create to a name).
+fn admission(grants: &mut Grants, admission: &Admission, operator_namespace: &str) {
+    let group = "admissionregistration.k8s.io";
     for resource in [
         "mutatingwebhookconfigurations",
         "validatingwebhookconfigurations",
     ] {
-        grants.grant(
-            None,
-            "admissionregistration.k8s.io",
-            resource,
-            &["create", "patch"],
-        );
+        grants.grant(None, group, resource, &["create"]);
+        let named = admission.managed.as_deref();
+        grants.grant_on(None, (group, resource, named), &["patch"]);
     }
-    let here = [operator_namespace.to_owned()];
-    grants.grant(Some(&here), "", "secrets", &["create", "get", "update"]);
+    let (namespace, name) = admission.secret(operator_namespace);
+    let there = [namespace];
+    grants.grant(Some(&there), "", "secrets", &["create"]);
+    grants.grant_on(
+        Some(&there),
+        ("", "secrets", Some(&name)),
+        &["get", "update"],
+    );
 }
 
 pub(super) fn rules_json(rules: Rules) -> Vec<Value> {

@@ -86,10 +86,15 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
         }
     }
     if !needs.admission.is_empty() {
+        let configurations = mode.admission.managed.as_ref().map_or_else(
+            || "of any name (give --admission-managed)".to_owned(),
+            Clone::clone,
+        );
+        let (namespace, secret) = mode.admission.secret(&subject.namespace);
         out.push_str(&format!(
-            "# Admission handlers: their webhook server creates and patches its \
-             configurations, and keeps a generated certificate in a Secret in {}:\n",
-            subject.namespace
+            "# Admission handlers: their webhook server writes the webhook configurations \
+             {configurations}, and keeps a generated certificate in the Secret \
+             {namespace}/{secret}:\n"
         ));
         for handler in &needs.admission {
             out.push_str(&format!("#   {handler}\n"));

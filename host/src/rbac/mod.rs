@@ -21,9 +21,10 @@
 //!   the guest chooses of what the cluster serves now, asked as the operator asks it (a
 //!   comment at the top says that CRDs created later are not covered);
 //! - for admission handlers (`on::validate`, `on::mutate`), which watch nothing: `create`
-//!   and `patch` on `validatingwebhookconfigurations` and
-//!   `mutatingwebhookconfigurations` (the managed configurations), and `get`, `create`,
-//!   `update` on `secrets` in the operator's namespace (a generated certificate).
+//!   on `validatingwebhookconfigurations` and `mutatingwebhookconfigurations`, and `patch`
+//!   on those of `--admission-managed`'s name (any without the flag); `create` on `secrets`
+//!   and `get`, `update` on the one of a generated certificate (`--admission-secret`, by
+//!   default `kapsel run`'s), in its namespace.
 //!
 //! Where: a ServiceAccount, and a ClusterRole with its binding for what is cluster-wide.
 //! An operator restricted to named namespaces (`-n a -n b`) gets its namespaced grants
@@ -47,6 +48,6 @@ mod needs;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use grants::Mode;
+pub(crate) use grants::{Admission, Mode};
 pub(crate) use manifests::{Subject, manifests};
 pub(crate) use needs::guest_needs;

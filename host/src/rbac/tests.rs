@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::grants::Mode;
+use super::grants::{Admission, Mode};
 use super::manifests::{Subject, manifests};
 use super::needs::GuestNeeds;
 use crate::cluster::{Resource, Scope};
@@ -60,6 +60,7 @@ fn mode(namespaces: &[&str], peering: Option<&str>) -> Mode {
     Mode {
         scope: Scope::from_patterns(namespaces),
         peering: peering.map(str::to_owned),
+        admission: Admission::default(),
     }
 }
 
@@ -296,32 +297,39 @@ fn admission_handlers_get_their_configurations_and_the_certificates_secret() {
         ..needs()
     };
     let group = "admissionregistration.k8s.io";
+    let configurations = [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ];
     for namespaces in [&[][..], &["team-a"][..]] {
         let text = manifests(&admission, &subject(), &mode(namespaces, None));
         assert!(
             text.contains(
-                "# Admission handlers: their webhook server creates and patches its \
-                 configurations, and keeps a generated certificate in a Secret in ops:\n\
+                "# Admission handlers: their webhook server writes the webhook \
+                 configurations of any name (give --admission-managed), and keeps a \
+                 generated certificate in the Secret ops/kapsel-admission-tls:\n\
                  #   handler \"check_field\" of guest \"admission\"\n"
             ),
             "{text}"
         );
         let documents = documents(&text);
         let cluster = &documents[1];
-        for configurations in [
-            "validatingwebhookconfigurations",
-            "mutatingwebhookconfigurations",
-        ] {
-            assert_eq!(verbs(cluster, group, configurations), ["create", "patch"]);
+        for resource in configurations {
+            assert_eq!(verbs(cluster, group, resource), ["create", "patch"]);
         }
-        // The Secret, in the operator's namespace only.
+        // The Secret, in the operator's namespace only: created, then read and
+        // replaced by its name alone.
         assert!(verbs(cluster, "", "secrets").is_empty());
         let role = documents
             .iter()
             .find(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == "ops")
             .unwrap_or_else(|| panic!("a Role in ops: {text}"));
-        assert_eq!(verbs(role, "", "secrets"), ["create", "get", "update"]);
-        assert_eq!(role["rules"].as_array().map(Vec::len), Some(1), "{role}");
+        assert_eq!(verbs(role, "", "secrets"), ["create"]);
+        assert_eq!(
+            verbs(role, "", "secrets:kapsel-admission-tls"),
+            ["get", "update"]
+        );
+        assert_eq!(role["rules"].as_array().map(Vec::len), Some(2), "{role}");
         let binding = documents
             .iter()
             .find(|d| d["kind"] == "RoleBinding" && d["metadata"]["namespace"] == "ops")
@@ -334,4 +342,47 @@ fn admission_handlers_get_their_configurations_and_the_certificates_secret() {
         !text.contains("admission") && !text.contains("secrets"),
         "{text}"
     );
+}
+
+#[test]
+fn the_managed_configurations_and_the_secret_are_granted_by_name_when_known() {
+    let admission = GuestNeeds {
+        admission: vec!["handler \"mark_seen\" of guest \"admission\"".into()],
+        ..needs()
+    };
+    let group = "admissionregistration.k8s.io";
+    let managed = |secret: Option<(&str, &str)>| Mode {
+        admission: Admission {
+            managed: Some("kex.example.com".into()),
+            secret: secret.map(|(ns, name)| (ns.into(), name.into())),
+        },
+        ..mode(&[], None)
+    };
+    let text = manifests(&admission, &subject(), &managed(None));
+    assert!(
+        text.contains(
+            "configurations kex.example.com, and keeps a generated certificate in the \
+             Secret ops/kex.example.com-admission-tls:"
+        ),
+        "{text}"
+    );
+    let granted = documents(&text);
+    for resource in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ] {
+        assert_eq!(verbs(&granted[1], group, resource), ["create"]);
+        let named = format!("{resource}:kex.example.com");
+        assert_eq!(verbs(&granted[1], group, &named), ["patch"]);
+    }
+    let secret = "secrets:kex.example.com-admission-tls";
+    assert_eq!(verbs(&granted[3], "", secret), ["get", "update"]);
+    // --admission-secret: that one, in its namespace.
+    let text = manifests(&admission, &subject(), &managed(Some(("certs", "tls"))));
+    assert!(text.contains("in the Secret certs/tls:"), "{text}");
+    let documents = documents(&text);
+    assert_eq!(kinds(&documents)[3], ("Role".into(), "certs".into()));
+    assert_eq!(verbs(&documents[3], "", "secrets"), ["create"]);
+    assert_eq!(verbs(&documents[3], "", "secrets:tls"), ["get", "update"]);
+    assert_eq!(documents.len(), 5, "{text}");
 }

@@ -31,7 +31,7 @@ async fn the_admission_overlay_serves_its_webhooks_behind_its_service_on_its_rba
         ])
         .await;
 
-    // Its RBAC: the framework's, the configurations, and the Secret in its namespace.
+    // Its RBAC: the framework's, its configurations, and its Secret in its namespace.
     let rbac = "rbac.authorization.k8s.io/v1";
     let cluster_role = cluster.get(rbac, "clusterroles", None, "kapsel").await;
     let cluster_role = cluster_role.unwrap_or_else(|| panic!("{applied}"));
@@ -42,12 +42,22 @@ async fn the_admission_overlay_serves_its_webhooks_behind_its_service_on_its_rba
             (
                 "admissionregistration.k8s.io",
                 "mutatingwebhookconfigurations",
-                "create,patch"
+                "create"
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations:kopfexamples.kapsel.dev",
+                "patch"
             ),
             (
                 "admissionregistration.k8s.io",
                 "validatingwebhookconfigurations",
-                "create,patch"
+                "create"
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations:kopfexamples.kapsel.dev",
+                "patch"
             ),
             (
                 "apiextensions.k8s.io",
@@ -60,11 +70,15 @@ async fn the_admission_overlay_serves_its_webhooks_behind_its_service_on_its_rba
     let role = cluster.get(rbac, "roles", Some("kapsel"), "kapsel").await;
     assert_eq!(
         rules(&role.expect("a Role in the operator's namespace")),
-        [(
-            "".to_owned(),
-            "secrets".to_owned(),
-            "create,get,update".to_owned()
-        )]
+        [
+            ("", "secrets", "create"),
+            (
+                "",
+                "secrets:kopfexamples.kapsel.dev-admission-tls",
+                "get,update"
+            )
+        ]
+        .map(|(g, r, v)| (g.to_owned(), r.to_owned(), v.to_owned()))
     );
 
     // The Service: port 443 to the container's webhook port, on the operator's pods.
@@ -160,16 +174,20 @@ async fn the_admission_overlay_serves_its_webhooks_behind_its_service_on_its_rba
     assert!(!mentions_a_refusal(&log), "{log}");
 }
 
-/// A role's rules as `(group, resource, verbs joined by commas)`.
+/// A role's rules as `(group, resource[:the one name], verbs joined by commas)`.
 fn rules(role: &Value) -> Vec<(String, String, String)> {
     role["rules"]
         .as_array()
         .unwrap()
         .iter()
         .map(|rule| {
+            let mut resource = rule["resources"][0].as_str().unwrap().to_owned();
+            if let Some(name) = rule["resourceNames"][0].as_str() {
+                resource = format!("{resource}:{name}");
+            }
             (
                 rule["apiGroups"][0].as_str().unwrap().to_owned(),
-                rule["resources"][0].as_str().unwrap().to_owned(),
+                resource,
                 strings_of(&rule["verbs"]).join(","),
             )
         })

@@ -235,3 +235,58 @@ async fn rbac_resolves_offline_as_on_a_cluster_and_names_a_bad_crd_file() {
     }
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rbac_takes_the_admission_flags_the_operator_runs_with() {
+    let crd = kapsel_tests::workspace().join("examples/manifests/kopfexamples-crd.yaml");
+    let guest = kapsel_tests::deploy_guest("admission");
+    let (crd, guest) = (crd.display().to_string(), guest.display().to_string());
+    let args = [
+        "--crd",
+        &crd,
+        "--operator-namespace",
+        "ops",
+        "--admission-managed",
+        "kex.example.com",
+        "--admission-secret",
+        "certs/webhook-tls",
+        &guest,
+    ];
+    let output = kapsel_rbac(&args, &[]).await;
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let rule = |kind: &str, resource: &str, name: Option<&str>| {
+        documents
+            .iter()
+            .filter(|d| d["kind"] == kind)
+            .flat_map(|d| d["rules"].as_array().unwrap().iter())
+            .find(|r| r["resources"][0] == resource && r["resourceNames"][0].as_str() == name)
+            .map(|r| strings_of(&r["verbs"]))
+    };
+    let patched = rule(
+        "ClusterRole",
+        "validatingwebhookconfigurations",
+        Some("kex.example.com"),
+    );
+    assert_eq!(patched, Some(vec!["patch".to_owned()]), "{text}");
+    let kept = rule("Role", "secrets", Some("webhook-tls"));
+    assert_eq!(
+        kept,
+        Some(vec!["get".to_owned(), "update".to_owned()]),
+        "{text}"
+    );
+    let role = documents.iter().find(|d| d["kind"] == "Role").unwrap();
+    assert_eq!(role["metadata"]["namespace"], "certs", "{text}");
+    // A Secret's reference is NAMESPACE/NAME, as for kapsel run.
+    let wrong = kapsel_rbac(&["--offline", "--admission-secret", "tls", &guest], &[]).await;
+    assert_eq!(wrong.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&wrong.stderr);
+    assert!(error.contains("\"tls\" is not NAMESPACE/NAME"), "{error}");
+}
