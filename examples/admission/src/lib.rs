@@ -19,7 +19,9 @@
 //!
 //! Build: `cargo build --target wasm32-wasip2 --release -p kapsel-example-admission`
 //! (the component is `target/wasm32-wasip2/release/admission.wasm`).
-//! Run: `kapsel run --embedded -A target/wasm32-wasip2/release/admission.wasm`.
+//! Run: `kapsel run --embedded -A --admission-listen 127.0.0.1:9443
+//! --admission-managed kopfexamples.kapsel.dev target/wasm32-wasip2/release/admission.wasm`
+//! (the in-memory API server calls the webhooks it serves).
 //! Test: `kapsel test target/wasm32-wasip2/release/admission.wasm tests/cases/`: reviews
 //! sent to the handlers, and writes through a cluster that calls them.
 
