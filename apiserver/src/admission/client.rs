@@ -13,9 +13,12 @@ use tokio::net::TcpStream;
 const MAX_ANSWER: u64 = 16 << 20;
 
 /// POSTs `body` to the `https://` `url` and returns the answer's status code and body.
+/// The server's certificate must be for `server_name` (a Service's DNS name when the URL
+/// names one of its endpoints), else for the URL's host.
 /// The error is the failure as the caller reports it (kube's "failed to call webhook").
 pub(crate) async fn post(
     url: &str,
+    server_name: Option<&str>,
     ca_bundle: Option<&[u8]>,
     body: &[u8],
     timeout: Duration,
@@ -26,7 +29,8 @@ pub(crate) async fn post(
             .await
             .map_err(|e| format!("Post {url:?}: dial tcp {host}:{port}: {e}"))?;
         let connector = tokio_rustls::TlsConnector::from(Arc::new(client_config(ca_bundle)?));
-        let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+        let name = server_name.map_or_else(|| host.clone(), str::to_owned);
+        let name = ServerName::try_from(name).map_err(|e| e.to_string())?;
         let mut tls = connector
             .connect(name, tcp)
             .await

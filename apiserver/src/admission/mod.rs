@@ -6,6 +6,7 @@
 //! the client with kube's errors; webhooks' warnings are returned for its answer.
 
 mod client;
+mod endpoint;
 mod matching;
 mod review;
 
@@ -67,6 +68,10 @@ impl Attributes<'_> {
 struct Hook {
     spec: Value,
     version: Option<String>,
+    /// Where its `clientConfig.service` is served: the URL of one of the Service's
+    /// endpoints and the name its certificate must have (`<name>.<namespace>.svc`), or
+    /// why there is none. `None` for a webhook called by `url`.
+    endpoint: Option<Result<(String, String), String>>,
 }
 
 /// The webhooks of the configurations of `plural` whose rules match, in kube's order
@@ -113,6 +118,11 @@ fn webhooks(
                 matching::selected(&hook.spec, obj, old, namespace.as_ref())
             })
         })
+        .map(|mut hook| {
+            let service = hook.spec.get("clientConfig").and_then(|c| c.get("service"));
+            hook.endpoint = service.map(|service| endpoint::resolve(&store, service));
+            hook
+        })
         .collect()
 }
 
@@ -123,6 +133,7 @@ fn matched(spec: &Value, attrs: &Attributes<'_>, others: &[&str]) -> Option<Hook
     let hook = |version: Option<&str>| Hook {
         spec: spec.clone(),
         version: version.map(String::from),
+        endpoint: None,
     };
     if matching::matches(spec, &request) {
         return Some(hook(None));
@@ -368,13 +379,16 @@ async fn call_once(
         dry_run: attrs.dry_run,
         options: attrs.options(),
     };
+    let endpoint = hook.endpoint.clone();
     let hook = &hook.spec;
     let config = hook.get("clientConfig").unwrap_or(&Value::Null);
-    let url = text(config, "url");
+    let (url, server_name) = match endpoint {
+        Some(Ok((url, server_name))) => (url, Some(server_name)),
+        Some(Err(why)) => return Err(format!("failed to call webhook: {why}")),
+        None => (text(config, "url").to_owned(), None),
+    };
     if url.is_empty() {
-        return Err(
-            "failed to call webhook: clientConfig.service is not served by this server".into(),
-        );
+        return Err("failed to call webhook: clientConfig has neither url nor service".into());
     }
     let ca = match text(config, "caBundle") {
         "" => None,
@@ -400,9 +414,15 @@ async fn call_once(
     let url = format!("{url}{separator}timeout={limit}");
     let url = url.as_str();
     let body = crate::status::json_body(&review.to_json());
-    let (status, answer) = client::post(url, ca.as_deref(), &body, Duration::from_secs(timeout))
-        .await
-        .map_err(|e| format!("failed to call webhook: {e}"))?;
+    let (status, answer) = client::post(
+        url,
+        server_name.as_deref(),
+        ca.as_deref(),
+        &body,
+        Duration::from_secs(timeout),
+    )
+    .await
+    .map_err(|e| format!("failed to call webhook: {e}"))?;
     if !(200..300).contains(&status) {
         return Err(format!(
             "failed to call webhook: the server responded with the status code {status} but did not return more information"

@@ -1,9 +1,10 @@
 //! Failed webhook calls: kube's `failed calling webhook` error under `failurePolicy: Fail`,
-//! the write let through under `Ignore`.
+//! the write let through under `Ignore`; a webhook by Service and the reasons it cannot be
+//! reached.
 
 use super::hook::Webhook;
 use super::{config_map, register};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Service};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -144,4 +145,73 @@ async fn without_a_ca_bundle_only_the_system_roots_are_trusted() {
     );
     assert!(message.starts_with(&expected), "{message}");
     assert!(hook.reviews().is_empty());
+}
+
+/// A webhook by `clientConfig.service` is called at one of the Service's endpoints (kube's
+/// endpoint routing), trusting a certificate for `<name>.<namespace>.svc`; without an
+/// endpoint, the call fails with kube's reason.
+#[tokio::test]
+async fn a_webhook_by_service_is_called_at_an_endpoint_of_the_service() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start_for("hooks.default.svc").await;
+    let port: u16 = hook.url.rsplit(':').next().unwrap().parse().unwrap();
+    let mut entry = hook.entry("by-service.test.kapsel.dev", "/validate", "Fail");
+    entry["clientConfig"] = json!({
+        "service": {"namespace": "default", "name": "hooks", "port": 443, "path": "/validate"},
+        "caBundle": hook.ca_bundle(),
+    });
+    register(&client, vec![entry], vec![]).await;
+    let pp = PostParams::default();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let status = crate::api_status(
+        cms.create(&pp, &config_map("no-service", json!({}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert!(
+        status
+            .message
+            .ends_with("failed to call webhook: services \"hooks\" not found"),
+        "{status:?}"
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service = serde_json::from_value(json!({
+        "metadata": {"name": "hooks"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443}]},
+    }))
+    .unwrap();
+    services.create(&pp, &service).await.unwrap();
+    let status = crate::api_status(
+        cms.create(&pp, &config_map("no-endpoint", json!({}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        status
+            .message
+            .ends_with("failed to call webhook: no endpoints available for service \"hooks\""),
+        "{status:?}"
+    );
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    let endpoint = serde_json::from_value(json!({
+        "metadata": {"name": "hooks"},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}],
+    }))
+    .unwrap();
+    endpoints.create(&pp, &endpoint).await.unwrap();
+    let status = crate::api_status(
+        cms.create(&pp, &config_map("bad", json!({"deny": "yes"}), json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 403, "{status:?}");
+    assert_eq!(
+        status.message,
+        "admission webhook \"by-service.test.kapsel.dev\" denied the request: label deny is set"
+    );
+    cms.create(&pp, &config_map("good", json!({}), json!({})))
+        .await
+        .unwrap();
+    assert_eq!(hook.reviews().len(), 2, "called at the endpoint");
 }

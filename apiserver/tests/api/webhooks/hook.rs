@@ -19,7 +19,12 @@ pub(super) struct Webhook {
 
 impl Webhook {
     pub(super) async fn start() -> Webhook {
-        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        Webhook::start_for("127.0.0.1").await
+    }
+
+    /// A webhook on 127.0.0.1 whose certificate is for `name` (an address or a DNS name).
+    pub(super) async fn start_for(name: &str) -> Webhook {
+        let certified = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
