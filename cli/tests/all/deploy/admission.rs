@@ -3,8 +3,8 @@
 //! with the RBAC `kapsel rbac` wrote and no more: it generates its certificate into a
 //! Secret, writes the two webhook configurations pointing at the overlay's Service with
 //! that certificate's CA bundle, and answers, under the Service's DNS name, as the API
-//! server calling it through the Service would be answered. (This API server calls
-//! webhooks by URL only; tests/all/admission.rs writes through it.)
+//! server calling it through the Service would be answered; and, once the Service has
+//! Endpoints naming the operator, kubectl's writes are admitted through it.
 
 use serde_json::{Value, json};
 
@@ -170,8 +170,60 @@ async fn the_admission_overlay_serves_its_webhooks_behind_its_service_on_its_rba
                 "value": {"admission.kapsel.dev/seen": "yes"}}])
     );
 
+    // And through the Service itself, as a kubelet and the endpoints controller would
+    // route it: its Endpoints name the pod (here, the host's listen address), and kubectl's
+    // writes are admitted by the operator's handlers.
+    let (_, listen_port) = address.rsplit_once(':').expect("HOST:PORT");
+    let endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kapsel-admission", "namespace": "kapsel"},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                     "ports": [{"name": port["name"], "port": listen_port.parse::<u16>().unwrap()}]}],
+    });
+    let endpoints_file = cluster.scratch.0.join("endpoints.json");
+    std::fs::write(&endpoints_file, endpoints.to_string()).unwrap();
+    cluster
+        .kubectl_ok(&["apply", "-f", &endpoints_file.display().to_string()])
+        .await;
+    let object = |name: &str, field: &str| {
+        let file = cluster.scratch.0.join(format!("{name}.json"));
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                          "metadata": {"name": name, "namespace": "default"},
+                          "spec": {"field": field}});
+        std::fs::write(&file, body.to_string()).unwrap();
+        file.display().to_string()
+    };
+    let refused = cluster
+        .kubectl(&["apply", "-f", &object("bad", "forbidden")])
+        .await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "admission webhook \"check-field.{MANAGED}\" denied the request: field must not be forbidden"
+        )),
+        "{stderr}"
+    );
+    cluster
+        .kubectl_ok(&["apply", "-f", &object("good", "value")])
+        .await;
+    let good = cluster
+        .get("kopf.dev/v1", "kopfexamples", Some("default"), "good")
+        .await
+        .expect("stored");
+    assert_eq!(
+        good["metadata"]["labels"]["admission.kapsel.dev/seen"],
+        "yes"
+    );
+
+    // The handlers' own lines say "forbidden" (their message): not an RBAC refusal.
     let log = pod.stop().await;
-    assert!(!mentions_a_refusal(&log), "{log}");
+    let operator_lines: String = log
+        .lines()
+        .filter(|line| !line.contains("kapsel.admission.dispatch"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!mentions_a_refusal(&operator_lines), "{log}");
 }
 
 /// A role's rules as `(group, resource[:the one name], verbs joined by commas)`.

@@ -231,7 +231,7 @@ mod tests {
     fn declares_each_webhook_with_its_options() {
         let declared = declarations();
         let of = |id: &str| declared.iter().find(|d| d["id"] == id).cloned().expect(id);
-        assert_eq!(declared.len(), 8);
+        assert_eq!(declared.len(), 9);
         assert_eq!(of("keep_immutable")["operations"], json!(["UPDATE"]));
         assert_eq!(of("mark_seen")["webhook"], "mutating");
         assert_eq!(of("on_delete")["operations"], json!(["DELETE"]));
