@@ -303,7 +303,7 @@ pub(crate) async fn resource_request(
         (Method::PUT, _, Some(name), _) => writes::update(&call, name).await,
         (Method::PATCH, _, Some(name), _) => writes::patch(&call, name).await,
         (Method::DELETE, Main, Some(name), _) => writes::delete(&call, name).await,
-        (Method::DELETE, _, None, _) => writes::delete_collection(&call),
+        (Method::DELETE, _, None, _) => writes::delete_collection(&call).await,
         (method, ..) => Err(ApiError::method_not_allowed(&format!(
             "{method} on this resource"
         ))),

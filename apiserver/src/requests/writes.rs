@@ -271,7 +271,7 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
 }
 
 /// DELETE of a collection: the objects its selectors match.
-pub(super) fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
+pub(super) async fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
     let (scope, q, dry) = (&call.scope, call.query, call.dry);
     if !scope.rt.verbs.iter().any(|v| v == "deletecollection") {
         return Err(ApiError::method_not_allowed(
@@ -280,23 +280,32 @@ pub(super) fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
     }
     let (propagation, _, body_dry) = delete_options(q, call.body)?;
     let sel = selectors(call)?;
-    let mut store = call.shared.lock();
     let res = scope.res();
-    let keys: Vec<_> = store
+    let matched: Vec<_> = call
+        .shared
+        .lock()
         .list(&res, scope.ns.as_deref())
         .filter(|(_, o)| sel.matches(o))
-        .map(|(k, _)| k.clone())
+        .map(|(k, o)| (k.clone(), present(&scope.rt, o)))
         .collect();
+    // Each object's deletion is admitted as its own DELETE (kube's per-item validation
+    // of a collection delete): the first refusal ends the request, the objects deleted
+    // before it stay deleted.
+    let mut warnings = Vec::new();
     let mut items = Vec::new();
-    for k in keys {
+    for (k, served) in matched {
+        let name = crate::store::meta_str(&served, "name").to_owned();
+        super::admitted::delete(call, &name, &served, body_dry, &mut warnings).await?;
         if dry || body_dry {
-            if let Some(o) = store.get(&res, &k) {
-                items.push(present(&scope.rt, o));
-            }
-        } else if let Some((o, _)) = crate::gc::delete(&mut store, &res, &k, propagation) {
+            items.push(served);
+            continue;
+        }
+        let mut store = call.shared.lock();
+        if let Some((o, _)) = crate::gc::delete(&mut store, &res, &k, propagation) {
             items.push(present(&scope.rt, &o));
         }
     }
-    let list = json!({"kind": format!("{}List", scope.rt.kind), "apiVersion": scope.rt.api_version(), "metadata": {"resourceVersion": store.rv().to_string()}, "items": items});
-    Ok(json_response(200, &list))
+    let rv = call.shared.lock().rv().to_string();
+    let list = json!({"kind": format!("{}List", scope.rt.kind), "apiVersion": scope.rt.api_version(), "metadata": {"resourceVersion": rv}, "items": items});
+    Ok(with_warnings(json_response(200, &list), &warnings))
 }

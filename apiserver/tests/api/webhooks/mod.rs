@@ -231,6 +231,59 @@ async fn a_delete_is_validated_with_the_object_deleted() {
     assert_eq!(reviews.len(), 4);
 }
 
+/// A collection delete admits each object's deletion as a DELETE of it (kube's per-item
+/// validation): a refused one ends the request and stays.
+#[tokio::test]
+async fn a_collection_delete_is_validated_object_by_object() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    for (name, labels) in [
+        ("a-drop", json!({"set": "x"})),
+        ("b-keep", json!({"set": "x", "protected": "yes"})),
+        ("c-other", json!({})),
+    ] {
+        cms.create(&pp, &config_map(name, labels, json!({})))
+            .await
+            .unwrap();
+    }
+    register(
+        &client,
+        vec![hook.entry("deny.test.kapsel.dev", "/validate", "Fail")],
+        vec![],
+    )
+    .await;
+    let dp = kube::api::DeleteParams::default();
+    let lp = kube::api::ListParams::default().labels("set=x");
+    let status = crate::api_status(cms.delete_collection(&dp, &lp).await.unwrap_err());
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "admission webhook \"deny.test.kapsel.dev\" denied the request: protected objects stay"
+    );
+    assert!(
+        cms.get_opt("a-drop").await.unwrap().is_none(),
+        "deleted before"
+    );
+    assert!(cms.get_opt("b-keep").await.unwrap().is_some(), "refused");
+    assert!(
+        cms.get_opt("c-other").await.unwrap().is_some(),
+        "not selected"
+    );
+    let reviews = hook.reviews();
+    let names: Vec<&Value> = reviews
+        .iter()
+        .map(|r| &r["request"]["oldObject"]["metadata"]["name"])
+        .collect();
+    assert_eq!(names, [&json!("a-drop"), &json!("b-keep")]);
+    assert!(
+        reviews
+            .iter()
+            .all(|r| r["request"]["operation"] == "DELETE")
+    );
+}
+
 #[tokio::test]
 async fn a_webhook_with_side_effects_refuses_a_dry_run() {
     let (_server, client) = crate::start().await;
