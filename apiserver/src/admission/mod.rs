@@ -33,6 +33,9 @@ pub(crate) struct Attributes<'a> {
     pub(crate) operation: &'static str,
     pub(crate) user: Option<&'a User>,
     pub(crate) dry_run: bool,
+    /// The objects' kind when it is not the resource's: `autoscaling/v1` `Scale` for the
+    /// scale subresource (group, version, kind). Such objects are sent as they are.
+    pub(crate) kind: Option<(&'static str, &'static str, &'static str)>,
 }
 
 impl Attributes<'_> {
@@ -360,14 +363,21 @@ async fn call_once(
     // The objects as the version the webhook matched serves them (kube converts them;
     // the versions of a resource here differ by their apiVersion only).
     let version = hook.version.as_deref().unwrap_or(&rt.version);
-    let obj = obj.map(|o| as_version(o, rt, Some(version)));
-    let old = old.map(|o| as_version(o, rt, Some(version)));
+    let convert = |o: &Value| match attrs.kind {
+        Some(_) => o.clone(),
+        None => as_version(o, rt, Some(version)),
+    };
+    let (obj, old) = (obj.map(convert), old.map(convert));
     let (obj, old) = (obj.as_ref(), old.as_ref());
+    let kind = |version: &str| match attrs.kind {
+        Some((group, version, kind)) => json!({"group": group, "version": version, "kind": kind}),
+        None => json!({"group": rt.group, "version": version, "kind": rt.kind}),
+    };
     let review = Review {
         uid: &uid,
-        kind: json!({"group": rt.group, "version": version, "kind": rt.kind}),
+        kind: kind(version),
         resource: json!({"group": rt.group, "version": version, "resource": rt.plural}),
-        request_kind: json!({"group": rt.group, "version": rt.version, "kind": rt.kind}),
+        request_kind: kind(&rt.version),
         request_resource: json!({"group": rt.group, "version": rt.version, "resource": rt.plural}),
         subresource: attrs.subresource,
         name: attrs.name,

@@ -23,6 +23,7 @@ impl Call<'_> {
             operation,
             user: self.who.user.as_deref(),
             dry_run: self.dry,
+            kind: None,
         }
     }
 }
@@ -130,4 +131,21 @@ pub(super) async fn delete(
     let mut attrs = call.attributes("DELETE", name);
     attrs.dry_run |= body_dry;
     admission::admit_delete(call.shared, &attrs, old, warnings).await
+}
+
+/// Admits the update of object `name`'s scale: `scale` the new `autoscaling/v1` Scale
+/// (changed by the mutating webhooks), `old` the current one; the webhooks' warnings are
+/// added to `warnings`.
+pub(super) async fn scale(
+    call: &Call<'_>,
+    name: &str,
+    scale: &mut Value,
+    old: &Value,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut attrs = call.attributes("UPDATE", name);
+    attrs.subresource = "scale";
+    attrs.kind = Some(("autoscaling", "v1", "Scale"));
+    admission::mutate(call.shared, &attrs, scale, Some(old), warnings).await?;
+    admission::validate(call.shared, &attrs, Some(scale), Some(old), warnings).await
 }

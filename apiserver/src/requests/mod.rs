@@ -294,7 +294,7 @@ pub(crate) async fn resource_request(
     let call = Call::new(shared, request, rt, subresource)?;
     use Subresource::{Main, Scale};
     match (method, subresource, name.as_deref(), watch) {
-        (_, Scale, name, _) => scale::scale(&call, name),
+        (_, Scale, name, _) => scale::scale(&call, name).await,
         (Method::GET, _, None, true) => reads::watch(call),
         (Method::GET, _, None, false) => reads::list(&call),
         (Method::GET, _, Some(name), true) => reads::watch_one(call, name),

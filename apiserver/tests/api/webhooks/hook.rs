@@ -1,7 +1,7 @@
 //! The test's HTTPS admission webhook: it refuses ConfigMaps labelled `deny`, an update of
 //! one whose old version is `locked` and a delete of a `protected` one, warns, labels what
-//! it mutates (`/mutate`), copies that label into an annotation (`/copy`), and keeps every
-//! review it gets.
+//! it mutates (`/mutate`), copies that label into an annotation (`/copy`), bounds and
+//! rounds Scales (`/scale`), and keeps every review it gets.
 
 use std::sync::{Arc, Mutex};
 
@@ -131,6 +131,20 @@ fn judge(path: &str, request: &Value) -> Value {
     let mut response = json!({"uid": request["uid"], "allowed": true});
     if path == "/wrong-uid" {
         response["uid"] = json!("not-it");
+    }
+    if path == "/scale" {
+        // Scales: at most 5 replicas; an odd count is rounded up (a patch of the Scale).
+        let replicas = request["object"]["spec"]["replicas"].as_i64().unwrap_or(0);
+        if replicas > 5 {
+            response["allowed"] = json!(false);
+            response["status"] = json!({"code": 422, "message": "at most 5 replicas"});
+        } else if replicas % 2 == 1 {
+            let ops = json!([{"op": "replace", "path": "/spec/replicas", "value": replicas + 1}]);
+            let patch = base64::engine::general_purpose::STANDARD.encode(ops.to_string());
+            response["patch"] = json!(patch);
+            response["patchType"] = json!("JSONPatch");
+        }
+        return wrap(response);
     }
     if path == "/mutate" && request["operation"] == "DELETE" {
         return wrap(response);

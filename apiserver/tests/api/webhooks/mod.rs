@@ -9,6 +9,7 @@ use hook::Webhook;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -282,6 +283,80 @@ async fn a_collection_delete_is_validated_object_by_object() {
             .iter()
             .all(|r| r["request"]["operation"] == "DELETE")
     );
+}
+
+/// A write of a scale subresource is admitted by the webhooks of `<resource>/scale`, its
+/// objects sent as `autoscaling/v1` Scales; a mutating webhook's patch changes the Scale
+/// that is applied.
+#[tokio::test]
+async fn a_scale_is_admitted_as_an_autoscaling_scale() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let web = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
+        },
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+    let scales = |name: &str| {
+        let mut entry = hook.entry(name, "/scale", "Fail");
+        entry["rules"] = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"],
+                                 "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
+        entry
+    };
+    register(
+        &client,
+        vec![scales("bound.test.kapsel.dev")],
+        vec![scales("round.test.kapsel.dev")],
+    )
+    .await;
+    let scale_to = |replicas: i32| kube::api::Patch::Merge(json!({"spec": {"replicas": replicas}}));
+    let pp = kube::api::PatchParams::default();
+    let status = crate::api_status(
+        deployments
+            .patch_scale("web", &pp, &scale_to(9))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 422);
+    // The mutating webhook (the same test webhook) is called first, and refuses first.
+    assert_eq!(
+        status.message,
+        "admission webhook \"round.test.kapsel.dev\" denied the request: at most 5 replicas"
+    );
+    let scaled = deployments
+        .patch_scale("web", &pp, &scale_to(3))
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(4), "rounded up");
+    let stored = deployments.get("web").await.unwrap();
+    assert_eq!(stored.spec.replicas, Some(4));
+    let reviews = hook.reviews();
+    let request = &reviews.last().unwrap()["request"];
+    assert_eq!(
+        request["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(request["subResource"], "scale");
+    assert_eq!(request["object"]["kind"], "Scale");
+    assert_eq!(
+        request["object"]["spec"]["replicas"], 4,
+        "as the mutation left it"
+    );
+    assert_eq!(request["oldObject"]["spec"]["replicas"], 1);
 }
 
 #[tokio::test]
