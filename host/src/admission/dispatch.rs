@@ -176,13 +176,15 @@ impl Dispatch {
             .map(|handler| self.call(handler, review, &resource));
         let answers = join_all(calls).await;
         let mut verdict = Judgement::default();
-        let mut patched = review.body().clone();
+        // The body with the mutating handlers' merge patches, once one has any.
+        let mut patched: Option<Value> = None;
         let mut refusal: Option<(String, u16, u8)> = None;
         for (answer, warnings) in answers.into_iter().flatten() {
             verdict.warnings.extend(warnings);
             match answer {
                 Answer::Allowed(Some(patch)) => {
-                    json_patch::merge(&mut patched, &Value::Object(patch));
+                    let patched = patched.get_or_insert_with(|| review.body().clone());
+                    json_patch::merge(patched, &Value::Object(patch));
                 }
                 Answer::Refused {
                     message,
@@ -195,7 +197,7 @@ impl Dispatch {
             }
         }
         verdict.refusal = refusal.map(|(message, code, _)| (message, code));
-        if verdict.refusal.is_none() {
+        if let Some(patched) = patched.filter(|_| verdict.refusal.is_none()) {
             let patch = json_patch::diff(review.body(), &patched);
             if let Ok(Value::Array(operations)) = serde_json::to_value(&patch) {
                 verdict.patch = operations;
@@ -423,9 +425,6 @@ fn cause(
     memo: Option<String>,
 ) -> runtime::Cause {
     let now = chrono::Utc::now();
-    let absent = Value::Null;
-    let old = review.old_object.as_ref().unwrap_or(&absent);
-    let new = review.object.as_ref().unwrap_or(&absent);
     runtime::Cause {
         handler_id: handler.id().to_owned(),
         kind: HandlerKind::Event,
@@ -445,10 +444,10 @@ fn cause(
             }
             .to_owned(),
         ),
-        body: review.body().to_string(),
-        old: review.old_object.as_ref().map(Value::to_string),
-        new: review.object.as_ref().map(Value::to_string),
-        diff: Some(diff(old, new).to_json().to_string()),
+        body: review.body_text().to_owned(),
+        old: review.old_object_text.clone(),
+        new: review.object_text.clone(),
+        diff: Some(review.diff_text(|old, new| diff(old, new).to_json())),
         retry: 0,
         started: now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
         runtime_seconds: 0.0,

@@ -23,6 +23,10 @@ pub(crate) struct Review {
     pub(crate) user_info: Value,
     pub(crate) object: Option<Value>,
     pub(crate) old_object: Option<Value>,
+    /// The objects as the review's text, which the handlers get as it came (never
+    /// serialised again).
+    pub(crate) object_text: Option<String>,
+    pub(crate) old_object_text: Option<String>,
     pub(crate) dry_run: bool,
     pub(crate) options: Option<Value>,
 }
@@ -46,8 +50,17 @@ impl Review {
     /// resource, operation and user info, and an object or an old object (Kopf refuses
     /// those too).
     pub(crate) fn read(body: &[u8]) -> Result<Review, ReviewError> {
-        let review: Value =
-            serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+        let not_json = |e: serde_json::Error| ReviewError::NotJson(e.to_string());
+        let review: Value = serde_json::from_slice(body).map_err(not_json)?;
+        // The objects are kept as their text too, as they are written in the review.
+        let raw: RawObjects = serde_json::from_slice(body).map_err(not_json)?;
+        let raw = raw.request.unwrap_or_default();
+        let text = |raw: Option<&serde_json::value::RawValue>| {
+            raw.map(serde_json::value::RawValue::get)
+                .filter(|text| *text != "null")
+                .map(str::to_owned)
+        };
+        let (object_text, old_object_text) = (text(raw.object), text(raw.old_object));
         let api_version = review.get("apiVersion").and_then(Value::as_str);
         let api_version = match api_version {
             Some(v @ ("admission.k8s.io/v1" | "admission.k8s.io/v1beta1")) => v.to_owned(),
@@ -105,6 +118,8 @@ impl Review {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             options: present("options"),
+            object_text,
+            old_object_text,
         };
         if review.plural.is_empty() {
             return Err(ReviewError::Missing("resource"));
@@ -122,6 +137,48 @@ impl Review {
             .as_ref()
             .or(self.old_object.as_ref())
             .unwrap_or(&Value::Null)
+    }
+}
+
+/// The review's objects as they are written in it.
+#[derive(serde::Deserialize)]
+struct RawObjects<'a> {
+    #[serde(borrow)]
+    request: Option<RawRequest<'a>>,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct RawRequest<'a> {
+    #[serde(borrow)]
+    object: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, rename = "oldObject")]
+    old_object: Option<&'a serde_json::value::RawValue>,
+}
+
+impl Review {
+    /// The text of the object the handlers see as their body.
+    pub(crate) fn body_text(&self) -> &str {
+        self.object_text
+            .as_deref()
+            .or(self.old_object_text.as_deref())
+            .unwrap_or("null")
+    }
+
+    /// Kopf's diff of the old object and the new one, as JSON text: one `add` of the
+    /// whole object for a creation, one `remove` for a deletion (both from the review's
+    /// text), else the diff of the two.
+    pub(crate) fn diff_text(&self, diff: impl FnOnce(&Value, &Value) -> Value) -> String {
+        match (&self.old_object_text, &self.object_text) {
+            (None, Some(new)) => format!("[[\"add\",[],null,{new}]]"),
+            (Some(old), None) => format!("[[\"remove\",[],{old},null]]"),
+            (None, None) => "[]".to_owned(),
+            (Some(_), Some(_)) => {
+                let absent = Value::Null;
+                let old = self.old_object.as_ref().unwrap_or(&absent);
+                let new = self.object.as_ref().unwrap_or(&absent);
+                diff(old, new).to_string()
+            }
+        }
     }
 }
 
@@ -204,6 +261,37 @@ mod tests {
         assert_eq!(review.old_object, None, "null is absent");
         assert_eq!(review.options, Some(json!({"kind": "CreateOptions"})));
         assert_eq!(review.body()["spec"]["field"], "x");
+    }
+
+    #[test]
+    fn handlers_get_the_objects_as_written_and_kopfs_diff() {
+        // Spaced as a client may space it: the text handed over is the review's own.
+        let body = br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "operation": "CREATE", "userInfo": {}, "object": {"a" :  1}, "oldObject": null}}"#;
+        let created = Review::read(body).unwrap();
+        assert_eq!(created.body_text(), r#"{"a" :  1}"#);
+        assert_eq!(created.old_object_text, None);
+        let diff = |_: &Value, _: &Value| unreachable!("no diff to compute");
+        assert_eq!(created.diff_text(diff), r#"[["add",[],null,{"a" :  1}]]"#);
+
+        let mut request = create();
+        request["operation"] = json!("DELETE");
+        request["oldObject"] = request["object"].take();
+        let deleted = Review::read(&review_json(request)).unwrap();
+        assert_eq!(
+            deleted.body_text(),
+            deleted.old_object_text.as_deref().unwrap()
+        );
+        assert!(deleted.diff_text(diff).starts_with(r#"[["remove",[],{"#));
+        assert!(deleted.diff_text(diff).ends_with(r#"},null]]"#));
+
+        let mut request = create();
+        request["operation"] = json!("UPDATE");
+        request["oldObject"] = json!({"spec": {"field": "w"}});
+        let updated = Review::read(&review_json(request)).unwrap();
+        let text = updated.diff_text(|old, new| json!([old["spec"], new["spec"]]));
+        assert_eq!(text, r#"[{"field":"w"},{"field":"x"}]"#);
     }
 
     #[test]
