@@ -18,6 +18,7 @@ mod finalizers;
 mod guest_api;
 mod health;
 mod indexes;
+mod kopf_admission;
 mod lifecycles;
 mod loading;
 mod login;
