@@ -51,34 +51,35 @@ fn kopf() -> Option<PathBuf> {
 /// A CA and a server certificate for 127.0.0.1 signed by it, written as PEM files into
 /// `dir`: (cafile, certfile, pkeyfile).
 fn certificate_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    let ca_key = rcgen::KeyPair::generate().expect("a certificate");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("a certificate");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca_params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "kopf-interop-ca");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    let ca = ca_params.self_signed(&ca_key).expect("a certificate");
+    let key = rcgen::KeyPair::generate().expect("a certificate");
+    let mut params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("a certificate");
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "127.0.0.1");
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).expect("a certificate");
     let files = (
         dir.join("ca.pem"),
         dir.join("cert.pem"),
         dir.join("key.pem"),
     );
-    std::fs::write(&files.0, ca.pem()).unwrap();
-    std::fs::write(&files.1, cert.pem()).unwrap();
-    std::fs::write(&files.2, key.serialize_pem()).unwrap();
+    std::fs::write(&files.0, ca.pem()).expect("a file of the test");
+    std::fs::write(&files.1, cert.pem()).expect("a file of the test");
+    std::fs::write(&files.2, key.serialize_pem()).expect("a file of the test");
     files
 }
 
 /// A free loopback port for Kopf's server.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("a free port").port()
 }
 
 fn webhook_configurations(mutating: bool) -> ApiResource {
@@ -128,7 +129,7 @@ impl Kopf {
         let deadline = Instant::now() + PATIENCE * 6;
         loop {
             if let Ok(Some(found)) = api.get_opt(MANAGED).await {
-                let found = serde_json::to_value(found).unwrap();
+                let found = serde_json::to_value(found).expect("JSON of a known shape");
                 let names: Vec<&str> = found["webhooks"]
                     .as_array()
                     .map(|hooks| hooks.iter().filter_map(|h| h["name"].as_str()).collect())
@@ -151,17 +152,17 @@ impl Kopf {
 /// both configurations are written; None without Kopf.
 async fn kopf_admitting() -> Option<(Cluster, Kopf)> {
     let kopf = kopf()?;
-    let cluster = Cluster::start().await.unwrap();
+    let cluster = Cluster::start().await.expect("a cluster");
     create_kopfexamples_crd(&cluster.client()).await;
     let dir = std::env::temp_dir().join(format!(
         "kapsel-kopf-admission-{}-{}",
         std::process::id(),
         free_port()
     ));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("a file of the test");
     let (cafile, certfile, pkeyfile) = certificate_files(&dir);
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, cluster.server().kubeconfig()).unwrap();
+    std::fs::write(&kubeconfig, cluster.server().kubeconfig()).expect("a file of the test");
     let log = dir.join("kopf.log");
     let operator = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kopf/admission.py");
     let child = tokio::process::Command::new(kopf)
@@ -174,8 +175,13 @@ async fn kopf_admitting() -> Option<(Cluster, Kopf)> {
         .env("KOPF_ADMISSION_PKEYFILE", &pkeyfile)
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .stdout(std::fs::File::create(&log).expect("a file of the test"))
+        .stderr(
+            std::fs::File::options()
+                .append(true)
+                .open(&log)
+                .expect("a file of the test"),
+        )
         .kill_on_drop(true)
         .spawn()
         .expect("kopf starts");
@@ -203,12 +209,12 @@ fn kopfexamples_api(client: &kube::Client) -> Api<DynamicObject> {
 
 /// Creates through kube-rs: the stored object, or the refusal's status.
 async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube::core::Status> {
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    let object: DynamicObject = serde_json::from_value(object).expect("JSON of a known shape");
     match kopfexamples_api(client)
         .create(&PostParams::default(), &object)
         .await
     {
-        Ok(created) => Ok(serde_json::to_value(created).unwrap()),
+        Ok(created) => Ok(serde_json::to_value(created).expect("JSON of a known shape")),
         Err(kube::Error::Api(status)) => Err(*status),
         Err(other) => panic!("not an answer of the API server: {other}"),
     }
@@ -223,7 +229,7 @@ async fn create_raw(client: &kube::Client, object: &Value, dry_run: bool) -> (u1
     ))
     .header("content-type", "application/json")
     .body(kube::client::Body::from(object.to_string().into_bytes()))
-    .unwrap();
+    .expect("a request");
     let response = client.send(request).await.expect("an answer");
     // `299 - "text"`: the text between the quotes.
     let warnings = response
