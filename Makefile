@@ -84,7 +84,8 @@ image:
 	$(IMAGE_TOOL) build -t $(IMAGE) .
 
 # Kapsel side by side with Kopf 1.45 (installed from PyPI into $(TARGET_DIR)/bench/venv)
-# and a bare kube-rs watcher, on fresh in-memory clusters: a table, and
+# and a bare kube-rs watcher, on fresh in-memory clusters, and admission reviews sent over
+# HTTPS to Kapsel's webhook server and to Kopf's: a table, and
 # $(TARGET_DIR)/bench/results.json. `make bench BENCH_ARGS=--quick` for a fast sanity run;
 # `BENCH_ARGS="--n 1000 --repeat 5"` to choose; `--help` for the rest. It measures the
 # binary the image ships, built with a profile by scripts/pgo-build (about 15 minutes

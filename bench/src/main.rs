@@ -1,7 +1,7 @@
 //! `kapsel-bench` (`make bench`): Kapsel side by side with Kopf on the embedded API
 //! server, each figure beside a baseline measured in the same run, against the targets
 //! of the issue; floors (a bare kube-rs watcher, the API server's own cost); guest sizes
-//! and start-up. Prints a table and writes `target/bench/results.json`.
+//! and start-up; admission reviews over HTTPS beside Kopf's webhook server. Prints a table and writes `target/bench/results.json`.
 //!
 //! Every run is one operator process on a fresh `kapsel dev-cluster` process, one after
 //! the other. Every wait has a time limit that names the step and the operator; every
@@ -15,6 +15,7 @@ mod operators;
 mod procs;
 mod report;
 mod results;
+mod reviews;
 mod scenarios;
 mod sizes;
 mod stats;
@@ -46,8 +47,9 @@ struct Args {
     /// Leave Kopf out (its columns stay empty).
     #[arg(long)]
     skip_kopf: bool,
-    /// Which runs: startup, running, backlog, invocation (comma-separated; default all).
-    #[arg(long, value_delimiter = ',', value_parser = ["startup", "running", "backlog", "invocation"])]
+    /// Which runs: startup, running, backlog, invocation, admission (comma-separated;
+    /// default all).
+    #[arg(long, value_delimiter = ',', value_parser = ["startup", "running", "backlog", "invocation", "admission"])]
     only: Vec<String>,
     /// More environment for Kapsel's process, KEY=VALUE (repeatable), for experiments
     /// (e.g. GLIBC_TUNABLES=glibc.malloc.arena_max=1); recorded in the results.
@@ -143,6 +145,11 @@ async fn main() -> std::process::ExitCode {
             .join("bench")
             .join("operator")
             .join("kopf_operator.py"),
+        admission_guest: paths.guests.join("admission.wasm"),
+        kopf_admission_script: repository()
+            .join("bench")
+            .join("operator")
+            .join("kopf_admission.py"),
         kopf: Err("not installed".into()),
         kapsel_env: args.kapsel_env.clone(),
         cache_dir: paths.out.join("guest-cache"),
@@ -245,6 +252,9 @@ struct Plan {
     backlog: bool,
     /// One handler call of the bench guest beside native.
     invocation: bool,
+    /// Admission reviews over HTTPS, Kapsel's webhook server beside Kopf's.
+    admission: bool,
+    quick: bool,
     sizes: Vec<usize>,
     repetitions: usize,
     skip_kopf: bool,
@@ -261,6 +271,8 @@ impl Plan {
             running: only("running"),
             backlog: only("backlog"),
             invocation: only("invocation"),
+            admission: only("admission"),
+            quick: args.quick,
             sizes: match (args.n.is_empty(), args.quick) {
                 (false, _) => args.n.clone(),
                 (true, true) => vec![100],
@@ -321,6 +333,28 @@ async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
         operators.push(Kind::Kopf);
     }
     save(shared, &plan.json);
+
+    if plan.admission {
+        // Before the long runs: the same reviews to each server, one after the other.
+        let (offered, saturated) = if plan.quick { (3, 2) } else { (10, 5) };
+        for &kind in &operators {
+            eprintln!("admission: {}", kind.name());
+            let run = scenarios::admission(
+                &ctx,
+                kind,
+                Duration::from_secs(offered),
+                Duration::from_secs(saturated),
+            )
+            .await;
+            if let Some(e) = &run.error {
+                eprintln!("  {e}");
+            }
+            let mut results = lock(shared);
+            results.errors.extend(run.error.clone());
+            results.admission.push(run);
+        }
+        save(shared, &plan.json);
+    }
 
     let repetitions = if plan.startup { plan.repetitions } else { 0 };
     if repetitions > 0 {

@@ -43,6 +43,9 @@ pub(crate) struct Operators {
     pub(crate) guest: PathBuf,
     pub(crate) watcher: PathBuf,
     pub(crate) kopf_script: PathBuf,
+    /// The admission run's guest (examples/admission) and Kopf's same handlers.
+    pub(crate) admission_guest: PathBuf,
+    pub(crate) kopf_admission_script: PathBuf,
     /// `kopf` in the virtual environment, or why Kopf cannot run.
     pub(crate) kopf: Result<PathBuf, String>,
     /// More environment for Kapsel's runs (`--kapsel-env`), e.g. allocator settings.

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::invocation::Invocation;
-use crate::scenarios::{BacklogRun, RunningRun, StartupRun};
+use crate::scenarios::{AdmissionRun, BacklogRun, RunningRun, StartupRun};
 use crate::sizes::GuestSize;
 
 /// The machine a bench ran on.
@@ -87,6 +87,7 @@ pub(crate) struct Results {
     pub(crate) startup: Vec<StartupRun>,
     pub(crate) running: Vec<RunningRun>,
     pub(crate) backlog: Vec<BacklogRun>,
+    pub(crate) admission: Vec<AdmissionRun>,
     /// The run under way, as far as it got (kept if the bench is interrupted).
     #[serde(skip)]
     pub(crate) in_progress: Option<InProgress>,
@@ -107,6 +108,7 @@ impl Results {
             startup: Vec::new(),
             running: Vec::new(),
             backlog: Vec::new(),
+            admission: Vec::new(),
             in_progress: None,
             errors: Vec::new(),
             interrupted: false,

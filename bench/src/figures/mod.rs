@@ -3,9 +3,10 @@
 //!
 //! `row` is what a figure is; each other module makes the sections of one part of the
 //! report: `startup` (idle and start-up), `per_size` (each N: created while running, a
-//! backlog), `memory` (growth between the sizes, mappings), `floors`, `invocation` and
-//! `guest_sizes`.
+//! backlog), `memory` (growth between the sizes, mappings), `floors`, `invocation`,
+//! `admission` (reviews over HTTPS beside Kopf's webhook server) and `guest_sizes`.
 
+mod admission;
 mod floors;
 mod guest_sizes;
 mod invocation;
@@ -37,6 +38,9 @@ pub(crate) fn sections(results: &Results) -> Vec<Section> {
     }
     sections.push(floors::floors(results));
     sections.push(invocation::invocation(results));
+    if !results.admission.is_empty() {
+        sections.push(admission::admission(results));
+    }
     sections.push(guest_sizes::sizes(results));
     sections
 }

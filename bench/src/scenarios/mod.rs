@@ -1,12 +1,14 @@
 //! The runs, each on a fresh cluster with one operator process: `running` (idle, then
 //! N creations while it runs, then N deletions), `backlog` (N objects exist before it
-//! starts) and `startup` (one object exists; spawn → handled). Each run keeps what it
-//! measured even when a later step fails, and says which step failed.
+//! starts), `startup` (one object exists; spawn → handled) and `admission` (reviews sent
+//! straight to its webhook server). Each run keeps what it measured even when a later
+//! step fails, and says which step failed.
 
 //!
 //! `running`, `backlog` and `startup` are the runs; `live` their processes; `measures`
 //! what a run works out from the API server's counts.
 
+mod admission;
 mod backlog;
 mod live;
 mod measures;
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use crate::operators::Operators;
 
+pub(crate) use admission::{AdmissionRun, LoadFigures, RATE, admission};
 pub(crate) use backlog::{BacklogRun, backlog};
 pub(crate) use measures::{Latency, Requests};
 pub(crate) use running::{RunningRun, running};
