@@ -9,7 +9,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy doc unit cases deny demo bench deploy-manifests image clean
+.PHONY: all setup guests build test fmt clippy doc unit cases deny demo bench deploy-manifests image clean kopf-venv
 
 all: build guests
 
@@ -36,8 +36,15 @@ doc: setup
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --target $(WASM_TARGET) -p kapsel-sdk --no-deps
 
-unit: setup guests
-	KAPSEL_GUEST_DIR=$(GUEST_DIR) $(CARGO) test --workspace --no-fail-fast
+# Kopf 1.45 from PyPI in a virtual environment, for the tests that run Kopf itself (its
+# admission example against the dev cluster): made once, kept in the target dir.
+KOPF_VENV := $(abspath $(TARGET_DIR))/kopf-venv
+kopf-venv:
+	@[ -x $(KOPF_VENV)/bin/kopf ] || { python3 -m venv $(KOPF_VENV) && \
+	    $(KOPF_VENV)/bin/pip install --quiet --disable-pip-version-check 'kopf==1.45.*'; }
+
+unit: setup guests kopf-venv
+	KAPSEL_GUEST_DIR=$(GUEST_DIR) KAPSEL_KOPF_VENV=$(KOPF_VENV) $(CARGO) test --workspace --no-fail-fast
 
 # `kapsel test` over every example's case files (each example must have some).
 # The binary is the one `cargo test --workspace` builds (the CLI's tests need it):
