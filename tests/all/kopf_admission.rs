@@ -316,8 +316,8 @@ async fn kopf_mutates_by_labels_warns_and_checks_the_status_subresource() {
         .await
         .expect("allowed");
     assert_eq!(plain["spec"], json!({"field": "x"}), "the objectSelector");
-    // authhook's and validate_subresources' warnings, as Kopf words them. Which
-    // User-Agent the API server sends is not checked here.
+    // authhook's and validate_subresources' warnings, as Kopf words them; the API server
+    // names itself as kube-apiserver does.
     let (code, warnings) = create_raw(
         &client,
         &kex("warned", json!({}), json!({"field": "x"})),
@@ -326,8 +326,8 @@ async fn kopf_mutates_by_labels_warns_and_checks_the_status_subresource() {
     .await;
     assert_eq!(code, 201);
     assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(
-        warnings[0].starts_with("Accessing as user-agent: "),
+    assert_eq!(
+        warnings[0], "Accessing as user-agent: kube-apiserver-admission",
         "{warnings:?}"
     );
     assert_eq!(

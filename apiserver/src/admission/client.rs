@@ -36,7 +36,7 @@ pub(crate) async fn post(
             .await
             .map_err(|e| format!("Post {url:?}: tls: {e}"))?;
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-apiserver-admission\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         );
         let io = |e: std::io::Error| format!("Post {url:?}: {e}");
