@@ -304,6 +304,62 @@ async fn interrupt() {
     eprintln!("Interrupted: stopping the processes and writing what was measured.");
 }
 
+/// The start-up scenario, `plan.repetitions` times: Kapsel warmed up once, then each
+/// operator's start-ups (Kapsel's with and without its compiled-guest cache).
+async fn startups(ctx: &Context, plan: &Plan, shared: &Shared, operators: &[Kind]) {
+    let repetitions = if plan.startup { plan.repetitions } else { 0 };
+    if repetitions > 0 {
+        eprintln!("start-up warm-up: kapsel (filling the compiled-guest cache)");
+        let warm_up = scenarios::startup(ctx, Kind::Kapsel, Startup::Cached, usize::MAX).await;
+        lock(shared).errors.extend(warm_up.error);
+    }
+    for repetition in 0..repetitions {
+        for &kind in operators {
+            let variants: &[Startup] = if kind == Kind::Kapsel {
+                Startup::ALL
+            } else {
+                &[Startup::NoCache]
+            };
+            for &variant in variants {
+                eprintln!(
+                    "start-up {}/{}: {} ({})",
+                    repetition + 1,
+                    plan.repetitions,
+                    kind.name(),
+                    variant.label()
+                );
+                let run = scenarios::startup(ctx, kind, variant, repetition).await;
+                let mut results = lock(shared);
+                results.errors.extend(run.error.clone());
+                results.startup.push(run);
+            }
+        }
+        save(shared, &plan.json);
+    }
+}
+
+/// The admission scenario: the same reviews to each operator's webhook server in turn.
+async fn admission(ctx: &Context, plan: &Plan, shared: &Shared, operators: &[Kind]) {
+    let (offered, saturated) = if plan.quick { (3, 2) } else { (10, 5) };
+    for &kind in operators {
+        eprintln!("admission: {}", kind.name());
+        let run = scenarios::admission(
+            ctx,
+            kind,
+            Duration::from_secs(offered),
+            Duration::from_secs(saturated),
+        )
+        .await;
+        if let Some(e) = &run.error {
+            eprintln!("  {e}");
+        }
+        let mut results = lock(shared);
+        results.errors.extend(run.error.clone());
+        results.admission.push(run);
+    }
+    save(shared, &plan.json);
+}
+
 async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
     lock(shared).guest_sizes = sizes::guest_sizes(&plan.guests, &repository());
     if plan.invocation {
@@ -336,55 +392,10 @@ async fn bench(mut ctx: Context, plan: &Plan, shared: &Shared) {
 
     if plan.admission {
         // Before the long runs: the same reviews to each server, one after the other.
-        let (offered, saturated) = if plan.quick { (3, 2) } else { (10, 5) };
-        for &kind in &operators {
-            eprintln!("admission: {}", kind.name());
-            let run = scenarios::admission(
-                &ctx,
-                kind,
-                Duration::from_secs(offered),
-                Duration::from_secs(saturated),
-            )
-            .await;
-            if let Some(e) = &run.error {
-                eprintln!("  {e}");
-            }
-            let mut results = lock(shared);
-            results.errors.extend(run.error.clone());
-            results.admission.push(run);
-        }
-        save(shared, &plan.json);
+        admission(&ctx, plan, shared, &operators).await;
     }
 
-    let repetitions = if plan.startup { plan.repetitions } else { 0 };
-    if repetitions > 0 {
-        eprintln!("start-up warm-up: kapsel (filling the compiled-guest cache)");
-        let warm_up = scenarios::startup(&ctx, Kind::Kapsel, Startup::Cached, usize::MAX).await;
-        lock(shared).errors.extend(warm_up.error);
-    }
-    for repetition in 0..repetitions {
-        for &kind in &operators {
-            let variants: &[Startup] = if kind == Kind::Kapsel {
-                Startup::ALL
-            } else {
-                &[Startup::NoCache]
-            };
-            for &variant in variants {
-                eprintln!(
-                    "start-up {}/{}: {} ({})",
-                    repetition + 1,
-                    plan.repetitions,
-                    kind.name(),
-                    variant.label()
-                );
-                let run = scenarios::startup(&ctx, kind, variant, repetition).await;
-                let mut results = lock(shared);
-                results.errors.extend(run.error.clone());
-                results.startup.push(run);
-            }
-        }
-        save(shared, &plan.json);
-    }
+    startups(&ctx, plan, shared, &operators).await;
     for &n in &plan.sizes {
         let running: &[Kind] = if plan.running { &operators } else { &[] };
         let floor: &[Kind] = if plan.running { &[Kind::Watcher] } else { &[] };

@@ -332,15 +332,7 @@ impl Operator {
         let guests = library.guests();
         let mut shared = self.shared.clone();
         shared.traffic.set_pace(runtime.limits());
-        if let Some(path) = &self.record_to {
-            let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
-            shared.recorder =
-                recording::Recorder::to_file(path, &names).map_err(|source| Error::Recording {
-                    path: path.clone(),
-                    source,
-                })?;
-        }
-        shared.recorder.observe(&shared.journal);
+        self.start_recording(&mut shared, &guests)?;
         // Startup handlers may change the user's settings until they are put in force.
         shared.settings.start_with(self.user_settings.clone());
         let served = ServedGuests::new(guests.clone());
@@ -461,6 +453,24 @@ impl Operator {
                 .map_err(|e| Error::Connect(Box::new(e)))?,
         };
         Ok((client, None))
+    }
+
+    /// Records into the file `--record` names, if any, from now on.
+    fn start_recording(
+        &self,
+        shared: &mut reactor::Shared,
+        guests: &[runtime::Guest],
+    ) -> Result<(), Error> {
+        if let Some(path) = &self.record_to {
+            let names: Vec<String> = guests.iter().map(|g| g.name().to_string()).collect();
+            shared.recorder =
+                recording::Recorder::to_file(path, &names).map_err(|source| Error::Recording {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        shared.recorder.observe(&shared.journal);
+        Ok(())
     }
 
     /// Serves the admission webhooks when asked to; warns when guests have admission

@@ -1,4 +1,4 @@
-//! A guest's admission handlers (Kopf's `on.validate` and `on.mutate`): their
+//! A guest's admission handlers (Kopf's `on.validate` and `on.mutate`): their calls,
 //! declarations checked at load, and the WIT `admission` imports as the guest calls them
 //! (the declarations during `describe`; an admission call's request, warnings and refusal
 //! code).
@@ -8,8 +8,12 @@ use serde_json::{Value, json};
 use super::bindings::{
     AdmissionDeclaration, AdmissionImports, AdmissionRequest, DescribeOutput, HandlerKind, Webhook,
 };
+use super::bindings::{Cause, Reply};
 use super::describe::DeclarationError;
-use super::state::HostState;
+use super::guest::Guest;
+use super::invoke::{CallError, Export, Returned, mismatch};
+use super::services::CallContext;
+use super::state::{Admitted, HostState};
 
 /// The operations an admission rule names (kube's `OperationType`).
 pub(crate) const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
@@ -91,6 +95,65 @@ impl AdmissionImports for HostState {
             call.rejected = Some(code);
         }
         Ok(())
+    }
+}
+
+// The calls of admission handlers: `invoke` and `when` with the request the imports answer.
+impl Guest {
+    /// Calls the guest's `invoke` export for the admission handler named by
+    /// `cause.handler_id`, answering `request`.
+    ///
+    /// The call's deadline is its registration's, else the runtime's admission budget
+    /// (shorter than other calls': a write waits for it).
+    ///
+    /// # Errors
+    /// As [`Guest::invoke`].
+    pub(crate) async fn admit(
+        &self,
+        cause: Cause,
+        request: AdmissionRequest,
+        ctx: CallContext,
+    ) -> Result<(Reply, Admitted), CallError> {
+        let mut budget = self.budget(&cause.handler_id);
+        let declared = self
+            .describe()
+            .handlers
+            .iter()
+            .any(|r| r.id == cause.handler_id && r.deadline_ms.is_some());
+        if !declared {
+            budget.deadline = self.runtime().limits().admission_deadline;
+        }
+        match self
+            .call(budget, ctx, Export::Admit(cause, request))
+            .await?
+        {
+            Returned::Admitted(reply, admitted) => Ok((reply, admitted)),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Calls the guest's `when` export for the admission handler named by
+    /// `cause.handler_id`, about `request` (which `admission.current` answers meanwhile).
+    ///
+    /// # Errors
+    /// As [`Guest::invoke`].
+    pub(crate) async fn admission_when(
+        &self,
+        cause: Cause,
+        request: AdmissionRequest,
+        ctx: CallContext,
+    ) -> Result<bool, CallError> {
+        let mut budget = self.budget(&cause.handler_id);
+        budget.deadline = budget
+            .deadline
+            .min(self.runtime().limits().admission_deadline);
+        match self
+            .call(budget, ctx, Export::AdmitWhen(cause, request))
+            .await?
+        {
+            Returned::When(applies) => Ok(applies),
+            _ => Err(mismatch()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
 use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::state::{AdmissionCall, HostState, over_limit};
+use super::state::{AdmissionCall, Admitted, HostState, over_limit};
 use super::turns::CallTurns;
 use crate::limits::Limits;
 
@@ -122,15 +122,6 @@ pub(super) enum Returned {
     Admitted(Reply, Admitted),
 }
 
-/// What an admission handler answered beside its reply, through the `admission` imports.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Admitted {
-    /// The warnings for the client, in order.
-    pub(crate) warnings: Vec<String>,
-    /// The code of the admission error its failure is (`admission.reject`), if it named one.
-    pub(crate) rejected: Option<u16>,
-}
-
 impl Guest {
     /// Calls the guest's `invoke` export for the handler named by `cause.handler_id`.
     ///
@@ -143,62 +134,6 @@ impl Guest {
         let budget = self.budget(&cause.handler_id);
         match self.call(budget, ctx, Export::Invoke(cause)).await? {
             Returned::Reply(reply) => Ok(reply),
-            _ => Err(mismatch()),
-        }
-    }
-
-    /// Calls the guest's `invoke` export for the admission handler named by
-    /// `cause.handler_id`, answering `request`.
-    ///
-    /// The call's deadline is its registration's, else the runtime's admission budget
-    /// (shorter than other calls': a write waits for it).
-    ///
-    /// # Errors
-    /// As [`Guest::invoke`].
-    pub(crate) async fn admit(
-        &self,
-        cause: Cause,
-        request: AdmissionRequest,
-        ctx: CallContext,
-    ) -> Result<(Reply, Admitted), CallError> {
-        let mut budget = self.budget(&cause.handler_id);
-        let declared = self
-            .describe()
-            .handlers
-            .iter()
-            .any(|r| r.id == cause.handler_id && r.deadline_ms.is_some());
-        if !declared {
-            budget.deadline = self.runtime().limits().admission_deadline;
-        }
-        match self
-            .call(budget, ctx, Export::Admit(cause, request))
-            .await?
-        {
-            Returned::Admitted(reply, admitted) => Ok((reply, admitted)),
-            _ => Err(mismatch()),
-        }
-    }
-
-    /// Calls the guest's `when` export for the admission handler named by
-    /// `cause.handler_id`, about `request` (which `admission.current` answers meanwhile).
-    ///
-    /// # Errors
-    /// As [`Guest::invoke`].
-    pub(crate) async fn admission_when(
-        &self,
-        cause: Cause,
-        request: AdmissionRequest,
-        ctx: CallContext,
-    ) -> Result<bool, CallError> {
-        let mut budget = self.budget(&cause.handler_id);
-        budget.deadline = budget
-            .deadline
-            .min(self.runtime().limits().admission_deadline);
-        match self
-            .call(budget, ctx, Export::AdmitWhen(cause, request))
-            .await?
-        {
-            Returned::When(applies) => Ok(applies),
             _ => Err(mismatch()),
         }
     }
@@ -252,7 +187,7 @@ impl Guest {
 
     /// The budget of a call to `handler_id`: its registration's, else the defaults; never
     /// above the maxima (a guest declaring more is refused at load already).
-    fn budget(&self, handler_id: &str) -> Budget {
+    pub(super) fn budget(&self, handler_id: &str) -> Budget {
         let limits = self.runtime().limits();
         let registration = self.describe().handlers.iter().find(|r| r.id == handler_id);
         Budget {
@@ -269,7 +204,7 @@ impl Guest {
         }
     }
 
-    async fn call(
+    pub(super) async fn call(
         &self,
         budget: Budget,
         ctx: CallContext,
@@ -287,7 +222,7 @@ impl Guest {
     }
 }
 
-fn mismatch() -> CallError {
+pub(super) fn mismatch() -> CallError {
     CallError::HostBug("the export answered with another export's type".to_owned())
 }
 

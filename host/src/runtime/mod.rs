@@ -40,10 +40,11 @@ pub use compiler::{CompileCommand, CompileError, INVALID_COMPONENT, compile_gues
 pub(crate) use describe::describe_json;
 pub(crate) use engine::Runtime;
 pub(crate) use guest::{Guest, ServedGuests};
-pub(crate) use invoke::{Admitted, CallError};
+pub(crate) use invoke::CallError;
 pub(crate) use library::{Library, Refusal, Rescan};
 pub(crate) use services::{
     CallContext, Caller, GuestEvent, HostServices, KubeRequest, NOT_CHANGING, NOT_STARTUP,
     NoServices, StopReasons, not_available,
 };
 pub(crate) use slots::{Pool, Slots};
+pub(crate) use state::Admitted;

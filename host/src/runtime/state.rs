@@ -67,6 +67,15 @@ pub(crate) struct HostState {
     pub(super) admission: Option<AdmissionCall>,
 }
 
+/// What an admission handler answered beside its reply, through the `admission` imports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    /// The warnings for the client, in order.
+    pub(crate) warnings: Vec<String>,
+    /// The code of the admission error its failure is (`admission.reject`), if it named one.
+    pub(crate) rejected: Option<u16>,
+}
+
 /// An admission call's request, and what the guest adds to its reply through the
 /// `admission` imports.
 #[derive(Debug)]

@@ -150,27 +150,7 @@ pub(super) async fn run(
         .load(&request.guest)
         .await
         .map_err(|e| TestError::Guest(e.to_string()))?;
-    // An expectation about a handler the guest does not have is a typo: it would pass
-    // `not-called` forever.
-    let declared: Vec<&str> = guest
-        .describe()
-        .handlers
-        .iter()
-        .map(|h| h.id.as_str())
-        .collect();
-    let admission: Vec<&str> = guest.admissions().iter().map(|d| d.id.as_str()).collect();
-    let errors: Vec<String> = cases
-        .iter()
-        .filter_map(|case| {
-            case.check_handlers(&declared)
-                .and_then(|()| case.check_admission(&admission))
-                .err()
-        })
-        .map(|e| e.to_string())
-        .collect();
-    if !errors.is_empty() {
-        return Err(TestError::Cases(errors));
-    }
+    check_handlers(&guest, &cases)?;
     let mut runs = Vec::new();
     let _ = writeln!(
         out,
@@ -205,6 +185,32 @@ pub(super) async fn run(
         passed: summary.passed,
         failed: summary.failed,
     })
+}
+
+/// An expectation about a handler the guest does not have is a typo (it would pass
+/// `not-called` forever), as is a review for an admission handler it does not declare.
+fn check_handlers(guest: &crate::runtime::Guest, cases: &[format::Case]) -> Result<(), TestError> {
+    let declared: Vec<&str> = guest
+        .describe()
+        .handlers
+        .iter()
+        .map(|h| h.id.as_str())
+        .collect();
+    let admission: Vec<&str> = guest.admissions().iter().map(|d| d.id.as_str()).collect();
+    let errors: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            case.check_handlers(&declared)
+                .and_then(|()| case.check_admission(&admission))
+                .err()
+        })
+        .map(|e| e.to_string())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(TestError::Cases(errors))
+    }
 }
 
 /// Case arguments: files, or directories of `*.yaml`/`*.yml` files (sorted).
