@@ -38,7 +38,44 @@ pub(crate) fn apply(group: &str, plural: &str, obj: &mut Value) {
             secret(obj);
             canonical_base64(obj, "data");
         }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            webhooks(obj, false);
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => webhooks(obj, true),
         _ => {}
+    }
+}
+
+/// kube's `admissionregistration/v1` defaults of each webhook (a null is absent, as
+/// Kopf writes `objectSelector: null`): `failurePolicy: Fail`, `matchPolicy:
+/// Equivalent`, empty namespace and object selectors (everything), `timeoutSeconds: 10`,
+/// a mutating one's `reinvocationPolicy: Never`, each rule's `scope: "*"`, a Service's
+/// `port: 443`.
+fn webhooks(obj: &mut Value, mutating: bool) {
+    let Some(hooks) = obj.get_mut("webhooks").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for hook in hooks.iter_mut().filter_map(Value::as_object_mut) {
+        set_default(hook, "failurePolicy", json!("Fail"));
+        set_default(hook, "matchPolicy", json!("Equivalent"));
+        set_default(hook, "namespaceSelector", json!({}));
+        set_default(hook, "objectSelector", json!({}));
+        set_default(hook, "timeoutSeconds", json!(10));
+        if mutating {
+            set_default(hook, "reinvocationPolicy", json!("Never"));
+        }
+        if let Some(rules) = hook.get_mut("rules").and_then(Value::as_array_mut) {
+            for rule in rules.iter_mut().filter_map(Value::as_object_mut) {
+                set_default(rule, "scope", json!("*"));
+            }
+        }
+        let service = hook
+            .get_mut("clientConfig")
+            .and_then(|c| c.get_mut("service"))
+            .and_then(Value::as_object_mut);
+        if let Some(service) = service {
+            set_default(service, "port", json!(443));
+        }
     }
 }
 
@@ -169,5 +206,41 @@ mod tests {
             s,
             json!({"data": {"a": "Yg==", "p": "cQ=="}, "type": "Opaque"})
         );
+    }
+
+    #[test]
+    fn webhooks_get_kubes_defaults_and_a_null_is_absent() {
+        let mut config = json!({"webhooks": [{
+            "name": "x", "objectSelector": null, "failurePolicy": "Ignore",
+            "rules": [{"operations": ["*"]}],
+            "clientConfig": {"service": {"namespace": "n", "name": "s"}},
+        }]});
+        apply(
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            &mut config,
+        );
+        assert_eq!(
+            config["webhooks"][0],
+            json!({
+                "name": "x", "objectSelector": {}, "namespaceSelector": {},
+                "failurePolicy": "Ignore", "matchPolicy": "Equivalent", "timeoutSeconds": 10,
+                "reinvocationPolicy": "Never",
+                "rules": [{"operations": ["*"], "scope": "*"}],
+                "clientConfig": {"service": {"namespace": "n", "name": "s", "port": 443}},
+            })
+        );
+        let mut validating = json!({"webhooks": [{"name": "y"}]});
+        apply(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            &mut validating,
+        );
+        assert!(
+            validating["webhooks"][0]
+                .get("reinvocationPolicy")
+                .is_none()
+        );
+        assert_eq!(validating["webhooks"][0]["timeoutSeconds"], 10);
     }
 }
