@@ -557,3 +557,40 @@ async fn peering_never_pauses_admission() {
     .expect_err("admitted while paused");
     assert_eq!(refused.code, 422, "{refused:?}");
 }
+
+#[tokio::test]
+async fn a_crd_created_later_reaches_the_webhooks_rules() {
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client();
+    let server = AdmissionServer::new("127.0.0.1:0".parse().unwrap()).managed(MANAGED);
+    let _operator =
+        cluster.start_operator(Operator::new([guest("admission_hooks")]).admission(server));
+    let configured = webhooks_become(&client, false, &VALIDATING).await;
+    assert_eq!(
+        configured["webhooks"][0]["rules"],
+        json!([]),
+        "no kopfexamples yet"
+    );
+
+    create_kopfexamples_crd(&client).await;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_configurations(false));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let configured = serde_json::to_value(api.get(MANAGED).await.unwrap()).unwrap();
+        if configured["webhooks"][0]["rules"][0]["resources"] == json!(["kopfexamples"]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the rules never named kopfexamples"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = try_create(
+        &client,
+        kex("late", json!({}), json!({"field": "forbidden"})),
+    )
+    .await
+    .expect_err("refused");
+    assert_eq!(refused.code, 422, "{refused:?}");
+}

@@ -10,7 +10,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use base64::Engine as _;
+use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::handlers::AdmissionHandler;
@@ -243,6 +246,24 @@ pub(crate) async fn apply(
     Ok(())
 }
 
+/// The changes of the cluster's CRDs (after their initial listing): what a handler
+/// selects may be served from then on, or no longer.
+fn crd_events(
+    client: &kube::Client,
+) -> futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
+    let crds = ApiResource {
+        group: "apiextensions.k8s.io".to_owned(),
+        version: "v1".to_owned(),
+        api_version: "apiextensions.k8s.io/v1".to_owned(),
+        kind: "CustomResourceDefinition".to_owned(),
+        plural: "customresourcedefinitions".to_owned(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crds);
+    watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed()
+}
+
 /// What keeps the managed configurations true.
 pub(crate) struct Manager {
     pub(crate) client: kube::Client,
@@ -261,7 +282,8 @@ pub(crate) struct Manager {
     pub(crate) remove_on_exit: bool,
 }
 
-/// How often discovery is asked again for resources that came (a CRD a handler selects).
+/// How often discovery is asked again anyway (CRDs are watched: a resource they serve
+/// is seen at once).
 const RESCAN_EVERY: Duration = Duration::from_secs(60);
 
 /// A failed write is tried again after this long.
@@ -276,6 +298,7 @@ impl Manager {
         stop: tokio_util::sync::CancellationToken,
     ) {
         let mut written: Option<[Vec<Value>; 2]> = None;
+        let mut crds = crd_events(&self.client);
         loop {
             let handlers = dispatch.handlers();
             let resources = dispatch.resources().await;
@@ -307,6 +330,12 @@ impl Manager {
             let wait = if retry { RETRY_AFTER } else { RESCAN_EVERY };
             tokio::select! {
                 () = stop.cancelled() => break,
+                // A CRD came, changed (became established) or went: its resources too.
+                Some(event) = crds.next() => {
+                    if let Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) = event {
+                        dispatch.rescan().await;
+                    }
+                }
                 changed = self.ca_bundle.changed() => if changed.is_err() { break },
                 changed = self.reloads.changed() => match changed {
                     Ok(()) => dispatch.rescan().await,
