@@ -434,6 +434,16 @@ async fn call_once(
     .await
     .map_err(|e| format!("failed to call webhook: {e}"))?;
     if !(200..300).contains(&status) {
+        // A Status in the body says what went wrong (kube's REST client reads it so).
+        let said: Option<Value> = serde_json::from_slice(&answer).ok();
+        if let Some(message) = said
+            .as_ref()
+            .filter(|s| text(s, "kind") == "Status")
+            .map(|s| text(s, "message"))
+            .filter(|m| !m.is_empty())
+        {
+            return Err(format!("failed to call webhook: {message}"));
+        }
         return Err(format!(
             "failed to call webhook: the server responded with the status code {status} but did not return more information"
         ));

@@ -215,3 +215,35 @@ async fn a_webhook_by_service_is_called_at_an_endpoint_of_the_service() {
         .unwrap();
     assert_eq!(hook.reviews().len(), 2, "called at the endpoint");
 }
+
+/// A webhook that answers an error with a Status says why through it; one without says
+/// kube's "did not return more information".
+#[tokio::test]
+async fn a_failed_webhooks_status_says_why() {
+    let (_server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    register(
+        &client,
+        vec![
+            hook.entry("broken.test.kapsel.dev", "/broken", "Fail"),
+            hook.entry("mute.test.kapsel.dev", "/mute", "Ignore"),
+        ],
+        vec![],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let status = crate::api_status(
+        cms.create(
+            &PostParams::default(),
+            &config_map("any", json!({}), json!({})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(status.code, 500);
+    assert_eq!(
+        status.message,
+        "Internal error occurred: failed calling webhook \"broken.test.kapsel.dev\": \
+         failed to call webhook: the policy store is down"
+    );
+}

@@ -1,7 +1,8 @@
 //! The test's HTTPS admission webhook: it refuses ConfigMaps labelled `deny`, an update of
 //! one whose old version is `locked` and a delete of a `protected` one, warns, labels what
 //! it mutates (`/mutate`), copies that label into an annotation (`/copy`), bounds and
-//! rounds Scales (`/scale`), and keeps every review it gets.
+//! rounds Scales (`/scale`), fails with a Status (`/broken`) or without (`/mute`), and
+//! keeps every review it gets.
 
 use std::sync::{Arc, Mutex};
 
@@ -116,9 +117,24 @@ async fn serve(
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
     seen.lock().unwrap().push(review.clone());
-    let answer = serde_json::to_vec(&judge(&path, &review["request"])).unwrap();
+    // `/broken` answers 503 with a Status, `/mute` 500 with nothing.
+    let (status, answer) = match path.as_str() {
+        "/broken" => (
+            "503 Service Unavailable",
+            serde_json::to_vec(
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "the policy store is down", "code": 503}),
+            )
+            .unwrap(),
+        ),
+        "/mute" => ("500 Internal Server Error", Vec::new()),
+        _ => (
+            "200 OK",
+            serde_json::to_vec(&judge(&path, &review["request"])).unwrap(),
+        ),
+    };
     let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         answer.len()
     );
     let _ = tls.write_all(head.as_bytes()).await;
