@@ -247,13 +247,15 @@ async fn mutate_once(
 }
 
 /// Admits a deletion of `old` (as served): the mutating webhooks are asked in order,
-/// with no object to change, then the validating ones, as kube's
+/// with no object to change, then the deletion's `preconditions` checked (kube's registry
+/// checks them before it validates), then the validating webhooks asked, as kube's
 /// `AdmissionToValidateObjectDeleteFunc` does.
 pub(crate) async fn admit_delete(
     shared: &Shared,
     attrs: &Attributes<'_>,
     old: &Value,
     warnings: &mut Vec<String>,
+    preconditions: impl FnOnce() -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
     let objects = Some((None, Some(old)));
     for hook in webhooks(shared, "mutatingwebhookconfigurations", attrs, objects) {
@@ -265,6 +267,7 @@ pub(crate) async fn admit_delete(
             return Err(denied(&hook.spec, &verdict));
         }
     }
+    preconditions()?;
     validate(shared, attrs, None, Some(old), warnings).await
 }
 

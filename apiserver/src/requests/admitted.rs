@@ -130,7 +130,8 @@ pub(super) async fn delete(
 ) -> Result<(), ApiError> {
     let mut attrs = call.attributes("DELETE", name);
     attrs.dry_run |= body_dry;
-    admission::admit_delete(call.shared, &attrs, old, warnings).await
+    let preconditions = || super::writes::check_preconditions(call, name, old);
+    admission::admit_delete(call.shared, &attrs, old, warnings, preconditions).await
 }
 
 /// Admits the update of object `name`'s scale: `scale` the new `autoscaling/v1` Scale

@@ -219,6 +219,39 @@ pub(super) async fn delete(call: &Call<'_>, name: &str) -> Result<Response, ApiE
     Ok(with_warnings(delete_admitted(call, name)?, &warnings))
 }
 
+/// The DELETE's preconditions (its DeleteOptions' `uid`, `resourceVersion`) against
+/// `current`: kube's 409 when one does not hold.
+pub(super) fn check_preconditions(
+    call: &Call<'_>,
+    name: &str,
+    current: &Value,
+) -> Result<(), ApiError> {
+    let (_, pre, _) = delete_options(call.query, call.body)?;
+    preconditions_hold(&call.scope, name, &pre, current)
+}
+
+fn preconditions_hold(
+    scope: &crate::objects::Scope,
+    name: &str,
+    pre: &Value,
+    current: &Value,
+) -> Result<(), ApiError> {
+    for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        if let Some(want) = pre.get(field).and_then(Value::as_str)
+            && want != crate::store::meta_str(current, field)
+        {
+            let mut e = ApiError::conflict(scope.target(name));
+            e.message = format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
+                scope.rt.plural,
+                crate::store::meta_str(current, field)
+            );
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// DELETE of one object admission admitted.
 fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     let (scope, dry) = (&call.scope, call.dry);
@@ -237,19 +270,7 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
         .get(&res, &key)
         .cloned()
         .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
-    for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
-        if let Some(want) = pre.get(field).and_then(Value::as_str)
-            && want != crate::store::meta_str(&current, field)
-        {
-            let mut e = ApiError::conflict(scope.target(name));
-            e.message = format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
-                scope.rt.plural,
-                crate::store::meta_str(&current, field)
-            );
-            return Err(e);
-        }
-    }
+    preconditions_hold(scope, name, &pre, &current)?;
     if dry || body_dry {
         return Ok(json_response(200, &present(&scope.rt, &current)));
     }

@@ -247,3 +247,48 @@ async fn a_failed_webhooks_status_says_why() {
          failed to call webhook: the policy store is down"
     );
 }
+
+/// A DELETE whose preconditions fail is refused with kube's 409 after the mutating
+/// webhooks and before the validating ones, as kube's registry checks them.
+#[tokio::test]
+async fn a_delete_whose_preconditions_fail_reaches_no_validating_webhook() {
+    let (_server, client) = crate::start().await;
+    let (mutating, validating) = (Webhook::start().await, Webhook::start().await);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &config_map("kept", json!({}), json!({})),
+    )
+    .await
+    .unwrap();
+    register(
+        &client,
+        vec![validating.entry("check.test.kapsel.dev", "/validate", "Fail")],
+        vec![mutating.entry("label.test.kapsel.dev", "/mutate", "Fail")],
+    )
+    .await;
+    let wrong = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("not-its-uid".to_owned()),
+            resource_version: None,
+        }),
+        ..kube::api::DeleteParams::default()
+    };
+    let status = crate::api_status(cms.delete("kept", &wrong).await.unwrap_err());
+    assert_eq!(status.code, 409, "{status:?}");
+    assert!(
+        status
+            .message
+            .contains("Precondition failed: UID in precondition: not-its-uid"),
+        "{status:?}"
+    );
+    assert_eq!(mutating.reviews().len(), 1, "the mutating webhook first");
+    assert!(
+        validating.reviews().is_empty(),
+        "no validating webhook after"
+    );
+    cms.delete("kept", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(validating.reviews().len(), 1);
+}
