@@ -120,17 +120,17 @@ pub(super) async fn update(
 }
 
 /// Admits the deletion of object `name`, `old` as served (`body_dry`: the DeleteOptions'
-/// own dryRun); the webhooks' warnings are added to `warnings`.
+/// own dryRun), its `preconditions` checked between the mutating and the validating
+/// webhooks; the webhooks' warnings are added to `warnings`.
 pub(super) async fn delete(
     call: &Call<'_>,
     name: &str,
-    old: &Value,
-    body_dry: bool,
+    (old, body_dry): (&Value, bool),
+    preconditions: impl FnOnce() -> Result<(), ApiError>,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let mut attrs = call.attributes("DELETE", name);
     attrs.dry_run |= body_dry;
-    let preconditions = || super::writes::check_preconditions(call, name, old);
     admission::admit_delete(call.shared, &attrs, old, warnings, preconditions).await
 }
 

@@ -214,18 +214,15 @@ pub(super) async fn delete(call: &Call<'_>, name: &str) -> Result<Response, ApiE
     let mut warnings = Vec::new();
     let current = crate::objects::get(&call.shared.lock(), &call.scope, name).ok();
     if let Some(old) = &current {
-        super::admitted::delete(call, name, old, body_dry, &mut warnings).await?;
+        let preconditions = || check_preconditions(call, name, old);
+        super::admitted::delete(call, name, (old, body_dry), preconditions, &mut warnings).await?;
     }
     Ok(with_warnings(delete_admitted(call, name)?, &warnings))
 }
 
 /// The DELETE's preconditions (its DeleteOptions' `uid`, `resourceVersion`) against
 /// `current`: kube's 409 when one does not hold.
-pub(super) fn check_preconditions(
-    call: &Call<'_>,
-    name: &str,
-    current: &Value,
-) -> Result<(), ApiError> {
+fn check_preconditions(call: &Call<'_>, name: &str, current: &Value) -> Result<(), ApiError> {
     let (_, pre, _) = delete_options(call.query, call.body)?;
     preconditions_hold(&call.scope, name, &pre, current)
 }
@@ -316,7 +313,15 @@ pub(super) async fn delete_collection(call: &Call<'_>) -> Result<Response, ApiEr
     let mut items = Vec::new();
     for (k, served) in matched {
         let name = crate::store::meta_str(&served, "name").to_owned();
-        super::admitted::delete(call, &name, &served, body_dry, &mut warnings).await?;
+        let preconditions = || check_preconditions(call, &name, &served);
+        super::admitted::delete(
+            call,
+            &name,
+            (&served, body_dry),
+            preconditions,
+            &mut warnings,
+        )
+        .await?;
         if dry || body_dry {
             items.push(served);
             continue;

@@ -330,9 +330,16 @@ impl Manager {
             let wait = if retry { RETRY_AFTER } else { RESCAN_EVERY };
             tokio::select! {
                 () = stop.cancelled() => break,
-                // A CRD came, changed (became established) or went: its resources too.
+                // A CRD came, changed (became established) or went: its resources too. A
+                // listing's end counts (a CRD may have come between the operator's first
+                // discovery and the listing), not its items one by one.
                 Some(event) = crds.next() => {
-                    if let Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) = event {
+                    if let Ok(
+                        watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone,
+                    ) = event
+                    {
                         dispatch.rescan().await;
                     }
                 }
