@@ -355,29 +355,56 @@ async fn call_once(
     old: Option<&Value>,
     mutating: bool,
 ) -> Result<Verdict, String> {
-    let rt = &attrs.scope.rt;
     let uid = uuid::Uuid::new_v4().to_string();
+    let body = crate::status::json_body(&review_of(hook, attrs, (obj, old), &uid));
+    let target = Target::of(hook)?;
+    let (status, answer) = client::post(
+        &target.url,
+        target.server_name.as_deref(),
+        target.ca.as_deref(),
+        &body,
+        target.timeout,
+    )
+    .await
+    .map_err(|e| format!("failed to call webhook: {e}"))?;
+    if !(200..300).contains(&status) {
+        return Err(format!(
+            "failed to call webhook: {}",
+            failure(status, &answer)
+        ));
+    }
+    review::verdict(&answer, &uid, mutating)
+        .map_err(|e| format!("received invalid webhook response: {e}"))
+}
+
+/// The AdmissionReview of the write for `hook`: the objects in the version its rules
+/// matched (kube converts them; the versions of a resource here differ by their
+/// apiVersion only), or as they are when they are not the resource's (a Scale).
+fn review_of(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    (obj, old): (Option<&Value>, Option<&Value>),
+    uid: &str,
+) -> Value {
+    let rt = &attrs.scope.rt;
     // Without authentication (a server without RBAC) the writer is anonymous, as
     // kube-apiserver's anonymous authenticator names a request without credentials.
     let user = attrs.user.map_or_else(
         || json!({"username": "system:anonymous", "groups": ["system:unauthenticated"]}),
         |u| json!({"username": u.name, "groups": u.groups}),
     );
-    // The objects as the version the webhook matched serves them (kube converts them;
-    // the versions of a resource here differ by their apiVersion only).
     let version = hook.version.as_deref().unwrap_or(&rt.version);
     let convert = |o: &Value| match attrs.kind {
         Some(_) => o.clone(),
         None => as_version(o, rt, Some(version)),
     };
     let (obj, old) = (obj.map(convert), old.map(convert));
-    let (obj, old) = (obj.as_ref(), old.as_ref());
     let kind = |version: &str| match attrs.kind {
         Some((group, version, kind)) => json!({"group": group, "version": version, "kind": kind}),
         None => json!({"group": rt.group, "version": version, "kind": rt.kind}),
     };
-    let review = Review {
-        uid: &uid,
+    Review {
+        uid,
         kind: kind(version),
         resource: json!({"group": rt.group, "version": version, "resource": rt.plural}),
         request_kind: kind(&rt.version),
@@ -387,72 +414,84 @@ async fn call_once(
         namespace: attrs.scope.ns.as_deref(),
         operation: attrs.operation,
         user,
-        object: obj,
-        old_object: old,
+        object: obj.as_ref(),
+        old_object: old.as_ref(),
         dry_run: attrs.dry_run,
         options: attrs.options(),
-    };
-    let endpoint = hook.endpoint.clone();
-    let hook = &hook.spec;
-    let config = hook.get("clientConfig").unwrap_or(&Value::Null);
-    let (url, server_name) = match endpoint {
-        Some(Ok((url, server_name))) => (url, Some(server_name)),
-        Some(Err(why)) => return Err(format!("failed to call webhook: {why}")),
-        None => (text(config, "url").to_owned(), None),
-    };
-    if url.is_empty() {
-        return Err("failed to call webhook: clientConfig has neither url nor service".into());
     }
-    let ca = match text(config, "caBundle") {
-        "" => None,
-        b64 => {
-            use base64::Engine;
-            Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|e| format!("could not get REST client: invalid caBundle: {e}"))?,
-            )
+    .to_json()
+}
+
+/// Where and how a webhook is called.
+struct Target {
+    /// With kube's `?timeout=`.
+    url: String,
+    /// The name its certificate must have when it is not the URL's host.
+    server_name: Option<String>,
+    /// PEM; the system's roots without one.
+    ca: Option<Vec<u8>>,
+    timeout: Duration,
+}
+
+impl Target {
+    /// The hook's `clientConfig` and `timeoutSeconds` (10 by default).
+    fn of(hook: &Hook) -> Result<Target, String> {
+        let spec = &hook.spec;
+        let config = spec.get("clientConfig").unwrap_or(&Value::Null);
+        let (url, server_name) = match hook.endpoint.clone() {
+            Some(Ok((url, server_name))) => (url, Some(server_name)),
+            Some(Err(why)) => return Err(format!("failed to call webhook: {why}")),
+            None => (text(config, "url").to_owned(), None),
+        };
+        if url.is_empty() {
+            return Err("failed to call webhook: clientConfig has neither url nor service".into());
         }
-    };
-    let timeout = hook
-        .get("timeoutSeconds")
-        .and_then(Value::as_u64)
-        .unwrap_or(10);
-    // kube's client tells the webhook its time limit, in Go's duration syntax.
-    let limit = match timeout {
-        0..60 => format!("{timeout}s"),
-        _ => format!("{}m{}s", timeout / 60, timeout % 60),
-    };
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let url = format!("{url}{separator}timeout={limit}");
-    let url = url.as_str();
-    let body = crate::status::json_body(&review.to_json());
-    let (status, answer) = client::post(
-        url,
-        server_name.as_deref(),
-        ca.as_deref(),
-        &body,
-        Duration::from_secs(timeout),
-    )
-    .await
-    .map_err(|e| format!("failed to call webhook: {e}"))?;
-    if !(200..300).contains(&status) {
-        // A Status in the body says what went wrong (kube's REST client reads it so).
-        let said: Option<Value> = serde_json::from_slice(&answer).ok();
-        if let Some(message) = said
-            .as_ref()
-            .filter(|s| text(s, "kind") == "Status")
-            .map(|s| text(s, "message"))
-            .filter(|m| !m.is_empty())
-        {
-            return Err(format!("failed to call webhook: {message}"));
-        }
-        return Err(format!(
-            "failed to call webhook: the server responded with the status code {status} but did not return more information"
-        ));
+        let ca = match text(config, "caBundle") {
+            "" => None,
+            b64 => {
+                use base64::Engine;
+                Some(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .map_err(|e| format!("could not get REST client: invalid caBundle: {e}"))?,
+                )
+            }
+        };
+        let timeout = spec
+            .get("timeoutSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(10);
+        // kube's client tells the webhook its time limit, in Go's duration syntax.
+        let limit = match timeout {
+            0..60 => format!("{timeout}s"),
+            _ => format!("{}m{}s", timeout / 60, timeout % 60),
+        };
+        let separator = if url.contains('?') { '&' } else { '?' };
+        Ok(Target {
+            url: format!("{url}{separator}timeout={limit}"),
+            server_name,
+            ca,
+            timeout: Duration::from_secs(timeout),
+        })
     }
-    review::verdict(&answer, &uid, mutating)
-        .map_err(|e| format!("received invalid webhook response: {e}"))
+}
+
+/// Why a webhook's answer of `status` (not 2xx) failed its call: the message of a
+/// Status in the body (kube's REST client reads it so), else kube's words for none.
+fn failure(status: u16, answer: &[u8]) -> String {
+    let said: Option<Value> = serde_json::from_slice(answer).ok();
+    said.as_ref()
+        .filter(|s| text(s, "kind") == "Status")
+        .map(|s| text(s, "message"))
+        .filter(|m| !m.is_empty())
+        .map_or_else(
+            || {
+                format!(
+                    "the server responded with the status code {status} but did not return more information"
+                )
+            },
+            str::to_owned,
+        )
 }
 
 /// kube's `ToStatusErr`: the webhook's status, its message prefixed with the webhook's
