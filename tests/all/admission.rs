@@ -7,33 +7,13 @@ use std::time::{Duration, Instant};
 
 use kapsel_host::testing::{Cluster, RunningOperator};
 use kapsel_host::{AdmissionServer, Freezer, Operator, Record};
+use kapsel_tests::admission::*;
 use kapsel_tests::*;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 /// The name of the managed configurations (and the suffix of their webhooks' names).
 const MANAGED: &str = "kex.admission.test";
-
-fn webhook_configurations(mutating: bool) -> ApiResource {
-    let (kind, plural) = if mutating {
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        )
-    } else {
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        )
-    };
-    ApiResource {
-        group: "admissionregistration.k8s.io".to_owned(),
-        version: "v1".to_owned(),
-        api_version: "admissionregistration.k8s.io/v1".to_owned(),
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-    }
-}
 
 /// The webhooks' names in the managed configuration once they are `wanted` (by name),
 /// waiting for the operator to write them.
@@ -86,31 +66,6 @@ async fn admitting() -> (Cluster, RunningOperator) {
     webhooks_become(&cluster.client(), false, &VALIDATING).await;
     webhooks_become(&cluster.client(), true, &MUTATING).await;
     (cluster, operator)
-}
-
-fn kex(name: &str, labels: Value, spec: Value) -> Value {
-    json!({
-        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": spec,
-    })
-}
-
-fn kopfexamples_api(client: &kube::Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), "default", &kopfexamples())
-}
-
-/// Creates through the API server: the stored object, or the refusal's status.
-async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube::core::Status> {
-    let object: DynamicObject = serde_json::from_value(object).expect("an object");
-    match kopfexamples_api(client)
-        .create(&PostParams::default(), &object)
-        .await
-    {
-        Ok(created) => Ok(serde_json::to_value(created).expect("JSON")),
-        Err(kube::Error::Api(status)) => Err(*status),
-        Err(other) => panic!("not an answer of the API server: {other}"),
-    }
 }
 
 #[tokio::test]
@@ -253,42 +208,6 @@ async fn a_trapping_or_overrunning_handler_refuses_under_fail_and_is_ignored_und
     }
 }
 
-/// Creates through a raw request (optionally a dry run): the status code, the warnings
-/// (the `Warning:` headers' texts) and the body.
-async fn create_raw(
-    client: &kube::Client,
-    object: &Value,
-    dry_run: bool,
-) -> (u16, Vec<String>, Value) {
-    let query = if dry_run { "?dryRun=All" } else { "" };
-    let request = http::Request::post(format!(
-        "/apis/kopf.dev/v1/namespaces/default/kopfexamples{query}"
-    ))
-    .header("content-type", "application/json")
-    .body(kube::client::Body::from(object.to_string().into_bytes()))
-    .expect("a request");
-    let response = client.send(request).await.expect("an answer");
-    let code = response.status().as_u16();
-    // `299 - "text"`: the text between the quotes.
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| {
-            value
-                .split_once('"')
-                .map(|(_, text)| text.trim_end_matches('"').to_owned())
-        })
-        .collect();
-    let body = response.into_body().collect_bytes().await.expect("a body");
-    (
-        code,
-        warnings,
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
-    )
-}
-
 #[tokio::test]
 async fn warnings_reach_the_client_and_dry_runs_are_admitted_without_storing() {
     let (cluster, _operator) = admitting().await;
@@ -374,21 +293,6 @@ async fn the_configurations_follow_a_reload_that_adds_admission_handlers() {
     .expect_err("refused once reloaded");
 }
 
-/// A CA and a serving certificate for 127.0.0.1 signed by it: the chain (the CA last, so
-/// that it is the CA bundle) and the key, PEM.
-fn certificate_files() -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().expect("a key");
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca.self_signed(&ca_key).expect("a CA");
-    let key = rcgen::KeyPair::generate().expect("a key");
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .expect("params")
-        .signed_by(&key, &ca, &ca_key)
-        .expect("a certificate");
-    (leaf.pem() + &ca.pem(), key.serialize_pem(), ca.pem())
-}
-
 /// Writes `contents` to `path` as one rename, as a mounted Secret changes at once.
 fn replace_file(path: &std::path::Path, contents: &str) {
     let fresh = path.with_extension("new");
@@ -401,7 +305,8 @@ async fn a_certificate_given_as_files_is_served_and_rotated_while_running() {
     let dir = std::env::temp_dir().join(format!("kapsel-admission-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    let (chain, private, ca) = certificate_files();
+    let (leaf, private, ca) = signed_certificate();
+    let chain = leaf + &ca;
     std::fs::write(&cert, &chain).unwrap();
     std::fs::write(&key, &private).unwrap();
 
@@ -434,7 +339,8 @@ async fn a_certificate_given_as_files_is_served_and_rotated_while_running() {
 
     // Rotated (key first, then the chain, as two renames): the server serves the new
     // certificate, and the configurations carry the new CA.
-    let (chain, private, ca) = certificate_files();
+    let (leaf, private, ca) = signed_certificate();
+    let chain = leaf + &ca;
     replace_file(&key, &private);
     replace_file(&cert, &chain);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &webhook_configurations(false));

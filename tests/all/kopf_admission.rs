@@ -15,9 +15,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kapsel_host::testing::Cluster;
+use kapsel_tests::admission::*;
 use kapsel_tests::*;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
 
 /// The name of the configurations Kopf manages (the example's).
 const MANAGED: &str = "auto.kopf.dev";
@@ -51,56 +52,16 @@ fn kopf() -> Option<PathBuf> {
 /// A CA and a server certificate for 127.0.0.1 signed by it, written as PEM files into
 /// `dir`: (cafile, certfile, pkeyfile).
 fn certificate_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().expect("a certificate");
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("a certificate");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "kopf-interop-ca");
-    let ca = ca_params.self_signed(&ca_key).expect("a certificate");
-    let key = rcgen::KeyPair::generate().expect("a certificate");
-    let mut params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("a certificate");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "127.0.0.1");
-    let cert = params.signed_by(&key, &ca, &ca_key).expect("a certificate");
+    let (cert, key, ca) = signed_certificate();
     let files = (
         dir.join("ca.pem"),
         dir.join("cert.pem"),
         dir.join("key.pem"),
     );
-    std::fs::write(&files.0, ca.pem()).expect("a file of the test");
-    std::fs::write(&files.1, cert.pem()).expect("a file of the test");
-    std::fs::write(&files.2, key.serialize_pem()).expect("a file of the test");
+    std::fs::write(&files.0, ca).expect("a file of the test");
+    std::fs::write(&files.1, cert).expect("a file of the test");
+    std::fs::write(&files.2, key).expect("a file of the test");
     files
-}
-
-/// A free loopback port for Kopf's server.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("a free port").port()
-}
-
-fn webhook_configurations(mutating: bool) -> ApiResource {
-    let (kind, plural) = if mutating {
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        )
-    } else {
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        )
-    };
-    ApiResource {
-        group: "admissionregistration.k8s.io".to_owned(),
-        version: "v1".to_owned(),
-        api_version: "admissionregistration.k8s.io/v1".to_owned(),
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-    }
 }
 
 /// Kopf running the example, with its log; killed on drop, its files removed.
@@ -195,57 +156,6 @@ async fn kopf_admitting() -> Option<(Cluster, Kopf)> {
     Some((cluster, kopf))
 }
 
-fn kex(name: &str, labels: Value, spec: Value) -> Value {
-    json!({
-        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": spec,
-    })
-}
-
-fn kopfexamples_api(client: &kube::Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), "default", &kopfexamples())
-}
-
-/// Creates through kube-rs: the stored object, or the refusal's status.
-async fn try_create(client: &kube::Client, object: Value) -> Result<Value, kube::core::Status> {
-    let object: DynamicObject = serde_json::from_value(object).expect("JSON of a known shape");
-    match kopfexamples_api(client)
-        .create(&PostParams::default(), &object)
-        .await
-    {
-        Ok(created) => Ok(serde_json::to_value(created).expect("JSON of a known shape")),
-        Err(kube::Error::Api(status)) => Err(*status),
-        Err(other) => panic!("not an answer of the API server: {other}"),
-    }
-}
-
-/// Creates through a raw request (optionally a dry run): the status code and the
-/// warnings (the `Warning:` headers' texts).
-async fn create_raw(client: &kube::Client, object: &Value, dry_run: bool) -> (u16, Vec<String>) {
-    let query = if dry_run { "?dryRun=All" } else { "" };
-    let request = http::Request::post(format!(
-        "/apis/kopf.dev/v1/namespaces/default/kopfexamples{query}"
-    ))
-    .header("content-type", "application/json")
-    .body(kube::client::Body::from(object.to_string().into_bytes()))
-    .expect("a request");
-    let response = client.send(request).await.expect("an answer");
-    // `299 - "text"`: the text between the quotes.
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| {
-            value
-                .split_once('"')
-                .map(|(_, text)| text.trim_end_matches('"').to_owned())
-        })
-        .collect();
-    (response.status().as_u16(), warnings)
-}
-
 #[tokio::test]
 async fn kopfs_refusals_reach_the_client_with_their_messages_and_codes() {
     let Some((cluster, kopf)) = kopf_admitting().await else {
@@ -281,7 +191,7 @@ async fn kopfs_refusals_reach_the_client_with_their_messages_and_codes() {
         assert!(api.get_opt(name).await.unwrap().is_none(), "{name} stored");
     }
     // validate1 lets a dry run pass (Kopf's `dryrun` kwarg), and nothing is stored.
-    let (code, _) = create_raw(
+    let (code, _, _) = create_raw(
         &client,
         &kex("wrong", json!({}), json!({"field": "wrong"})),
         true,
@@ -318,7 +228,7 @@ async fn kopf_mutates_by_labels_warns_and_checks_the_status_subresource() {
     assert_eq!(plain["spec"], json!({"field": "x"}), "the objectSelector");
     // authhook's and validate_subresources' warnings, as Kopf words them; the API server
     // names itself as kube-apiserver does.
-    let (code, warnings) = create_raw(
+    let (code, warnings, _) = create_raw(
         &client,
         &kex("warned", json!({}), json!({"field": "x"})),
         false,

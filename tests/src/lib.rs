@@ -1,6 +1,7 @@
 //! Support for the integration tests: the compiled guests, and small helpers
 //! to drive the embedded cluster.
 
+pub mod admission;
 mod kopf;
 mod tracker;
 mod volume;
