@@ -12,6 +12,7 @@ use crate::gc::Propagation;
 use crate::objects::{Fields, present};
 use crate::patch::PatchType;
 use crate::status::{ApiError, json_response};
+use crate::store::meta_str;
 
 /// POST of a new object to a collection.
 pub(super) async fn create(call: &Call<'_>) -> Result<Response, ApiError> {
@@ -45,10 +46,30 @@ pub(super) async fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiE
             &[cause],
         ));
     }
-    let current = current.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
+    let mut current = current.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     let who = Fields::Update(&call.who);
-    let updated = super::admitted::update(call, name, obj, &current, who, &mut warnings).await?;
-    Ok(answer_written(200, scope, &updated, &warnings))
+    if !meta_str(&obj, "resourceVersion").is_empty() {
+        let updated =
+            super::admitted::update(call, name, obj, &current, who, &mut warnings).await?;
+        return Ok(answer_written(200, scope, &updated, &warnings));
+    }
+    // An unconditional update is written over whatever version is current when it is
+    // stored, as kube's storage loop writes it: a write that lands during its webhook
+    // calls makes it admitted again over the newer version, not refused.
+    let mut attempts = 1;
+    loop {
+        let mut said = warnings.clone();
+        match super::admitted::update(call, name, obj.clone(), &current, who, &mut said).await {
+            Err(e) if e.code == 409 && e.reason == "Conflict" && attempts < MAX_PATCH_ATTEMPTS => {
+                attempts += 1;
+                current = crate::objects::get(&call.shared.lock(), scope, name)?;
+            }
+            updated => {
+                let updated = updated?;
+                return Ok(answer_written(200, scope, &updated, &said));
+            }
+        }
+    }
 }
 
 /// kube's PatchOptions validation error (422, kind PatchOptions of meta.k8s.io).
@@ -94,6 +115,65 @@ pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiEr
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
+    // kube-apiserver applies a patch inside its storage's optimistic-concurrency loop: when
+    // another write lands between the read and the write (a webhook call is a long
+    // window), the patch is applied again to the newer version, and admitted again. Only a
+    // resourceVersion the patch itself names makes the conflict the client's.
+    let mut attempts = 1;
+    loop {
+        match patch_once(call, name, ty, &fv, force.unwrap_or(false)).await {
+            Err(Attempt::Stale(conflict)) if attempts >= MAX_PATCH_ATTEMPTS => {
+                return Err(conflict);
+            }
+            Err(Attempt::Stale(_)) => attempts += 1,
+            Err(Attempt::Failed(e)) => return Err(e),
+            Ok(answer) => return Ok(answer),
+        }
+    }
+}
+
+/// How often a patch (or an unconditional update) is applied again to a newer version
+/// before its conflict is answered
+/// (kube's storage retries without a bound; a bound keeps a hot object from pinning a
+/// request).
+const MAX_PATCH_ATTEMPTS: u32 = 16;
+
+/// Why one application of a patch failed.
+enum Attempt {
+    /// Another write came first: apply the patch again to the newer version.
+    Stale(ApiError),
+    /// The answer for the client.
+    Failed(ApiError),
+}
+
+impl From<ApiError> for Attempt {
+    fn from(e: ApiError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+impl Attempt {
+    /// `e`, stale when it is a conflict with a write that came after the version the
+    /// patch was applied to (`based_on`, its resourceVersion), unless the patched object
+    /// names another resourceVersion itself (`patched_rv`): that conflict is the client's.
+    fn of_update(e: ApiError, based_on: &str, patched_rv: &str) -> Self {
+        if e.code == 409 && e.reason == "Conflict" && based_on == patched_rv {
+            Self::Stale(e)
+        } else {
+            Self::Failed(e)
+        }
+    }
+}
+
+/// Applies the patch once to the stored version of `name` and writes the result.
+async fn patch_once(
+    call: &Call<'_>,
+    name: &str,
+    ty: PatchType,
+    fv: &FieldValidation,
+    force: bool,
+) -> Result<Response, Attempt> {
+    let scope = &call.scope;
     // The stored version itself (shared, not copied: the write replaces it).
     let stored = call
         .shared
@@ -102,7 +182,7 @@ pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiEr
         .cloned();
     if ty == PatchType::Apply {
         let current = stored.map(|o| present(&scope.rt, &o));
-        return apply(call, name, current, &fv, force.unwrap_or(false)).await;
+        return apply(call, name, current, fv, force).await;
     }
     let stored = stored.ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     // The one copy a patch makes: the version as served, patched in place.
@@ -116,8 +196,16 @@ pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiEr
     let mut warnings = fv.check(&scope.rt, &new, Some(&stored), dup_body)?;
     let old = present(&scope.rt, &stored);
     let who = Fields::Update(&call.who);
-    let updated = super::admitted::update(call, name, new, &old, who, &mut warnings).await?;
+    let (based_on, patched_rv) = (meta_str(&stored, "resourceVersion"), rv_of(&new));
+    let updated = super::admitted::update(call, name, new, &old, who, &mut warnings)
+        .await
+        .map_err(|e| Attempt::of_update(e, based_on, &patched_rv))?;
     Ok(answer_written(200, scope, &updated, &warnings))
+}
+
+/// The resourceVersion an object names.
+fn rv_of(object: &Value) -> String {
+    meta_str(object, "resourceVersion").to_owned()
 }
 
 /// A server-side apply patch of `current` (the object as served, if it exists): this
@@ -128,7 +216,7 @@ async fn apply(
     current: Option<Value>,
     fv: &FieldValidation,
     force: bool,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Attempt> {
     let scope = &call.scope;
     let config = crate::patch::parse_apply(call.body)?;
     // kube-apiserver checks the name of the applied result (`checkName`): a
@@ -139,27 +227,33 @@ async fn apply(
         _ => body_name,
     };
     if result_name != name {
-        return Err(ApiError::bad_request(format!(
+        return Err(Attempt::Failed(ApiError::bad_request(format!(
             "the name of the object ({result_name}) does not match the name on the URL ({name})"
-        )));
+        ))));
     }
     if current.is_none() && call.status_only() {
-        return Err(ApiError::not_found(scope.target(name)));
+        return Err(ApiError::not_found(scope.target(name)).into());
     }
     let who = &call.who;
     let new = crate::managed::apply(&scope.rt, current.as_ref(), &config, who, force)?;
     let mut warnings = fv.check(&scope.rt, &new, current.as_ref(), None)?;
     let fields = Fields::Applied(who);
     let (code, written) = match current {
-        // Server-side apply creates what does not exist yet.
-        None => (
-            201,
-            super::admitted::create(call, new, fields, &mut warnings).await?,
-        ),
-        Some(old) => (
-            200,
-            super::admitted::update(call, name, new, &old, fields, &mut warnings).await?,
-        ),
+        // Server-side apply creates what does not exist yet; when another request
+        // created it first, the configuration is applied again to what it created.
+        None => match super::admitted::create(call, new, fields, &mut warnings).await {
+            Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
+                return Err(Attempt::Stale(e));
+            }
+            created => (201, created?),
+        },
+        Some(old) => {
+            let (based_on, patched_rv) = (rv_of(&old), rv_of(&new));
+            let updated = super::admitted::update(call, name, new, &old, fields, &mut warnings)
+                .await
+                .map_err(|e| Attempt::of_update(e, &based_on, &patched_rv))?;
+            (200, updated)
+        }
     };
     Ok(answer_written(code, scope, &written, &warnings))
 }

@@ -1,8 +1,8 @@
 //! The test's HTTPS admission webhook: it refuses ConfigMaps labelled `deny`, an update of
 //! one whose old version is `locked` and a delete of a `protected` one, warns, labels what
 //! it mutates (`/mutate`), copies that label into an annotation (`/copy`), bounds and
-//! rounds Scales (`/scale`), fails with a Status (`/broken`) or without (`/mute`), and
-//! keeps every review it gets.
+//! rounds Scales (`/scale`), fails with a Status (`/broken`) or without (`/mute`), holds
+//! its first call until released (`/hold-first`), and keeps every review it gets.
 
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +16,14 @@ pub(super) struct Webhook {
     pub(super) url: String,
     ca_pem: String,
     reviews: Arc<Mutex<Vec<Value>>>,
+    held: Arc<Held>,
+}
+
+/// The first call to `/hold-first`: taken, and the signal that lets it answer.
+#[derive(Default)]
+struct Held {
+    taken: std::sync::atomic::AtomicBool,
+    release: tokio::sync::Notify,
 }
 
 impl Webhook {
@@ -40,13 +48,14 @@ impl Webhook {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let reviews = Arc::new(Mutex::new(Vec::new()));
-        let seen = reviews.clone();
+        let held = Arc::new(Held::default());
+        let (seen, hold) = (reviews.clone(), held.clone());
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                let (acceptor, seen, hold) = (acceptor.clone(), seen.clone(), hold.clone());
                 tokio::spawn(async move {
                     if let Ok(tls) = acceptor.accept(tcp).await {
-                        serve(tls, &seen).await;
+                        serve(tls, &seen, &hold).await;
                     }
                 });
             }
@@ -55,6 +64,7 @@ impl Webhook {
             url: format!("https://{addr}"),
             ca_pem: certified.cert.pem(),
             reviews,
+            held,
         }
     }
 
@@ -74,6 +84,11 @@ impl Webhook {
         })
     }
 
+    /// Lets the held first call to `/hold-first` answer (at once, if it comes later).
+    pub(super) fn release(&self) {
+        self.held.release.notify_one();
+    }
+
     pub(super) fn reviews(&self) -> Vec<Value> {
         self.reviews.lock().unwrap().clone()
     }
@@ -83,6 +98,7 @@ impl Webhook {
 async fn serve(
     mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     seen: &Mutex<Vec<Value>>,
+    held: &Held,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -117,6 +133,9 @@ async fn serve(
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
     seen.lock().unwrap().push(review.clone());
+    if path == "/hold-first" && !held.taken.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        held.release.notified().await;
+    }
     // `/broken` answers 503 with a Status, `/mute` 500 with nothing.
     let (status, answer) = match path.as_str() {
         "/broken" => (

@@ -4,6 +4,7 @@
 
 mod failures;
 mod hook;
+mod races;
 
 use hook::Webhook;
 use k8s_openapi::api::admissionregistration::v1::{
