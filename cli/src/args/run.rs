@@ -123,6 +123,10 @@ pub(crate) struct AdmissionArgs {
     /// managed configurations (Kopf's cleanup); by default they stay.
     #[arg(long, requires = "admission_managed")]
     pub(crate) admission_remove_on_exit: bool,
+    /// The most connections the webhook server keeps open at once; beyond them, a new
+    /// connection waits until one ends.
+    #[arg(long, value_name = "N", default_value_t = kapsel_host::AdmissionServer::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..), requires = "admission_listen")]
+    pub(crate) admission_connections: u32,
 }
 
 impl AdmissionArgs {
@@ -147,7 +151,7 @@ impl AdmissionArgs {
         if self.admission_remove_on_exit {
             server = server.remove_on_exit();
         }
-        Some(server)
+        Some(server.max_connections(self.admission_connections))
     }
 }
 

@@ -7,7 +7,9 @@
 //!
 //! Every connection is its own task, bounded in time: the TLS handshake, the request's
 //! head and its body each have a timeout, so a bad handshake or a slow client holds only
-//! its own connection. The server stops accepting on its stop signal, and lets each open
+//! its own connection. At most [`Options::max_connections`] are open at once: beyond
+//! them, a new connection waits in the listen backlog until one ends, so a flood of
+//! connections costs a bounded memory. The server stops accepting on its stop signal, and lets each open
 //! connection finish the request it is in (for at most [`GRACE`]).
 
 use std::convert::Infallible;
@@ -54,6 +56,8 @@ pub(crate) struct Options {
     pub(crate) header_timeout: Duration,
     /// The longest wait for a request's body.
     pub(crate) body_timeout: Duration,
+    /// The most connections open at once.
+    pub(crate) max_connections: usize,
 }
 
 impl Options {
@@ -64,9 +68,14 @@ impl Options {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(30),
+            max_connections: usize::try_from(DEFAULT_MAX_CONNECTIONS).unwrap_or(usize::MAX),
         }
     }
 }
+
+/// The most connections open at once unless told otherwise: kube-apiserver keeps a few
+/// per webhook and replica, and each connection holds its TLS and HTTP buffers.
+pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 256;
 
 /// Why the server cannot serve.
 #[derive(Debug, thiserror::Error)]
@@ -139,20 +148,37 @@ async fn accept(
     stop: CancellationToken,
 ) {
     let connections = TaskTracker::new();
+    let open = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
     loop {
+        // At the bound, the next connection waits in the listen backlog.
+        if open.available_permits() == 0 {
+            tracing::debug!(
+                "{} admission connections are open, the most allowed: the next waits until one ends.",
+                options.max_connections
+            );
+        }
+        let permit = tokio::select! {
+            () = stop.cancelled() => break,
+            permit = Arc::clone(&open).acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { break };
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
         match accepted {
             Ok((tcp, _)) => {
-                connections.spawn(connection(
+                let served = connection(
                     tcp,
                     acceptor.clone(),
                     Arc::clone(&answer),
                     options.clone(),
                     stop.clone(),
-                ));
+                );
+                connections.spawn(async move {
+                    served.await;
+                    drop(permit);
+                });
             }
             Err(error) => {
                 // Out of file descriptors, or a connection reset before it was accepted.

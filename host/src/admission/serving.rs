@@ -36,6 +36,7 @@ pub struct AdmissionServer {
     service: Option<(String, String, u16)>,
     url: Option<String>,
     remove_on_exit: bool,
+    max_connections: u32,
 }
 
 impl AdmissionServer {
@@ -52,6 +53,7 @@ impl AdmissionServer {
             service: None,
             url: None,
             remove_on_exit: false,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
     }
 
@@ -106,6 +108,19 @@ impl AdmissionServer {
     #[must_use]
     pub fn remove_on_exit(mut self) -> Self {
         self.remove_on_exit = true;
+        self
+    }
+
+    /// The most connections open at once unless [`AdmissionServer::max_connections`]
+    /// says otherwise: kube-apiserver keeps a few per webhook and replica, and each
+    /// connection holds its TLS and HTTP buffers.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = super::server::DEFAULT_MAX_CONNECTIONS;
+
+    /// The most connections open at once: beyond them, a new connection waits in the
+    /// listen backlog until one ends, so a flood of connections costs a bounded memory.
+    #[must_use]
+    pub fn max_connections(mut self, connections: u32) -> Self {
+        self.max_connections = connections.max(1);
         self
     }
 
@@ -241,13 +256,9 @@ pub(crate) async fn serve(
         Box::pin(async move { dispatch.answer(&path, &body).await })
     });
     let stop = CancellationToken::new();
-    let server = Server::start(
-        Options::new(config.listen),
-        certificates.resolver(),
-        answer,
-        stop.clone(),
-    )
-    .await?;
+    let mut options = Options::new(config.listen);
+    options.max_connections = usize::try_from(config.max_connections).unwrap_or(usize::MAX);
+    let server = Server::start(options, certificates.resolver(), answer, stop.clone()).await?;
     let manager = config.managed.as_ref().map(|name| {
         let target = match &config.service {
             Some((namespace, service, port)) => Target::Service {

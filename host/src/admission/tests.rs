@@ -294,6 +294,29 @@ async fn bad_handshakes_and_slow_clients_hold_only_their_own_connection() {
 }
 
 #[tokio::test]
+async fn connections_beyond_the_bound_wait_until_one_ends() {
+    let (chain, key, _) = signed();
+    let mounted = MountedSecret::new(&chain, &key);
+    let certificates = Certificates::start(Source::Files(mounted.files()))
+        .await
+        .unwrap();
+    let (address, _stop) = serve(&certificates, |o| o.max_connections = 2).await;
+    let ca = certificates.ca_bundle().borrow().clone();
+    let first = connect(address, &ca).await.unwrap();
+    let second = connect(address, &ca).await.unwrap();
+    // A third is not served while two are open...
+    let third = post(address, &ca, "/validate", "{}");
+    let mut third = std::pin::pin!(third);
+    let waited = tokio::time::timeout(Duration::from_millis(300), third.as_mut()).await;
+    assert!(waited.is_err(), "answered beyond the bound: {waited:?}");
+    // ...and is, once one of them ends.
+    drop(first);
+    let answered = tokio::time::timeout(WAIT, third).await.expect("answered");
+    assert_eq!(answered, Ok((200, "validate {}".to_owned())));
+    drop(second);
+}
+
+#[tokio::test]
 async fn the_server_stops_on_its_signal() {
     let (chain, key, _) = signed();
     let mounted = MountedSecret::new(&chain, &key);
