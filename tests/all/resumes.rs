@@ -1,5 +1,6 @@
 //! Restarts through the real host: an object created while the operator was down, and
-//! a restart without and after a change (resume handlers, KOPF.md §1.6, §4.3).
+//! a restart without and after a change (resume handlers, KOPF.md §1.6, §4.3), and one
+//! function stacked as creation, update and resume handler.
 
 use std::time::Duration;
 
@@ -167,6 +168,91 @@ async fn a_restart_after_a_change_runs_update_field_and_resume_handlers() {
             ("create_fn", 0),
         ],
     );
+    second.stop().await.expect("stop");
+    s.shutdown().await;
+}
+
+/// The kinds of the calls of `handler` about `object` the journal recorded, in order.
+fn called_kinds(records: &[Record], handler: &str, object: &str) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::HandlerCalled {
+                handler: h,
+                kind,
+                object: o,
+                ..
+            } if h == handler && o == object => Some(kind.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The number of calls of `stacked_fn` of `kind` that `/metrics` on `port` counts.
+async fn stacked_calls_counted(port: u16, kind: &str) -> String {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let (_, metrics) = http("GET", &url).await.expect("metrics are served");
+    let series = format!(
+        r#"kapsel_handler_invocations_total{{guest="changes",handler="stacked_fn",kind="{kind}"}} "#
+    );
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .unwrap_or("0")
+        .to_owned()
+}
+
+/// One function registered as creation, update and resume handler (one id) is called
+/// as the registration that matched the cause: its cause, the journal and the metrics
+/// say `create`, then `update`, then `resume`, not the first registration's kind.
+#[tokio::test]
+async fn a_stacked_handler_is_called_with_the_kind_of_the_registration_that_matched() {
+    let s = Scene::start("stacked").await;
+    let port = free_port();
+    let first = s.cluster.start_operator(
+        changes_operator().metrics(format!("http://127.0.0.1:{port}/metrics")),
+    );
+    s.create(kopfexample(
+        "obj",
+        &["stacked"],
+        json!({}),
+        json!({}),
+        json!({"field": "value"}),
+    ))
+    .await;
+    let created = s
+        .tracker
+        .wait_for("obj", "creation handled", |b| diff_base(b).is_some())
+        .await;
+    let result = |kind: &str| json!({"kind": kind, "reason": kind});
+    assert_eq!(status(&created, "stacked_fn"), &result("create"));
+    s.patch("obj", json!({"spec": {"field": "changed"}})).await;
+    let updated = s
+        .tracker
+        .wait_for("obj", "update handled", |b| {
+            diff_base(b).is_some_and(|d| d.contains("changed"))
+        })
+        .await;
+    assert_eq!(status(&updated, "stacked_fn"), &result("update"));
+    s.settled(&first, &["obj"]).await;
+    let o = s.object("obj");
+    let records = first.journal().records();
+    assert_eq!(called_kinds(&records, "stacked_fn", &o), ["create", "update"]);
+    assert_eq!(stacked_calls_counted(port, "create").await, "1");
+    assert_eq!(stacked_calls_counted(port, "update").await, "1");
+    first.stop().await.expect("stop");
+
+    let second = s.operator();
+    let resumed = s
+        .tracker
+        .wait_for("obj", "resumed", |b| {
+            status(b, "stacked_fn")["reason"] == "resume"
+        })
+        .await;
+    assert_eq!(status(&resumed, "stacked_fn"), &result("resume"));
+    s.settled(&second, &["obj"]).await;
+    let records = second.journal().records();
+    assert_eq!(called_kinds(&records, "stacked_fn", &o), ["resume"]);
     second.stop().await.expect("stop");
     s.shutdown().await;
 }

@@ -8,6 +8,8 @@
 //!
 //! - `basic`: `create_fn`, `update_fn`, `field_fn` (on `spec.field`), `delete_fn`
 //!   (needs the finalizer), `delete_optional_fn` (optional), `resume_fn`;
+//! - `stacked`: `stacked_fn`, one function registered as a creation, an update and a
+//!   resume handler (one id), returning the kind and the reason it was called with;
 //! - `optional`: `create_quiet` and the optional `delete_quiet` (no finalizer);
 //! - `flaky`: `flaky` fails with a 1 s temporary error on attempts 0 and 1;
 //! - `permanent`: `permanent_fn` fails permanently; `after_permanent` succeeds on
@@ -84,6 +86,16 @@ fn delete_optional_fn(cause: &Cause) {
 #[kapsel::on::resume("kopfexamples", labels("kapsel.test/basic" = present))]
 fn resume_fn(cause: &Cause) -> Value {
     json!({"reason": cause.reason()})
+}
+
+// ---- stacked: one function, three registrations -----------------------------------------
+
+/// One id under three kinds: returns the kind and the reason it was called with.
+#[kapsel::on::create("kopfexamples", labels("kapsel.test/stacked" = present))]
+#[kapsel::on::update("kopfexamples", labels("kapsel.test/stacked" = present))]
+#[kapsel::on::resume("kopfexamples", labels("kapsel.test/stacked" = present))]
+fn stacked_fn(cause: &Cause) -> Value {
+    json!({"kind": cause.kind(), "reason": cause.reason()})
 }
 
 // ---- optional: no finalizer ------------------------------------------------------------

@@ -308,11 +308,11 @@ impl Changing {
         let now = self.clock.now();
         let mut eval = no_callbacks;
         // `changing` holds only the handlers whose `when` passed (`active_handlers`).
-        let selected: Vec<String> =
-            changes::select_handlers(&changing.views, cause, body, &mut eval)
-                .into_iter()
-                .map(|index| changing.views[index].id.clone())
-                .collect();
+        let matched = changes::select_handlers(&changing.views, cause, body, &mut eval);
+        let selected: Vec<String> = matched
+            .iter()
+            .map(|&index| changing.views[index].id.clone())
+            .collect();
 
         let cycle_ctx = CycleContext {
             body,
@@ -337,7 +337,14 @@ impl Changing {
 
         let mut outcomes: Vec<(String, Outcome)> = Vec::new();
         for id in &cycle.plan {
-            let Some(index) = changing.views.iter().position(|v| &v.id == id) else {
+            // The registration that matched this cause: a function stacked under several
+            // (`on::create` and `on::update`, one id) is called as the one that matched,
+            // with its kind, not as the first registered.
+            let Some(index) = matched
+                .iter()
+                .copied()
+                .find(|&index| &changing.views[index].id == id)
+            else {
                 continue;
             };
             let Some(state) = cycle.state.get(id) else {
