@@ -338,19 +338,6 @@ async fn a_trapping_handler_follows_its_errors_mode() {
     s.shutdown().await;
 }
 
-/// Waits until the API server has answered every injected fault.
-async fn until_faults_served(s: &Scene) {
-    let faults = s.cluster.server().faults();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while faults.unserved() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the fault was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Creates `obj` with its first patch answered 409, and waits until that answer went out.
 /// No finalizer for its group: the first patch is the creation cycle's merge-patch.
 async fn create_with_a_conflicting_patch(s: &Scene) {
@@ -367,7 +354,7 @@ async fn create_with_a_conflicting_patch(s: &Scene) {
         json!({"field": "value"}),
     ))
     .await;
-    until_faults_served(s).await;
+    s.faults_served().await;
 }
 
 /// A 409 on the merge-patch is an unexpected API error (§5.5: not retried as a
@@ -467,7 +454,7 @@ async fn an_object_gone_between_the_writes_of_a_cycle_is_not_handled_again() {
         json!({"field": "value"}),
     ))
     .await;
-    until_faults_served(&s).await;
+    s.faults_served().await;
     s.tracker
         .wait_for("obj", "the results written", |o| {
             o["status"]["create_quiet"] == json!({"done": true})
@@ -506,7 +493,7 @@ async fn a_rejected_finalizer_patch_is_retried_on_the_next_event() {
         json!({"field": "value"}),
     ))
     .await;
-    until_faults_served(&s).await;
+    s.faults_served().await;
     let latest = s.tracker.wait_for("obj", "created", |_| true).await;
     assert!(finalizers(&latest).is_empty() && kopf_keys(&latest).is_empty());
     // The change that made the resourceVersion test fail, as another client would make.
@@ -641,7 +628,7 @@ async fn a_patch_answered_503_is_retried_after_kopfs_backoff() {
         json!({"field": "value"}),
     ))
     .await;
-    until_faults_served(&s).await;
+    s.faults_served().await;
     let refused = std::time::Instant::now();
     s.tracker
         .wait_for("obj", "creation handled", |b| {

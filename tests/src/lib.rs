@@ -663,6 +663,22 @@ impl Scene {
         }
     }
 
+    /// Waits until the API server has answered every fault injected into it.
+    ///
+    /// # Panics
+    /// When one is still unanswered after [`PATIENCE`].
+    pub async fn faults_served(&self) {
+        let faults = self.cluster.server().faults();
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while faults.unserved() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fault was never served"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Stops the cluster.
     ///
     /// # Panics
