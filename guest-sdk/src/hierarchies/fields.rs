@@ -30,6 +30,29 @@ pub enum HierarchyError {
     /// [`adopt`](super::adopt) needs the owner's `metadata.name` to name the
     /// children after (Kopf's `LookupError`).
     OwnerWithoutName,
+    /// [`adopt`](super::adopt): the object names another namespace than its namespaced
+    /// owner's. Kubernetes looks a namespaced owner up in its dependent's namespace
+    /// only: its garbage collector would take the owner for absent and delete the
+    /// object at once. (Kopf keeps the namespace, and the object is lost.)
+    OwnerInAnotherNamespace {
+        /// Which object, counting from 0 as in [`HierarchyError::Malformed`].
+        object: usize,
+        /// The namespace it names.
+        namespace: String,
+        /// Its owner's.
+        owner_namespace: String,
+    },
+    /// [`adopt`](super::adopt): the object is of a kind Kubernetes serves
+    /// cluster-scoped (a `Namespace`, a `ClusterRole`...) and its owner is namespaced:
+    /// only a cluster-scoped owner holds a cluster-scoped object (the garbage collector
+    /// deletes it otherwise). The scope of a custom resource is not checked: a guest
+    /// does not know it.
+    ClusterScopedChild {
+        /// Which object, counting from 0 as in [`HierarchyError::Malformed`].
+        object: usize,
+        /// Its kind.
+        kind: String,
+    },
 }
 
 impl fmt::Display for HierarchyError {
@@ -49,6 +72,23 @@ impl fmt::Display for HierarchyError {
             } => write!(f, "object {object}: {field} is {found}, not {expected}"),
             Self::OwnerWithoutName => f.write_str(
                 "the owner has no metadata.name to name its children after: set the name explicitly",
+            ),
+            Self::OwnerInAnotherNamespace {
+                object,
+                namespace,
+                owner_namespace,
+            } => write!(
+                f,
+                "object {object} is in namespace {namespace:?} and its owner in \
+                 {owner_namespace:?}: Kubernetes would delete it at once (a namespaced owner \
+                 must be in its dependent's namespace); leave its namespace out, or do not \
+                 own it"
+            ),
+            Self::ClusterScopedChild { object, kind } => write!(
+                f,
+                "object {object} is a {kind}, cluster-scoped, and its owner is namespaced: \
+                 Kubernetes would delete it at once (only a cluster-scoped owner holds a \
+                 cluster-scoped object); do not own it"
             ),
         }
     }

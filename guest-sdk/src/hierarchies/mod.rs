@@ -49,8 +49,10 @@
 //! # Errors
 //!
 //! A [`HierarchyError`] when an object, or a field the operation must change, has
-//! a type Kubernetes never gives it, or when [`adopt`] finds no owner name. Nothing
-//! is changed then (Kopf may have changed some objects before raising).
+//! a type Kubernetes never gives it, when [`adopt`] finds no owner name, or when it
+//! would make an owner reference Kubernetes takes for absent (a namespaced owner of an
+//! object in another namespace, or of a cluster-scoped one). Nothing is changed then
+//! (Kopf may have changed some objects before raising).
 //!
 //! # Caveats
 //!
@@ -60,6 +62,7 @@
 
 mod fields;
 mod objects;
+mod scopes;
 
 use serde_json::{Map, Value};
 
@@ -317,9 +320,17 @@ impl Options {
     /// namespace ([`adjust_namespace`](Self::adjust_namespace)) and labels
     /// ([`label`](Self::label), with the nested objects), with these options.
     ///
+    /// Unlike Kopf, it refuses what Kubernetes' garbage collector would delete at once:
+    /// an object of a namespaced owner that names another namespace (unless
+    /// [`forced`](Self::forced), which puts it in the owner's), or that is of a kind
+    /// Kubernetes serves cluster-scoped. A cluster-scoped owner may own anything.
+    ///
     /// # Errors
     /// [`HierarchyError::OwnerWithoutName`] when the owner has no `metadata.name`
-    /// (even if every object has its name); see the [module documentation](self).
+    /// (even if every object has its name);
+    /// [`HierarchyError::OwnerInAnotherNamespace`] and
+    /// [`HierarchyError::ClusterScopedChild`] as above; see the [module
+    /// documentation](self).
     pub fn adopt(&self, objs: impl Objects, owner: &Value) -> Result<(), HierarchyError> {
         let owner_meta = owner.get("metadata").and_then(Value::as_object);
         let field = |key: &str| owner_meta.and_then(|meta| present(meta, key));
@@ -334,7 +345,8 @@ impl Options {
         let reference = self.owner_reference(owner);
         let check = |check: &Check, object: &Value| {
             check.metadata(object, "", REFERENCES)?;
-            self.check_labels(check, object)
+            self.check_labels(check, object)?;
+            check.scope(object, namespace.as_str(), self.forced)
         };
         change(objs, &check, |object| {
             append_reference(object, &reference);

@@ -318,12 +318,12 @@ fn adoption_does_all_four_with_the_options() {
 
 #[test]
 fn adoption_by_default_keeps_what_the_child_has() {
-    let mut job = json!({"kind": "Job", "metadata": {"name": "mine", "namespace": "theirs",
+    let mut job = json!({"kind": "Job", "metadata": {"name": "mine", "namespace": "owner-namespace",
                                                      "labels": {"label-1": "mine"}}});
     adopt(&mut job, &owner()).unwrap();
     assert_eq!(
         job["metadata"],
-        json!({"name": "mine", "namespace": "theirs",
+        json!({"name": "mine", "namespace": "owner-namespace",
                "labels": {"label-1": "mine", "label-2": "value-2"},
                "ownerReferences": [build_owner_reference(&owner())]})
     );
@@ -339,6 +339,69 @@ fn adoption_by_an_owner_without_labels_or_namespace() {
     adopt(&mut object, &owner).unwrap();
     assert_eq!(object["metadata"]["labels"], json!({}));
     assert_eq!(object["metadata"]["namespace"], Value::Null);
+}
+
+#[test]
+fn adoption_puts_children_in_the_owners_namespace_and_refuses_another() {
+    // Kopf's rule: the owner's namespace where the child names none.
+    let mut bare = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    adopt(&mut bare, &owner()).unwrap();
+    assert_eq!(bare["metadata"]["namespace"], "owner-namespace");
+    // Another namespace: the garbage collector would delete it; nothing changes.
+    let mut elsewhere = json!([{"kind": "ConfigMap"},
+                               {"kind": "ConfigMap", "metadata": {"namespace": "theirs"}}]);
+    let before = elsewhere.clone();
+    let error = adopt(&mut elsewhere, &owner()).unwrap_err();
+    assert_eq!(
+        error,
+        HierarchyError::OwnerInAnotherNamespace {
+            object: 1,
+            namespace: "theirs".into(),
+            owner_namespace: "owner-namespace".into()
+        }
+    );
+    assert!(error.to_string().starts_with(
+        "object 1 is in namespace \"theirs\" and its owner in \"owner-namespace\": Kubernetes would delete it at once"
+    ), "{error}");
+    assert_eq!(elsewhere, before);
+    // Forced: put in the owner's namespace, as Kopf does.
+    Options::new().forced(true).adopt(&mut elsewhere, &owner()).unwrap();
+    assert_eq!(elsewhere[1]["metadata"]["namespace"], "owner-namespace");
+    // A cluster-scoped owner may own objects in any namespace.
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u"}});
+    let mut placed = json!({"kind": "ConfigMap", "metadata": {"namespace": "theirs"}});
+    adopt(&mut placed, &node).unwrap();
+    assert_eq!(placed["metadata"]["namespace"], "theirs");
+}
+
+#[test]
+fn adoption_refuses_a_cluster_scoped_child_of_a_namespaced_owner() {
+    for (api_version, kind) in [
+        ("v1", "Namespace"),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        ("storage.k8s.io/v1", "StorageClass"),
+    ] {
+        let mut child = json!({"apiVersion": api_version, "kind": kind});
+        let error = Options::new()
+            .forced(true)
+            .adopt(&mut child, &owner())
+            .unwrap_err();
+        assert_eq!(
+            error,
+            HierarchyError::ClusterScopedChild {
+                object: 0,
+                kind: kind.into()
+            }
+        );
+        assert_eq!(child, json!({"apiVersion": api_version, "kind": kind}));
+    }
+    // A namespaced kind of the same name in another group, or a cluster-scoped owner.
+    let mut role = json!({"apiVersion": "example.com/v1", "kind": "ClusterRole"});
+    adopt(&mut role, &owner()).unwrap();
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u"}});
+    let mut namespace = json!({"apiVersion": "v1", "kind": "Namespace"});
+    adopt(&mut namespace, &node).unwrap();
+    assert_eq!(uids(&namespace), ["u"]);
 }
 
 #[test]
