@@ -209,9 +209,9 @@ async fn stacked_calls_counted(port: u16, kind: &str) -> String {
 async fn a_stacked_handler_is_called_with_the_kind_of_the_registration_that_matched() {
     let s = Scene::start("stacked").await;
     let port = free_port();
-    let first = s.cluster.start_operator(
-        changes_operator().metrics(format!("http://127.0.0.1:{port}/metrics")),
-    );
+    let first = s
+        .cluster
+        .start_operator(changes_operator().metrics(format!("http://127.0.0.1:{port}/metrics")));
     s.create(kopfexample(
         "obj",
         &["stacked"],
@@ -237,7 +237,10 @@ async fn a_stacked_handler_is_called_with_the_kind_of_the_registration_that_matc
     s.settled(&first, &["obj"]).await;
     let o = s.object("obj");
     let records = first.journal().records();
-    assert_eq!(called_kinds(&records, "stacked_fn", &o), ["create", "update"]);
+    assert_eq!(
+        called_kinds(&records, "stacked_fn", &o),
+        ["create", "update"]
+    );
     assert_eq!(stacked_calls_counted(port, "create").await, "1");
     assert_eq!(stacked_calls_counted(port, "update").await, "1");
     first.stop().await.expect("stop");

@@ -16,7 +16,10 @@ use super::fields::{Check, HierarchyError, present};
 /// The kinds Kubernetes serves cluster-scoped, by API group (`""`: the core group):
 /// those an operator may create (the reviews, never stored, are left out).
 const CLUSTER_SCOPED: &[(&str, &[&str])] = &[
-    ("", &["Namespace", "Node", "PersistentVolume", "ComponentStatus"]),
+    (
+        "",
+        &["Namespace", "Node", "PersistentVolume", "ComponentStatus"],
+    ),
     (
         "admissionregistration.k8s.io",
         &[
@@ -38,9 +41,15 @@ const CLUSTER_SCOPED: &[(&str, &[&str])] = &[
         "flowcontrol.apiserver.k8s.io",
         &["FlowSchema", "PriorityLevelConfiguration"],
     ),
-    ("networking.k8s.io", &["IngressClass", "IPAddress", "ServiceCIDR"]),
+    (
+        "networking.k8s.io",
+        &["IngressClass", "IPAddress", "ServiceCIDR"],
+    ),
     ("node.k8s.io", &["RuntimeClass"]),
-    ("rbac.authorization.k8s.io", &["ClusterRole", "ClusterRoleBinding"]),
+    (
+        "rbac.authorization.k8s.io",
+        &["ClusterRole", "ClusterRoleBinding"],
+    ),
     ("resource.k8s.io", &["DeviceClass", "ResourceSlice"]),
     ("scheduling.k8s.io", &["PriorityClass"]),
     (

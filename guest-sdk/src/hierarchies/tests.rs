@@ -365,7 +365,10 @@ fn adoption_puts_children_in_the_owners_namespace_and_refuses_another() {
     ), "{error}");
     assert_eq!(elsewhere, before);
     // Forced: put in the owner's namespace, as Kopf does.
-    Options::new().forced(true).adopt(&mut elsewhere, &owner()).unwrap();
+    Options::new()
+        .forced(true)
+        .adopt(&mut elsewhere, &owner())
+        .unwrap();
     assert_eq!(elsewhere[1]["metadata"]["namespace"], "owner-namespace");
     // A cluster-scoped owner may own objects in any namespace.
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u"}});
