@@ -8,6 +8,7 @@ mod architecture;
 mod caching;
 mod cases;
 mod changes;
+mod conflicts;
 mod containment;
 mod daemons;
 mod embedding;

@@ -338,13 +338,14 @@ async fn a_trapping_handler_follows_its_errors_mode() {
     s.shutdown().await;
 }
 
-/// Creates `obj` with its first patch answered 409, and waits until that answer went out.
-/// No finalizer for its group: the first patch is the creation cycle's merge-patch.
-async fn create_with_a_conflicting_patch(s: &Scene) {
+/// Creates `obj` with its first patch answered 422 (Invalid, naming no result), and waits
+/// until that answer went out. No finalizer for its group: the first patch is the
+/// creation cycle's merge-patch.
+async fn create_with_an_invalid_patch(s: &Scene) {
     s.cluster.server().faults().fail_next(
         1,
         RequestMatcher::any().verb("patch").plural("kopfexamples"),
-        Fault::Conflict,
+        Fault::Invalid,
     );
     s.create(kopfexample(
         "obj",
@@ -357,16 +358,16 @@ async fn create_with_a_conflicting_patch(s: &Scene) {
     s.faults_served().await;
 }
 
-/// A 409 on the merge-patch is an unexpected API error (§5.5: not retried as a
-/// request): the object is throttled for 1 s (§5.4). Kopf then waits for the object's
-/// next event; Kapsel deliberately retries the same event once the throttling is over
-/// (process.rs), so no later event is needed. The end state must be as if nothing
-/// happened.
+/// A 422 on the merge-patch that names no result is an unexpected API error (§5.5: not
+/// retried as a request): the object is throttled for 1 s (§5.4). Kopf then waits for
+/// the object's next event; Kapsel deliberately retries the same event once the
+/// throttling is over (process.rs), so no later event is needed. The end state must be
+/// as if nothing happened. (A conflict is no unexpected error: see `conflicts.rs`.)
 #[tokio::test]
-async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
-    let s = Scene::start("conflict").await;
+async fn an_unexpected_error_on_a_patch_is_recovered_from_after_throttling() {
+    let s = Scene::start("invalid").await;
     let operator = s.operator_on_handler_time();
-    create_with_a_conflicting_patch(&s).await;
+    create_with_an_invalid_patch(&s).await;
     // Throttled on handler time: nothing happens until 1 s has passed.
     let calls = || {
         calls_for(
@@ -404,16 +405,16 @@ async fn a_conflict_on_a_patch_is_recovered_from_after_throttling() {
 }
 
 /// `queueing.error_delays` (Kopf's setting) changes how long an object whose processing
-/// failed is throttled: with `[3]`, the conflict above holds it back for 3 s, not 1 s.
+/// failed is throttled: with `[3]`, the refusal above holds it back for 3 s, not 1 s.
 #[tokio::test]
 async fn the_error_delays_setting_changes_the_throttling() {
-    let s = Scene::start("conflict-delays").await;
+    let s = Scene::start("invalid-delays").await;
     let mut settings = kapsel_host::Settings::default();
     settings.set("queueing.error_delays", "[3]").unwrap();
     let operator = s
         .cluster
         .start_operator_on_handler_time(changes_operator().settings(settings));
-    create_with_a_conflicting_patch(&s).await;
+    create_with_an_invalid_patch(&s).await;
     s.settled(&operator, &["obj"]).await;
     advance(&operator, Duration::from_millis(2999)).await;
     let latest = s.tracker.latest("obj").expect("seen").body;

@@ -17,12 +17,33 @@ pub(crate) struct RequestError {
     what: &'static str,
     #[source]
     pub(crate) source: kube::Error,
+    /// Its sender knows the refusal to mean a lost race ([`RequestError::raced`]).
+    raced: bool,
 }
 
 impl RequestError {
     /// The HTTP status the API server answered, if it answered.
     pub(crate) fn status(&self) -> Option<u16> {
         status_code(&self.source)
+    }
+
+    /// Whether the request lost a race with another write of its object: a 409
+    /// Conflict ("the object has been modified"), or a refusal its sender marked as one
+    /// ([`RequestError::raced`]). Expected wherever others write the same objects (a
+    /// guest, another controller): the object has a newer version, and the write is
+    /// made again at once, against it, as Kopf does in its next cycle. Not an error,
+    /// and not retried as a request (KOPF.md §5.5): the caller decides what "again" is.
+    pub(crate) fn lost_race(&self) -> bool {
+        self.raced || self.status() == Some(409)
+    }
+
+    /// The same failure, known to its sender to mean a lost race: a JSON patch that
+    /// tests the object's `resourceVersion` is refused with 422 when the test fails.
+    pub(crate) fn raced(self) -> RequestError {
+        RequestError {
+            raced: true,
+            ..self
+        }
     }
 }
 
@@ -129,6 +150,7 @@ where
                     return Err(RequestError {
                         what,
                         source: error,
+                        raced: false,
                     });
                 };
                 tracing::debug!(
@@ -240,5 +262,24 @@ mod tests {
         .await;
         assert!(result.is_err());
         assert_eq!(calls.load(Ordering::SeqCst), 9, "up to 9 attempts");
+    }
+
+    #[tokio::test]
+    async fn a_conflict_or_a_refusal_its_sender_marks_is_a_lost_race() {
+        let failed = |code| async move {
+            let result: Result<(), _> = retried("testing", &Retries::default(), || async move {
+                Err(api_error(code, None))
+            })
+            .await;
+            result.expect_err("it fails")
+        };
+        assert!(failed(409).await.lost_race());
+        let invalid = failed(422).await;
+        assert!(
+            !invalid.lost_race(),
+            "a 422 says nothing of a race by itself"
+        );
+        assert!(invalid.raced().lost_race(), "after a version test, it does");
+        assert!(!failed(404).await.lost_race());
     }
 }

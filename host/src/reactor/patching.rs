@@ -69,8 +69,8 @@ pub(crate) enum Applied {
     /// The object is gone (404): nothing more to do for it.
     Gone,
     /// The merge-patches were applied (`fresh`: the body they produced, if any was sent)
-    /// but the finalizer change was refused (422: the object changed meanwhile); it
-    /// should be retried in the next cycle.
+    /// but the finalizer change was refused (422 or 409: the object changed meanwhile);
+    /// it should be retried in the next cycle.
     FinalizerRefused {
         fresh: Option<Value>,
         /// The refusal, when the API server refused it.
@@ -305,9 +305,11 @@ async fn finalizers(
             Ok(Applied::Done(Some(response)))
         }
         Err(e) if e.status() == Some(404) => Ok(Applied::Gone),
-        Err(e) if e.status() == Some(422) => Ok(Applied::FinalizerRefused {
+        // The version test failed (kube answers 422) or the write conflicted: the object
+        // changed meanwhile, a race lost (`RequestError::lost_race`).
+        Err(e) if e.status() == Some(422) || e.lost_race() => Ok(Applied::FinalizerRefused {
             fresh: freshest,
-            error: Some(e),
+            error: Some(e.raced()),
         }),
         Err(e) => Err(e),
     }

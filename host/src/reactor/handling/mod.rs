@@ -2,7 +2,7 @@
 //! first (`indexing`, with the readiness gate), then the raw event handlers (`events`),
 //! then the changing handlers (`changing`), then the timers and daemons that match
 //! (`daemons`, each task a `ticker`). Every stage calls guests through `calls`; an
-//! unexpected error throttles the object.
+//! unexpected error throttles the object, a write that lost a race is made again.
 
 mod calls;
 mod changing;
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::{self, Clock};
-use crate::cluster::{KubeAccess, Poster, Resource, wire};
+use crate::cluster::{KubeAccess, Poster, RequestError, Resource, wire};
 use crate::handlers::{ResourceHandlers, Stopper};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -414,6 +414,7 @@ impl Handling {
     /// object after unexpected errors (KOPF.md §5.4). Unlike Kopf, which waits for the
     /// object's next event, Kapsel retries the same event once the throttling delay has
     /// passed without a newer event: a failed patch must not leave the object unhandled.
+    /// A write that lost a race with another is no unexpected error (`after_lost_race`).
     async fn handle_with_throttling(
         &self,
         ctx: &EventContext<'_>,
@@ -429,6 +430,8 @@ impl Handling {
         let cycle = !handlers.changing.is_empty()
             || !handlers.resource.spawning.is_empty()
             || changes::is_deletion_blocked(&ctx.event.body, self.changing.settings.finalizer());
+        // The previous attempt lost a race (see `lost_race` below).
+        let mut raced = false;
         loop {
             let result = if !cycle {
                 self.changing
@@ -445,6 +448,20 @@ impl Handling {
                 }
                 Err(error) => error,
             };
+            if error.lost_race() {
+                match self
+                    .after_lost_race(ctx, memory, seq, (&error, raced))
+                    .await
+                {
+                    Again::Now => {
+                        raced = true;
+                        continue;
+                    }
+                    Again::Later => return,
+                    Again::Unexpected => {}
+                }
+            }
+            raced = false;
             let delay = memory.throttle(&self.error_delays);
             let Some(delay) = delay else {
                 object_log!(error, object, "Processing failed: {error}");
@@ -467,4 +484,63 @@ impl Handling {
             );
         }
     }
+
+    /// After a write of the object lost a race with another write of it (a guest's, an
+    /// other controller's; `RequestError::lost_race`): expected, so logged at debug and
+    /// not throttled. The object is handled again at once, as Kopf does in its next
+    /// cycle: with its newer version when that has arrived (`Later`: its event is next),
+    /// else with the same version once more (`Now`) after a conflict, which the same
+    /// write may well pass a moment later. A failed version test cannot pass against the
+    /// same version: the newer one, written already, is waited for (for at most the
+    /// first of `queueing.error_delays`). A race lost again right after is no longer
+    /// taken as one (`Unexpected`): what keeps failing is an error.
+    async fn after_lost_race(
+        &self,
+        ctx: &EventContext<'_>,
+        memory: &ObjectMemory,
+        seq: u64,
+        (error, raced): (&RequestError, bool),
+    ) -> Again {
+        if raced {
+            return Again::Unexpected;
+        }
+        let at_once = error.status() == Some(409);
+        object_log!(
+            debug,
+            ctx.object,
+            "The object changed meanwhile ({error}); handling it again {}.",
+            if at_once {
+                "at once"
+            } else {
+                "with its newer version"
+            }
+        );
+        if memory.has_newer(seq) {
+            return Again::Later;
+        }
+        if at_once {
+            return Again::Now;
+        }
+        // Without error delays, nothing is retried after a while: the newer version's
+        // event, on its way, handles the object.
+        let Some(wait) = self.error_delays.first().copied() else {
+            return Again::Later;
+        };
+        let until = clock::after(self.clock.now(), wait);
+        if memory.idle_unless_newer(seq, &*self.clock, until).await {
+            Again::Later
+        } else {
+            Again::Now
+        }
+    }
+}
+
+/// When an object whose write lost a race is handled again.
+enum Again {
+    /// Now, with the same event.
+    Now,
+    /// With its next event, already queued or on its way.
+    Later,
+    /// As after any unexpected error: it lost a race again.
+    Unexpected,
 }

@@ -448,8 +448,8 @@ impl Changing {
                 error: Some(error),
             } => {
                 // Nothing of ours was written, so no event of ours will come to run the
-                // next cycle: an error, so that the event is tried again after a while
-                // unless a newer one (the change the refusal hints at) comes first.
+                // next cycle: a lost race (the error says so), handled again with the
+                // newer version the refusal hints at (`handle_with_throttling`).
                 memory.release_refused(patch.finalizer.clone());
                 return Err(error);
             }
