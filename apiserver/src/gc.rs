@@ -340,6 +340,13 @@ pub(crate) fn collect_if_orphaned(store: &mut Store, res: &ResKey, key: &ObjKey)
     if !states.contains(&Owner::Absent) {
         return;
     }
+    for (r, _) in refs
+        .iter()
+        .zip(&states)
+        .filter(|(_, s)| **s == Owner::Absent)
+    {
+        report_invalid_namespace(store, res, key, r);
+    }
     if states.iter().all(|s| *s == Owner::Absent) {
         delete(store, res, key, Propagation::Background);
         return;
@@ -354,3 +361,77 @@ pub(crate) fn collect_if_orphaned(store: &mut Store, res: &ResKey, key: &ObjKey)
         }
     }
 }
+
+/// kube's collector, when a reference names an owner that exists in another namespace
+/// than its dependent's (or a namespaced owner of a cluster-scoped dependent): a Warning
+/// Event `OwnerRefInvalidNamespace` on the dependent, in kube's words, from
+/// `garbage-collector-controller`. The reference counts as absent all the same.
+fn report_invalid_namespace(store: &mut Store, res: &ResKey, key: &ObjKey, reference: &Value) {
+    let text = |k: &str| reference.get(k).and_then(Value::as_str).unwrap_or("");
+    let Some(((_, (owner_ns, _)), _)) = store.by_uid(text("uid")) else {
+        return;
+    };
+    if owner_ns.is_empty() || *owner_ns == key.0 {
+        return;
+    }
+    let Some(dependent) = store.get(res, key) else {
+        return;
+    };
+    let event = invalid_namespace_event(dependent, reference, &key.0);
+    store.insert(&(String::new(), "events".to_string()), event);
+}
+
+/// The Event kube's collector records (`reportInvalidNamespaceOwnerRef`): about the
+/// dependent, in its namespace (`default` for a cluster-scoped one, as kube's recorder
+/// puts them), saying which reference does not exist in the dependent's namespace.
+fn invalid_namespace_event(dependent: &Value, reference: &Value, namespace: &str) -> Value {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let name = meta_str(dependent, "name");
+    let stamp = now();
+    let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    let mut involved = json!({
+        "kind": text(dependent, "kind"),
+        "name": name,
+        "uid": meta_str(dependent, "uid"),
+        "apiVersion": text(dependent, "apiVersion"),
+    });
+    if !namespace.is_empty() {
+        involved["namespace"] = json!(namespace);
+    }
+    let message = format!(
+        "ownerRef [{}/{}, namespace: {namespace}, name: {}, uid: {}] does not exist in namespace {namespace:?}",
+        text(reference, "apiVersion"),
+        text(reference, "kind"),
+        text(reference, "name"),
+        text(reference, "uid"),
+    );
+    let event_namespace = if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": format!("{name}.{nanos:x}"),
+            "namespace": event_namespace,
+            "uid": uuid::Uuid::new_v4().to_string(),
+            "creationTimestamp": stamp,
+        },
+        "involvedObject": involved,
+        "reason": "OwnerRefInvalidNamespace",
+        "message": message,
+        "source": {"component": COLLECTOR},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "type": "Warning",
+        "eventTime": null,
+        "reportingComponent": COLLECTOR,
+        "reportingInstance": "",
+    })
+}
+
+/// The component kube's garbage collector records its Events as.
+const COLLECTOR: &str = "garbage-collector-controller";

@@ -202,6 +202,119 @@ async fn dependents_of_absent_owners_are_collected() {
     );
 }
 
+/// A namespaced owner is looked up in its dependent's namespace only: a dependent in
+/// another namespace, or a cluster-scoped one, is collected at once, with kube's Warning
+/// Event `OwnerRefInvalidNamespace` on it (in `default` for a cluster-scoped dependent).
+#[tokio::test]
+async fn an_owner_in_another_namespace_is_reported_and_taken_for_absent() {
+    let (server, _client) = start().await;
+    let r = post(
+        &server,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "other"}}),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    let owner = post(
+        &server,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "source"}}),
+    )
+    .await
+    .json();
+    let uid = owner["metadata"]["uid"].as_str().expect("a uid").to_owned();
+    let reference = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "source", "uid": uid});
+    let base = "/api/v1/namespaces/other/configmaps";
+    let copy = post(
+        &server,
+        base,
+        json!({"metadata": {"name": "copy", "ownerReferences": [reference]}}),
+    )
+    .await;
+    assert_eq!(copy.code, 201, "{}", copy.body);
+    let copy_uid = copy.json()["metadata"]["uid"].clone();
+    assert_status(
+        &get(&server, &format!("{base}/copy")).await,
+        404,
+        "NotFound",
+    );
+    let events = get(&server, "/api/v1/namespaces/other/events").await.json();
+    let warnings: Vec<&serde_json::Value> = events["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|e| e["reason"] == "OwnerRefInvalidNamespace")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events}");
+    let event = warnings[0];
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(
+        event["message"],
+        format!(
+            "ownerRef [v1/ConfigMap, namespace: other, name: source, uid: {uid}] does not exist in namespace \"other\""
+        )
+    );
+    assert_eq!(
+        event["involvedObject"],
+        json!({"kind": "ConfigMap", "namespace": "other", "name": "copy", "uid": copy_uid, "apiVersion": "v1"})
+    );
+    assert_eq!(event["source"]["component"], "garbage-collector-controller");
+    assert_eq!(event["count"], 1);
+
+    // A cluster-scoped dependent: its Event is in `default`.
+    let node = post(
+        &server,
+        "/api/v1/nodes",
+        json!({"metadata": {"name": "n1", "ownerReferences": [reference]}}),
+    )
+    .await;
+    assert_eq!(node.code, 201, "{}", node.body);
+    assert_status(&get(&server, "/api/v1/nodes/n1").await, 404, "NotFound");
+    let events = get(&server, "/api/v1/namespaces/default/events")
+        .await
+        .json();
+    let messages: Vec<&str> = events["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|e| {
+            e["reason"] == "OwnerRefInvalidNamespace" && e["involvedObject"]["kind"] == "Node"
+        })
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        [format!(
+            "ownerRef [v1/ConfigMap, namespace: , name: source, uid: {uid}] does not exist in namespace \"\""
+        )]
+    );
+
+    // In the owner's namespace, the same reference holds, and nothing is reported.
+    let kept = post(
+        &server,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "kept", "ownerReferences": [reference]}}),
+    )
+    .await;
+    assert_eq!(kept.code, 201, "{}", kept.body);
+    assert_eq!(
+        get(&server, "/api/v1/namespaces/default/configmaps/kept")
+            .await
+            .code,
+        200
+    );
+    let events = get(&server, "/api/v1/namespaces/default/events")
+        .await
+        .json();
+    let reported = events["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|e| e["reason"] == "OwnerRefInvalidNamespace")
+        .count();
+    assert_eq!(reported, 1, "only the node's Event: {events}");
+}
+
 #[tokio::test]
 async fn namespace_deletion_deletes_contents() {
     let (server, _client) = start().await;
