@@ -167,6 +167,11 @@ pub struct Limits {
     /// The sub-handlers one handler call may declare, at every level together
     /// (`--max-subhandlers`): each keeps a progress record on the object.
     pub max_subhandlers: u32,
+    /// The compiled-guest cache (`--cache-dir`) keeps the entries of the guests served
+    /// and, of the others, the most recently used while they add up to at most this
+    /// many MiB; the rest is removed at start and after each reload
+    /// (`--max-cache-mib`; 0: only the guests served).
+    pub max_cache_mib: u64,
 }
 
 impl Default for Limits {
@@ -205,6 +210,7 @@ impl Default for Limits {
             min_retry_delay: Duration::from_secs(1),
             self_trigger_limit: 10,
             max_subhandlers: 100,
+            max_cache_mib: 64,
         }
     }
 }

@@ -45,6 +45,8 @@
 //!   last ones away (it could not log in again once its credentials are refused). A
 //!   removed guest's login handlers cannot be refused: the others log in anew, and an
 //!   error says so when none are left.
+//! - **the compiled-guest cache** (`--cache-dir`) is bounded again before the reload is
+//!   reported: the old versions' entries go once more recent ones fill `--max-cache-mib`.
 
 use std::time::Duration;
 
@@ -198,6 +200,8 @@ impl Reloader {
                 .served
                 .replace(self.library.guests(), self.library.refusals());
             if !changes.refused.is_empty() || changes.swaps_guests() {
+                // Before the report: what reads it finds the cache bounded already.
+                self.library.prune_cache(&self.runtime).await;
                 self.report(&changes);
                 self.clean_up(&changes.removed).await;
             }

@@ -302,6 +302,10 @@ pub(crate) struct LimitArgs {
     /// The sub-handlers one handler call may declare, at every level together.
     #[arg(long, default_value_t = Limits::default().max_subhandlers)]
     pub(crate) max_subhandlers: u32,
+    /// The compiled-guest cache (--cache-dir) keeps the guests served and, of the others,
+    /// the most recently used up to this many MiB (0: only the guests served).
+    #[arg(long, default_value_t = Limits::default().max_cache_mib, value_name = "MIB")]
+    pub(crate) max_cache_mib: u64,
 }
 
 impl LimitArgs {
@@ -338,6 +342,7 @@ impl LimitArgs {
         limits.min_retry_delay = Duration::from_millis(self.min_retry_delay_ms);
         limits.self_trigger_limit = self.self_trigger_limit;
         limits.max_subhandlers = self.max_subhandlers;
+        limits.max_cache_mib = self.max_cache_mib;
         limits
     }
 }

@@ -20,11 +20,19 @@
 //! The folder must be writable by the operator alone (Kubernetes: an `emptyDir`); the
 //! cache is an optimisation, so any failure to read or write it is a warning, never an
 //! error.
+//!
+//! It is bounded ([`ComponentCache::prune`]): every hot reload of a changed guest adds an
+//! entry, and a folder that only grows fills its volume (an `emptyDir` with a size limit
+//! gets the pod evicted). The entries of the guests served stay; of the others, the most
+//! recently used stay while they add up to at most `Limits::max_cache_mib`, and the rest
+//! is removed, at start and after each reload. A hit marks its entry as used now.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hasher;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use ring::digest::{Context, SHA256, digest as sha256};
 use wasmtime::Engine;
@@ -186,7 +194,14 @@ impl ComponentCache {
             component.map_err(CacheError::Refused)
         });
         match loaded {
-            Ok(component) => Lookup::Hit(component),
+            Ok(component) => {
+                // Used now: the most recently used entries are those a prune keeps.
+                let _ = std::fs::File::options()
+                    .append(true)
+                    .open(&file)
+                    .and_then(|opened| opened.set_modified(SystemTime::now()));
+                Lookup::Hit(component)
+            }
             Err(reason) => {
                 // Set aside so that the next start does not stumble over it again; the
                 // fresh compilation is stored under the same name.
@@ -237,6 +252,55 @@ impl ComponentCache {
             });
         }
         Ok(file)
+    }
+}
+
+impl ComponentCache {
+    /// Removes the entries beyond the bound: those of the components `in_use` stay; of
+    /// the others (this engine's or another's), the most recently used stay while their
+    /// sizes add up to at most `keep_bytes`, and every older one goes. Files that are no
+    /// entry (another writer's temporary files among them) are left alone. Blocks
+    /// (listing, removing); returns the files removed.
+    ///
+    /// # Errors
+    /// The folder cannot be listed, or an entry cannot be removed.
+    pub(super) fn prune(
+        &self,
+        in_use: &[Digest],
+        keep_bytes: u64,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        let in_use: HashSet<PathBuf> = in_use.iter().map(|digest| self.file(digest)).collect();
+        let mut others: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let is_entry = path.extension().is_some_and(|ext| ext == "cwasm")
+                && !entry.file_name().to_string_lossy().starts_with('.');
+            if !is_entry || in_use.contains(&path) {
+                continue;
+            }
+            let metadata = entry.metadata()?;
+            if metadata.is_file() {
+                let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                others.push((used, metadata.len(), path));
+            }
+        }
+        // The most recently used first; ties by name, so that every prune agrees.
+        others.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
+        let mut kept: u64 = 0;
+        let mut removed = Vec::new();
+        for (_, len, path) in others {
+            if removed.is_empty() && kept.saturating_add(len) <= keep_bytes {
+                kept += len;
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed.push(path),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(removed)
     }
 }
 
@@ -346,6 +410,66 @@ mod tests {
         let refused = lookup(&cache, &engine, &digest).expect_err("foreign");
         assert!(refused.contains("wasmtime refused it"), "{refused}");
         assert!(!file.exists(), "set aside");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_hundred_entries_are_pruned_to_the_bound_and_those_in_use_stay() {
+        let engine = Engine::default();
+        let dir = scratch("prune");
+        let cache = ComponentCache::open(&dir, &engine).expect("a cache");
+        let digests: Vec<Digest> = (0..100u32).map(|i| Digest::of(&i.to_le_bytes())).collect();
+        let start = SystemTime::now() - std::time::Duration::from_secs(1000);
+        for (i, digest) in digests.iter().enumerate() {
+            let file = cache.store_artifact(&[0; 1000], digest).expect("stored");
+            // Entry i was used i seconds after the first: the last ones are the recent.
+            let used = start + std::time::Duration::from_secs(i as u64);
+            let opened = std::fs::File::options()
+                .append(true)
+                .open(&file)
+                .expect("open");
+            opened.set_modified(used).expect("dated");
+        }
+        std::fs::write(dir.join(".in-flight.tmp"), b"another writer's").expect("written");
+        let size = std::fs::metadata(cache.file(&digests[0]))
+            .expect("an entry")
+            .len();
+        // In use: the oldest two. The others: the 10 most recent fit in the bound.
+        let in_use = [digests[0], digests[1]];
+        let removed = cache.prune(&in_use, size * 10 + size / 2).expect("pruned");
+        assert_eq!(removed.len(), 88);
+        let mut left: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("listed")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        left.sort();
+        let mut expected: Vec<PathBuf> = [0, 1]
+            .into_iter()
+            .chain(90..100)
+            .map(|i| cache.file(&digests[i]))
+            .chain([dir.join(".in-flight.tmp")])
+            .collect();
+        expected.sort();
+        assert_eq!(left, expected);
+        // A hit makes an entry the most recent: it outlives the others of the bound.
+        let component = Component::from_binary(&engine, EMPTY_COMPONENT).expect("compiles");
+        let empty = Digest::of(EMPTY_COMPONENT);
+        let file = cache.store(&component, &empty).expect("stored");
+        let long_ago = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+        let opened = std::fs::File::options()
+            .append(true)
+            .open(&file)
+            .expect("open");
+        opened.set_modified(long_ago).expect("dated");
+        assert_eq!(lookup(&cache, &engine, &empty), Ok(()));
+        let entry_size = std::fs::metadata(&file).expect("an entry").len();
+        cache.prune(&in_use, entry_size).expect("pruned");
+        assert!(file.exists(), "the entry just used stays");
+        assert!(!cache.file(&digests[99]).exists(), "older than the hit");
+        // Nothing but what is in use, with a bound of 0.
+        cache.prune(&in_use, 0).expect("pruned");
+        assert!(!file.exists());
+        assert!(cache.file(&digests[0]).exists() && cache.file(&digests[1]).exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -195,7 +195,31 @@ impl Library {
                 }
             }
         }
+        library.prune_cache(runtime).await;
         (library, errors)
+    }
+
+    /// Bounds the compiled-guest cache, if there is one (`runtime::cache`): the entries
+    /// of the guests served stay, and the most recent others up to
+    /// `Limits::max_cache_mib`. At start and after each reload; a failure is a warning.
+    pub(crate) async fn prune_cache(&self, runtime: &Runtime) {
+        let Some(cache) = runtime.inner.cache.clone() else {
+            return;
+        };
+        let in_use: Vec<Digest> = self.loaded.values().map(|l| l.guest.digest()).collect();
+        let keep_bytes = runtime.limits().max_cache_mib.saturating_mul(1 << 20);
+        let pruned = tokio::task::spawn_blocking(move || cache.prune(&in_use, keep_bytes)).await;
+        match pruned {
+            Ok(Ok(removed)) if !removed.is_empty() => tracing::debug!(
+                "Removed {} compiled guests no guest served uses from the cache (--max-cache-mib).",
+                removed.len()
+            ),
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!("Cannot bound the compiled-guest cache: {error}");
+            }
+            Err(error) => tracing::warn!("Cannot bound the compiled-guest cache: {error}"),
+        }
     }
 
     /// A library of guests loaded already (`kapsel test` compiles a guest once for all its
