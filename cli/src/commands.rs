@@ -377,9 +377,14 @@ async fn start_server(
             1,
         )
     })?;
+    // With RBAC, the kubeconfig's address: the port answers TLS, which tokens need.
+    let url = if rbac {
+        format!("https://{}", server.addr())
+    } else {
+        server.url()
+    };
     tracing::info!(
-        "The API server is serving on {}. Use it with: export KUBECONFIG={}",
-        server.url(),
+        "The API server is serving on {url}. Use it with: export KUBECONFIG={}",
         path.display()
     );
     if rbac {

@@ -170,6 +170,11 @@ fn dev_cluster_with_rbac_enforces_it_and_says_how_to_get_a_token() {
         log.contains("kubectl create token NAME -n NAMESPACE"),
         "{log}"
     );
+    // The address it prints is the kubeconfig's: https, not http.
+    assert!(
+        log.contains(&format!("The API server is serving on https://{addr}.")),
+        "{log}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

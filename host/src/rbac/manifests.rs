@@ -101,7 +101,10 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
         }
     }
     if !needs.unresolved.is_empty() {
-        out.push_str("# Not resolved on this cluster (create their CRDs first), so not granted:\n");
+        out.push_str(
+            "# Not resolved on this cluster (create their CRDs first, or give them with \
+             --crd FILE), so not granted:\n",
+        );
         for selector in &needs.unresolved {
             out.push_str(&format!("#   {selector}\n"));
         }

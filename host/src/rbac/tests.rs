@@ -112,6 +112,13 @@ fn kinds(documents: &[Value]) -> Vec<(String, String)> {
 fn cluster_wide_rules_cover_the_framework_the_watched_and_the_permitted() {
     let text = manifests(&needs(), &subject(), &mode(&[], Some("default")));
     assert!(text.starts_with("# Not resolved on this cluster"), "{text}");
+    // Offline, the way to resolve them is the flag, not the cluster.
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("--crd FILE")),
+        "{text}"
+    );
     assert!(text.contains("#   widgets"), "{text}");
     let documents = documents(&text);
     let role = &documents[1];
