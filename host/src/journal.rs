@@ -122,6 +122,14 @@ pub enum Record {
         /// Why.
         error: String,
     },
+    /// A guest's file holds the version served again after a version of it was refused
+    /// (the broken version was taken back): the refusal is over.
+    GuestRecovered {
+        /// The guest's name.
+        guest: String,
+        /// The file.
+        path: String,
+    },
     /// A watch stream started.
     StreamStarted {
         /// The resource, `plural.version.group`.

@@ -176,7 +176,8 @@ impl Reloader {
                 }
             }
             let changes = Changes::of(&rescan);
-            self.library.apply(rescan);
+            let recovered = self.library.apply(rescan);
+            self.report_recovered(&recovered);
             if logs_in(&changes.removed) {
                 self.log_in_without(&changes.removed).await;
             }
@@ -292,6 +293,23 @@ impl Reloader {
         }
         // On failure the credentials before are kept; the error is logged.
         let _ = activities::renew_login(vault, &guests, &self.reporting.activities).await;
+    }
+
+    /// Logs and journals the guests whose file is back to the version served after a
+    /// refused one: nothing is reloaded, but the refusal reported before is over.
+    fn report_recovered(&self, recovered: &[Guest]) {
+        for guest in recovered {
+            tracing::info!(
+                "Reload: {} holds the version of guest '{}' served ({}) again; the refused version is gone.",
+                guest.path().display(),
+                guest.name(),
+                guest.digest().short()
+            );
+            self.reporting.journal.push(Record::GuestRecovered {
+                guest: guest.name().to_owned(),
+                path: guest.path().display().to_string(),
+            });
+        }
     }
 
     /// Logs, journals and posts what a reload did.

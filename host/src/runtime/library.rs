@@ -456,8 +456,9 @@ impl Library {
     }
 
     /// Makes a rescan's outcome current: its candidates served, its removed guests gone,
-    /// its refusals remembered.
-    pub(crate) fn apply(&mut self, rescan: Rescan) {
+    /// its refusals remembered. Returns the guests whose file holds the version served
+    /// again after a refused one (their refusal is over; nothing else changes).
+    pub(crate) fn apply(&mut self, rescan: Rescan) -> Vec<Guest> {
         let Rescan {
             candidates,
             removed,
@@ -481,10 +482,14 @@ impl Library {
                 },
             );
         }
+        let mut recovered = Vec::new();
         for (file, stamp) in restamped {
-            self.refused.remove(&file);
+            let was_refused = self.refused.remove(&file).is_some();
             if let Some(loaded) = self.loaded.get_mut(&file) {
                 loaded.stamp = stamp;
+                if was_refused {
+                    recovered.push(loaded.guest.clone());
+                }
             }
         }
         for (file, stamp, error) in refused_stamps {
@@ -495,6 +500,7 @@ impl Library {
         self.seen = seen;
         self.unlisted = unlisted;
         self.emptied = emptied;
+        recovered
     }
 }
 
