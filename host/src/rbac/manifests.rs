@@ -16,6 +16,11 @@ pub(crate) struct Subject {
     pub(crate) namespace: String,
 }
 
+/// The heading of the selectors not resolved: on a cluster, their CRDs are missing;
+/// offline (`kapsel rbac --offline`), they were not given.
+const UNRESOLVED: &str = "# Not resolved on this cluster (create their CRDs first, or give them \
+                          with --crd FILE), so not granted:\n";
+
 /// The manifests, as one YAML stream: the ServiceAccount, the ClusterRole and its
 /// binding, then a Role and its binding per named namespace.
 pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> String {
@@ -101,10 +106,7 @@ pub(crate) fn manifests(needs: &GuestNeeds, subject: &Subject, mode: &Mode) -> S
         }
     }
     if !needs.unresolved.is_empty() {
-        out.push_str(
-            "# Not resolved on this cluster (create their CRDs first, or give them with \
-             --crd FILE), so not granted:\n",
-        );
+        out.push_str(UNRESOLVED);
         for selector in &needs.unresolved {
             out.push_str(&format!("#   {selector}\n"));
         }
