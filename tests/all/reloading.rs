@@ -246,9 +246,11 @@ async fn a_broken_guest_is_refused_while_the_old_version_serves_and_guests_come_
     ]);
     wait_record(&journal, "extra added", |r| reloaded(r, "extra", "added")).await;
     // Nothing reloaded for app (its bytes are the version served), but said so.
-    wait_record(&journal, "app recovered", |r| {
-        matches!(r, Record::GuestRecovered { guest, .. } if guest == "app")
-    })
+    wait_record(
+        &journal,
+        "app recovered",
+        |r| matches!(r, Record::GuestRecovered { guest, .. } if guest == "app"),
+    )
     .await;
     create(
         &scene.client,
