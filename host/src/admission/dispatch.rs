@@ -232,8 +232,8 @@ impl Dispatch {
             operation: review.operation.clone(),
             subresource: review.subresource.clone(),
             dry_run: review.dry_run,
-            user_info: review.user_info.to_string(),
-            options: review.options.as_ref().map(Value::to_string),
+            user_info: review.user_info.clone(),
+            options: review.options.clone(),
         };
         if handler.has_when() {
             let ctx = self.call_context(handler, review, resource);
@@ -252,7 +252,7 @@ impl Dispatch {
             guest: handler.guest.clone(),
             spec: handler.specs.first()?.clone(),
         };
-        let (key, object) = (resource.key(), object_ref(review.body()));
+        let (key, object) = (resource.key(), object_ref(review.identity()));
         let about = About {
             resource: &key,
             object: object.as_deref(),
@@ -364,12 +364,13 @@ impl Dispatch {
         resource: &Resource,
     ) -> CallContext {
         let context = &self.context;
-        let body = review.body();
+        let identity = review.identity();
         let services = GuestServices {
             journal: context.journal.clone(),
             indexes: context.indexes.clone(),
             guest: handler.guest.clone(),
-            object: Arc::new(body.clone()),
+            // What names the object is all the services read of it.
+            object: Arc::clone(identity),
             poster: None,
             posts_logs: false,
             kube: context.kube.clone(),
@@ -381,7 +382,7 @@ impl Dispatch {
         };
         CallContext::new(
             handler.id().to_owned(),
-            object_ref(body),
+            object_ref(identity),
             Arc::new(services),
         )
         .in_pool(Pool::Admission)

@@ -67,7 +67,8 @@ impl AdmissionHandler {
             && subresource
             && self.specs.iter().any(|spec| {
                 spec.selectors.iter().any(|s| s.matches(resource))
-                    && spec.filters.matches_body(review.body())
+                    // The body is parsed only for a handler that filters it.
+                    && (spec.filters.is_empty() || spec.filters.matches_body(review.body()))
             })
     }
 
@@ -131,7 +132,7 @@ pub(crate) fn resource_of(review: &Review, discovered: &[Resource]) -> Resource 
             short_names: Vec::new(),
             categories: Vec::new(),
             namespaced: review
-                .body()
+                .identity()
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
                 .is_some_and(|ns| !ns.is_empty()),

@@ -2,10 +2,19 @@
 //! `v1beta1` too, as Kopf reads both): the parts of the request a handler sees, and the
 //! response built from what the handlers decided.
 
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
 use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// One admission request, as read from a review.
+///
+/// The objects are kept as the review's text, which the handlers get as it came (never
+/// serialised again); they are parsed only when something needs them as values (a
+/// filter, an update's diff, a mutating handler's patch): a review is read in one pass.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Review {
     /// The review's `apiVersion`, which the response repeats.
@@ -20,15 +29,19 @@ pub(crate) struct Review {
     pub(crate) subresource: Option<String>,
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub(crate) operation: String,
-    pub(crate) user_info: Value,
-    pub(crate) object: Option<Value>,
-    pub(crate) old_object: Option<Value>,
-    /// The objects as the review's text, which the handlers get as it came (never
-    /// serialised again).
+    /// `userInfo` as the review's text.
+    pub(crate) user_info: String,
     pub(crate) object_text: Option<String>,
     pub(crate) old_object_text: Option<String>,
     pub(crate) dry_run: bool,
-    pub(crate) options: Option<Value>,
+    /// `options` as the review's text.
+    pub(crate) options: Option<String>,
+    /// The objects as values, parsed on first need.
+    object: OnceLock<Option<Value>>,
+    old_object: OnceLock<Option<Value>>,
+    /// What names the body: its `apiVersion`, `kind` and `metadata`'s name,
+    /// generateName, namespace and uid (for logs, Events and the calls' namespace).
+    identity: Arc<Value>,
 }
 
 /// Why a request body is no admission review the webhook can answer.
@@ -42,6 +55,82 @@ pub(crate) enum ReviewError {
     Missing(&'static str),
 }
 
+/// A review as it is written: what the webhook reads of it, the rest skipped.
+#[derive(Deserialize)]
+struct WireReview<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request: Option<WireRequest<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRequest<'a> {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    kind: Option<WireKind>,
+    #[serde(default)]
+    resource: Option<WireResource>,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    operation: Option<String>,
+    #[serde(borrow, default)]
+    user_info: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+    #[serde(borrow, default)]
+    options: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct WireKind {
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireResource {
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    resource: Option<String>,
+}
+
+/// What names an object, read from its text without the rest.
+#[derive(Deserialize)]
+struct WireIdentity {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<Value>,
+    #[serde(default)]
+    kind: Option<Value>,
+    #[serde(default)]
+    metadata: Option<WireMetadata>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMetadata {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    generate_name: Option<Value>,
+    #[serde(default)]
+    namespace: Option<Value>,
+    #[serde(default)]
+    uid: Option<Value>,
+}
+
 impl Review {
     /// The request of a review's body.
     ///
@@ -50,109 +139,109 @@ impl Review {
     /// resource, operation and user info, and an object or an old object (Kopf refuses
     /// those too).
     pub(crate) fn read(body: &[u8]) -> Result<Review, ReviewError> {
-        let not_json = |e: serde_json::Error| ReviewError::NotJson(e.to_string());
-        let review: Value = serde_json::from_slice(body).map_err(not_json)?;
-        // The objects are kept as their text too, as they are written in the review.
-        let raw: RawObjects = serde_json::from_slice(body).map_err(not_json)?;
-        let raw = raw.request.unwrap_or_default();
-        let text = |raw: Option<&serde_json::value::RawValue>| {
-            raw.map(serde_json::value::RawValue::get)
-                .filter(|text| *text != "null")
-                .map(str::to_owned)
-        };
-        let (object_text, old_object_text) = (text(raw.object), text(raw.old_object));
-        let api_version = review.get("apiVersion").and_then(Value::as_str);
-        let api_version = match api_version {
+        let wire: WireReview =
+            serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+        let api_version = match wire.api_version.as_deref() {
             Some(v @ ("admission.k8s.io/v1" | "admission.k8s.io/v1beta1")) => v.to_owned(),
             _ => return Err(ReviewError::NotAReview),
         };
-        if review.get("kind").and_then(Value::as_str) != Some("AdmissionReview") {
+        if wire.kind.as_deref() != Some("AdmissionReview") {
             return Err(ReviewError::NotAReview);
         }
-        let request = review
-            .get("request")
-            .and_then(Value::as_object)
-            .ok_or(ReviewError::Missing("request"))?;
-        let text = |field: &'static str| {
-            request
-                .get(field)
-                .and_then(Value::as_str)
+        let request = wire.request.ok_or(ReviewError::Missing("request"))?;
+        // `null` is absent, as for any optional field.
+        let text = |raw: Option<&RawValue>| {
+            raw.map(RawValue::get)
+                .filter(|text| *text != "null")
                 .map(str::to_owned)
-                .ok_or(ReviewError::Missing(field))
         };
-        let resource = request
-            .get("resource")
-            .and_then(Value::as_object)
-            .ok_or(ReviewError::Missing("resource"))?;
-        let part = |field: &str| {
-            resource
-                .get(field)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let present = |field: &str| request.get(field).filter(|v| !v.is_null()).cloned();
+        let (object_text, old_object_text) = (text(request.object), text(request.old_object));
+        let resource = request.resource.ok_or(ReviewError::Missing("resource"))?;
+        let identity = object_text
+            .as_deref()
+            .or(old_object_text.as_deref())
+            .map_or(Value::Null, identity_of);
         let review = Review {
             api_version,
-            uid: text("uid")?,
-            group: part("group"),
-            version: part("version"),
-            plural: part("resource"),
-            kind: request
-                .get("kind")
-                .and_then(|k| k.get("kind"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            subresource: request
-                .get("subResource")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-            operation: text("operation")?,
-            user_info: present("userInfo").ok_or(ReviewError::Missing("userInfo"))?,
-            object: present("object"),
-            old_object: present("oldObject"),
-            dry_run: request
-                .get("dryRun")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            options: present("options"),
+            uid: request.uid.ok_or(ReviewError::Missing("uid"))?,
+            group: resource.group.unwrap_or_default(),
+            version: resource.version.unwrap_or_default(),
+            plural: resource.resource.unwrap_or_default(),
+            kind: request.kind.and_then(|k| k.kind).unwrap_or_default(),
+            subresource: request.sub_resource.filter(|s| !s.is_empty()),
+            operation: request.operation.ok_or(ReviewError::Missing("operation"))?,
+            user_info: text(request.user_info).ok_or(ReviewError::Missing("userInfo"))?,
+            dry_run: request.dry_run.unwrap_or(false),
+            options: text(request.options),
+            object: OnceLock::new(),
+            old_object: OnceLock::new(),
+            identity: Arc::new(identity),
             object_text,
             old_object_text,
         };
         if review.plural.is_empty() {
             return Err(ReviewError::Missing("resource"));
         }
-        if review.object.is_none() && review.old_object.is_none() {
+        if review.object_text.is_none() && review.old_object_text.is_none() {
             return Err(ReviewError::Missing("object or oldObject"));
         }
         Ok(review)
     }
 
+    /// The object written, as a value (parsed on first need).
+    pub(crate) fn object(&self) -> Option<&Value> {
+        parsed(&self.object, self.object_text.as_deref())
+    }
+
+    /// The object before the write, as a value (parsed on first need).
+    pub(crate) fn old_object(&self) -> Option<&Value> {
+        parsed(&self.old_object, self.old_object_text.as_deref())
+    }
+
     /// The object the handlers see as their body: the object written, or for a deletion
     /// the object deleted (Kopf's choice).
     pub(crate) fn body(&self) -> &Value {
-        self.object
-            .as_ref()
-            .or(self.old_object.as_ref())
+        self.object()
+            .or_else(|| self.old_object())
             .unwrap_or(&Value::Null)
+    }
+
+    /// What names the body (`apiVersion`, `kind`, and `metadata`'s name, generateName,
+    /// namespace and uid), without the rest of it.
+    pub(crate) fn identity(&self) -> &Arc<Value> {
+        &self.identity
     }
 }
 
-/// The review's objects as they are written in it.
-#[derive(serde::Deserialize)]
-struct RawObjects<'a> {
-    #[serde(borrow)]
-    request: Option<RawRequest<'a>>,
+/// `text` as a value, parsed once into `cell`. The review's reading checked the text is
+/// JSON; a value too deep to parse is `null`.
+fn parsed<'a>(cell: &'a OnceLock<Option<Value>>, text: Option<&str>) -> Option<&'a Value> {
+    cell.get_or_init(|| text.map(|text| serde_json::from_str(text).unwrap_or(Value::Null)))
+        .as_ref()
 }
 
-#[derive(Default, serde::Deserialize)]
-struct RawRequest<'a> {
-    #[serde(borrow)]
-    object: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, rename = "oldObject")]
-    old_object: Option<&'a serde_json::value::RawValue>,
+/// What names the object of `text`, as a value with only those members.
+fn identity_of(text: &str) -> Value {
+    let Ok(wire) = serde_json::from_str::<WireIdentity>(text) else {
+        return Value::Null;
+    };
+    let mut identity = Map::new();
+    let put = |into: &mut Map<String, Value>, key: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            into.insert(key.to_owned(), value);
+        }
+    };
+    put(&mut identity, "apiVersion", wire.api_version);
+    put(&mut identity, "kind", wire.kind);
+    if let Some(meta) = wire.metadata {
+        let mut metadata = Map::new();
+        put(&mut metadata, "name", meta.name);
+        put(&mut metadata, "generateName", meta.generate_name);
+        put(&mut metadata, "namespace", meta.namespace);
+        put(&mut metadata, "uid", meta.uid);
+        identity.insert("metadata".to_owned(), Value::Object(metadata));
+    }
+    Value::Object(identity)
 }
 
 impl Review {
@@ -174,8 +263,8 @@ impl Review {
             (None, None) => "[]".to_owned(),
             (Some(_), Some(_)) => {
                 let absent = Value::Null;
-                let old = self.old_object.as_ref().unwrap_or(&absent);
-                let new = self.object.as_ref().unwrap_or(&absent);
+                let old = self.old_object().unwrap_or(&absent);
+                let new = self.object().unwrap_or(&absent);
                 diff(old, new).to_string()
             }
         }
@@ -236,7 +325,7 @@ mod tests {
             "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"},
             "operation": "CREATE",
             "userInfo": {"username": "admin", "groups": ["system:masters"]},
-            "object": {"metadata": {"name": "kex"}, "spec": {"field": "x"}},
+            "object": {"metadata": {"name": "kex", "namespace": "ns", "labels": {"a": "b"}}, "spec": {"field": "x"}},
             "oldObject": null,
             "dryRun": true,
             "options": {"kind": "CreateOptions"},
@@ -258,8 +347,19 @@ mod tests {
         assert_eq!(review.kind, "KopfExample");
         assert_eq!(review.operation, "CREATE");
         assert!(review.dry_run);
-        assert_eq!(review.old_object, None, "null is absent");
-        assert_eq!(review.options, Some(json!({"kind": "CreateOptions"})));
+        assert_eq!(review.old_object(), None, "null is absent");
+        assert_eq!(
+            review.options.as_deref(),
+            Some(r#"{"kind":"CreateOptions"}"#)
+        );
+        assert_eq!(
+            review.user_info,
+            r#"{"username":"admin","groups":["system:masters"]}"#
+        );
+        assert_eq!(
+            **review.identity(),
+            json!({"metadata": {"name": "kex", "namespace": "ns"}})
+        );
         assert_eq!(review.body()["spec"]["field"], "x");
     }
 
@@ -301,7 +401,7 @@ mod tests {
         request["oldObject"] = request["object"].take();
         let review = Review::read(&review_json(request)).unwrap();
         assert_eq!(review.body()["metadata"]["name"], "kex");
-        assert_eq!(review.object, None);
+        assert_eq!(review.object(), None);
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub(crate) struct Filters {
 }
 
 impl Filters {
+    /// Whether there is nothing to check: every body passes (a `value` without a `field`
+    /// checks nothing).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty() && self.field.is_none()
+    }
+
     /// Whether a body passes the label, annotation and field filters (the
     /// checks Kopf applies to event, index, daemon and timer handlers, which
     /// look at the current body only).
@@ -92,6 +98,33 @@ mod tests {
     fn body() -> Value {
         json!({"metadata": {"labels": {"app": "web", "empty": ""}, "annotations": {"note": "x"}},
                "spec": {"size": 3, "gone": null}})
+    }
+
+    #[test]
+    fn filters_are_empty_when_they_check_nothing() {
+        // Empty filters pass every body without reading it (an admission review is then
+        // never parsed); any check makes them non-empty.
+        let mut f = Filters {
+            value: Some(Matcher::Present),
+            ..Filters::default()
+        };
+        assert!(f.is_empty(), "a value without a field checks nothing");
+        assert!(f.matches_body(&Value::Null));
+        f.annotations = vec![("note".into(), Matcher::Present)];
+        assert!(!f.is_empty());
+        for f in [
+            Filters {
+                labels: vec![("app".into(), Matcher::Absent)],
+                ..Filters::default()
+            },
+            Filters {
+                field: Some(vec!["spec".into()]),
+                ..Filters::default()
+            },
+        ] {
+            assert!(!f.is_empty(), "{f:?}");
+            assert!(!f.matches_body(&body()) || !f.matches_body(&json!({})));
+        }
     }
 
     #[test]
