@@ -106,7 +106,7 @@ async fn a_create_is_refused_with_the_handlers_message_and_code() {
     assert_eq!(outcome, "failure");
     assert_eq!(
         message,
-        "Handler 'refuse_forbidden' failed permanently: field must not be forbidden"
+        "Webhook 'refuse_forbidden' failed permanently: field must not be forbidden"
     );
     assert_eq!(object.as_deref(), Some("default/bad"));
 }

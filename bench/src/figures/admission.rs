@@ -33,7 +33,7 @@ pub(super) fn admission(results: &Results) -> Section {
         Row::new(format!("p99 latency, {RATE} reviews/s offered"), "ms", p99.0, p99.1)
             .target(Some(Target::AtMost(2.0))),
         Row::new("reviews per second, as many as 8 connections carry", "reviews/s", throughput.0, throughput.1)
-            .note("the load generator shares the machine's cores with the server; each at its default logging: Kopf two lines per review (aiohttp's access log, \"Webhook 'check_field' succeeded\"), Kapsel none"),
+            .note("the load generator shares the machine's cores with the server; each at its default logging: Kopf two lines per review (aiohttp's access log, \"Webhook 'check_field' succeeded\"), Kapsel one (\"Webhook 'check_field' succeeded.\")"),
         Row::new("reviews per second per core of the server", "reviews/s", per_core.0, per_core.1)
             .note("answered reviews ÷ the server process's CPU seconds over the throughput load"),
         Row::new("server CPU per review", "µs", cpu_us(per_core.0), cpu_us(per_core.1))

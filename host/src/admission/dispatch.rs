@@ -17,9 +17,7 @@ use super::handlers::{AdmissionHandler, admission_handlers, named_by, resource_o
 use super::review::{Judgement, Review, response};
 use crate::activities::Context;
 use crate::cluster::Resource;
-use crate::handlers::execution::{
-    self, Attempt, Executed, RetryPolicy, Verdict, decide, display_name,
-};
+use crate::handlers::execution::{self, Attempt, Executed, RetryPolicy, Verdict, decide};
 use crate::handlers::{About, Ended, GuestServices, Handler, SettingsAccess};
 use crate::limits::Limits;
 use crate::reactor::diff;
@@ -275,7 +273,8 @@ impl Dispatch {
         rejected: Option<u16>,
     ) -> Answer {
         let id = handler.id();
-        let name = display_name(HandlerKind::Event, id);
+        // Kopf names an admission handler a webhook in its log lines.
+        let name = format!("Webhook {}", crate::pyformat::py_repr_str(id));
         let journal = &self.context.journal;
         let fault = executed.fault;
         let ignored = fault.is_some() && handler.declaration.ignore_failures;
