@@ -121,6 +121,39 @@ pub(crate) fn delete(
     remove(store, res, key).map(|o| (o, true))
 }
 
+/// Deletes an object as a DELETE with `gracePeriodSeconds` (`grace`) would: a pod, when a
+/// kubelet runs, as kube's graceful deletion does ([`crate::grace`]): a scheduled one is
+/// marked and stays until its kubelet confirms it (a DELETE with a period of 0), which
+/// removes it unless finalizers hold it. Anything else as [`delete`].
+pub(crate) fn delete_graceful(
+    store: &mut Store,
+    res: &ResKey,
+    key: &ObjKey,
+    policy: Propagation,
+    grace: Option<i64>,
+) -> Option<(Arc<Value>, bool)> {
+    let pod = res.0.is_empty() && res.1 == "pods";
+    if !pod || !store.graceful_pods() {
+        return delete(store, res, key, policy);
+    }
+    let stored = Arc::clone(store.shared(res, key)?);
+    match crate::grace::decide(&stored, grace, chrono::Utc::now()) {
+        crate::grace::Grace::Now => delete(store, res, key, policy),
+        crate::grace::Grace::Pending => Some((stored, false)),
+        crate::grace::Grace::Mark(marked, period) => {
+            if policy == Propagation::Orphan {
+                orphan_dependents(store, meta_str(&stored, "uid"));
+            }
+            let held = has_finalizers(&marked);
+            let written = store.replace(res, marked);
+            if period > 0 || held {
+                return Some((written, false));
+            }
+            remove(store, res, key).map(|gone| (gone, true))
+        }
+    }
+}
+
 /// The finalizer that holds an owner deleted with `propagationPolicy=Foreground`.
 const FOREGROUND: &str = "foregroundDeletion";
 

@@ -36,7 +36,9 @@ mod discovery;
 mod faults;
 mod field_validation;
 mod gc;
+mod grace;
 mod kubeconfig;
+mod kubelet;
 mod list;
 mod managed;
 mod meta;
@@ -150,6 +152,20 @@ pub struct Config {
     /// malformed selector gets 400. Off: the parameter is ignored, as a cluster without
     /// the feature gate ignores it (every object is sent, no `shardInfo`).
     pub sharded_list_and_watch: bool,
+    /// Run the simulated node and kubelet (KWOK's idea, in process; on by default): a Node
+    /// (`kapsel-node`) is registered when the cluster has none of that name, pods without
+    /// `spec.nodeName` are bound to it (through a binding, as kube-scheduler does) unless
+    /// it is cordoned, and its pods go Pending → Running with kubelet's conditions and
+    /// container statuses; a scheduled pod's DELETE is graceful (it stays, with
+    /// `deletionTimestamp`, until the kubelet confirms it after its grace period). Off:
+    /// no node, pods stay as stored and are deleted at once (the server before the kubelet).
+    pub kubelet: bool,
+    /// How long a pod owned by a Job runs before the simulated kubelet makes it
+    /// `Succeeded` (a pod's annotation `kubelet.kapsel.dev/run-for-ms` overrides it, and
+    /// makes any pod with `restartPolicy` `Never` or `OnFailure` complete).
+    pub job_pod_runtime: Duration,
+    /// The line `pods/log` answers for a container that started (None: an empty log).
+    pub pod_log: Option<String>,
 }
 
 impl Default for Config {
@@ -162,6 +178,9 @@ impl Default for Config {
             rbac: false,
             static_tokens: Vec::new(),
             sharded_list_and_watch: true,
+            kubelet: true,
+            job_pod_runtime: Duration::from_secs(1),
+            pod_log: None,
         }
     }
 }
@@ -207,6 +226,27 @@ impl Config {
     #[must_use]
     pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
         self.sharded_list_and_watch = on;
+        self
+    }
+
+    /// Switches the simulated node and kubelet on or off (see [`Config::kubelet`]).
+    #[must_use]
+    pub fn kubelet(mut self, on: bool) -> Self {
+        self.kubelet = on;
+        self
+    }
+
+    /// Sets how long a Job's pod runs before it succeeds (see [`Config::job_pod_runtime`]).
+    #[must_use]
+    pub fn job_pod_runtime(mut self, d: Duration) -> Self {
+        self.job_pod_runtime = d;
+        self
+    }
+
+    /// Sets the line `pods/log` answers (see [`Config::pod_log`]).
+    #[must_use]
+    pub fn pod_log(mut self, line: impl Into<String>) -> Self {
+        self.pod_log = Some(line.into());
         self
     }
 
@@ -280,6 +320,8 @@ pub struct ApiServer {
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     serving: Option<JoinHandle<()>>,
+    /// The simulated kubelet's task (`Config::kubelet`).
+    kubelet: Option<JoinHandle<()>>,
 }
 
 /// Creates the namespaces every cluster starts with.
@@ -342,6 +384,7 @@ impl ApiServer {
         if config.rbac {
             bootstrap_rbac(&mut store);
         }
+        store.set_graceful_pods(config.kubelet);
         if let Some(path) = &config.state_file {
             // Every start writes a fresh snapshot: the log starts short, a torn last record
             // is gone, and an old-format file is converted.
@@ -377,7 +420,15 @@ impl ApiServer {
             auth::Authenticator::new(credentials, &config.static_tokens, client_ca),
             config.rbac,
             config.sharded_list_and_watch,
+            state::PodSettings {
+                kubelet: config.kubelet,
+                log: config.pod_log.clone(),
+            },
         ));
+        // The simulated node's kubelet, when there is one: it stops with the server.
+        let kubelet = config
+            .kubelet
+            .then(|| kubelet::start(shared.clone(), config.job_pod_runtime));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = server::router(shared.clone());
         let serving = tokio::spawn(async move {
@@ -406,6 +457,7 @@ impl ApiServer {
             shared,
             stop: Some(stop),
             serving: Some(serving),
+            kubelet,
         })
     }
 
@@ -517,6 +569,9 @@ impl ApiServer {
     }
 
     fn stop_serving(&mut self) {
+        if let Some(kubelet) = self.kubelet.take() {
+            kubelet.abort();
+        }
         self.shared.closer.send_modify(|n| *n += 1);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

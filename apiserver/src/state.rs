@@ -27,6 +27,17 @@ pub(crate) struct Shared {
     pub(crate) rbac: bool,
     /// Whether lists and watches take a `shardSelector` (`Config::sharded_list_and_watch`).
     pub(crate) sharded_list_and_watch: bool,
+    /// What the simulated kubelet answers for.
+    pub(crate) pods: PodSettings,
+}
+
+/// The simulated kubelet's settings that requests read.
+#[derive(Debug, Clone)]
+pub(crate) struct PodSettings {
+    /// Whether the simulated kubelet runs (`Config::kubelet`).
+    pub(crate) kubelet: bool,
+    /// What `pods/log` answers for a started container (`Config::pod_log`).
+    pub(crate) log: Option<String>,
 }
 
 impl Shared {
@@ -37,6 +48,7 @@ impl Shared {
         auth: Authenticator,
         rbac: bool,
         sharded_list_and_watch: bool,
+        pods: PodSettings,
     ) -> Self {
         Shared {
             store: Mutex::new(store),
@@ -48,6 +60,7 @@ impl Shared {
             auth,
             rbac,
             sharded_list_and_watch,
+            pods,
         }
     }
 

@@ -73,6 +73,8 @@ pub(crate) struct Store {
     journal_error: Option<String>,
     /// The server's secrets, kept in every snapshot of the state file (opaque here).
     credentials: Option<Value>,
+    /// Whether a kubelet confirms pod deletions, so a scheduled pod's is graceful.
+    graceful_pods: bool,
 }
 
 pub(crate) fn res_of(rt: &ResourceType) -> ResKey {
@@ -104,7 +106,18 @@ impl Store {
             pending: Vec::new(),
             journal_error: None,
             credentials: None,
+            graceful_pods: false,
         }
+    }
+
+    /// Makes scheduled pods' deletions graceful: a kubelet confirms them.
+    pub(crate) fn set_graceful_pods(&mut self, on: bool) {
+        self.graceful_pods = on;
+    }
+
+    /// Whether scheduled pods' deletions are graceful (a kubelet confirms them).
+    pub(crate) fn graceful_pods(&self) -> bool {
+        self.graceful_pods
     }
 
     pub(crate) fn rv(&self) -> u64 {

@@ -138,8 +138,10 @@ fn random_suffix() -> String {
 /// operators and kubectl notice.
 fn prepare_create(scope: &Scope, obj: &mut Value, now: &str) {
     let rt = &scope.rt;
-    if rt.has_status {
-        // kube resets status on create when it is a subresource.
+    let node = rt.group.is_empty() && rt.plural == "nodes";
+    if rt.has_status && !node {
+        // kube resets status on create when it is a subresource (but a Node's, which its
+        // kubelet registers with its status).
         if let Some(m) = obj.as_object_mut() {
             m.remove("status");
         }
@@ -158,7 +160,7 @@ fn prepare_create(scope: &Scope, obj: &mut Value, now: &str) {
             obj["status"] = json!({"phase": "Active"});
         }
         ("", "pods") => {
-            // No scheduler or kubelet runs: the pod stays Pending, as on a cluster without nodes.
+            // Pending until a scheduler and a kubelet (the simulated one) move it on.
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         }
         CRDS => {

@@ -226,7 +226,13 @@ fn record_fields(
 /// finalizer is gone; returns it as written.
 fn store_updated(store: &mut Store, res: &ResKey, key: &ObjKey, result: Value) -> Arc<Value> {
     let deleting = !meta_str(&result, "deletionTimestamp").is_empty();
-    if deleting && finalizers(&result).is_empty() {
+    // A graceful deletion still running (a pod's, until its kubelet confirms it) keeps
+    // the object, as kube's ShouldDeleteDuringUpdate does.
+    let grace = result
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if deleting && grace == 0 && finalizers(&result).is_empty() {
         // The last finalizer is gone: the object goes away now (kube deletes it in the same
         // request; watchers see only DELETED).
         crate::gc::remove(store, res, key);

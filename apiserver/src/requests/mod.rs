@@ -2,10 +2,12 @@
 //! request: get, list and watch (`reads`); create, update, patch (server-side apply
 //! included), delete and deletecollection (`writes`), through admission webhooks
 //! (`admitted`); the scale subresource (`scale`);
-//! ServiceAccount tokens (`token`) and access reviews (`review`). The query parameters and
+//! ServiceAccount tokens (`token`) and access reviews (`review`); pods' other subresources
+//! (`pods`: binding, eviction, ephemeral containers, log, exec and its kin). The query parameters and
 //! bodies they share are read here.
 
 mod admitted;
+mod pods;
 mod reads;
 mod review;
 mod scale;
@@ -184,6 +186,8 @@ enum Subresource {
     Scale,
     /// `/token` of a ServiceAccount: a TokenRequest.
     Token,
+    /// The other subresources of a pod (`binding`, `eviction`, `log`, …).
+    Pod(pods::PodSub),
 }
 
 impl Subresource {
@@ -196,6 +200,9 @@ impl Subresource {
             Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
                 Some(Subresource::Token)
             }
+            Some(sub) if rt.group.is_empty() && rt.plural == "pods" => {
+                pods::PodSub::of(sub).map(Subresource::Pod)
+            }
             Some(_) => None,
         }
     }
@@ -205,7 +212,7 @@ impl Subresource {
         match self {
             Subresource::Status => Some("status"),
             Subresource::Scale => Some("scale"),
-            Subresource::Main | Subresource::Token => None,
+            Subresource::Main | Subresource::Token | Subresource::Pod(_) => None,
         }
     }
 }
@@ -292,9 +299,10 @@ pub(crate) async fn resource_request(
     let name = request.path.name.clone();
     let watch = request.path.watch || request.watch;
     let call = Call::new(shared, request, rt, subresource)?;
-    use Subresource::{Main, Scale};
+    use Subresource::{Main, Pod, Scale};
     match (method, subresource, name.as_deref(), watch) {
         (_, Scale, name, _) => scale::scale(&call, name).await,
+        (_, Pod(sub), Some(name), _) => pods::serve(&call, sub, name).await,
         (Method::GET, _, None, true) => reads::watch(call),
         (Method::GET, _, None, false) => reads::list(&call),
         (Method::GET, _, Some(name), true) => reads::watch_one(call, name),

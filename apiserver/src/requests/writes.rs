@@ -365,7 +365,9 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     if dry || body_dry {
         return Ok(json_response(200, &present(&scope.rt, &current)));
     }
-    let Some((obj, gone)) = crate::gc::delete(&mut store, &res, &key, propagation) else {
+    let grace = super::pods::grace_period(call.query, call.body)?;
+    let Some((obj, gone)) = crate::gc::delete_graceful(&mut store, &res, &key, propagation, grace)
+    else {
         return Err(ApiError::not_found(scope.target(name)));
     };
     if gone && !scope.rt.custom && scope.rt.plural != "pods" {
@@ -421,7 +423,8 @@ pub(super) async fn delete_collection(call: &Call<'_>) -> Result<Response, ApiEr
             continue;
         }
         let mut store = call.shared.lock();
-        if let Some((o, _)) = crate::gc::delete(&mut store, &res, &k, propagation) {
+        let grace = super::pods::grace_period(q, call.body)?;
+        if let Some((o, _)) = crate::gc::delete_graceful(&mut store, &res, &k, propagation, grace) {
             items.push(present(&scope.rt, &o));
         }
     }

@@ -13,6 +13,7 @@ mod crud;
 mod discovery;
 mod faults;
 mod field_validation;
+mod kubelet;
 mod lifecycle;
 mod patching;
 mod persistence;

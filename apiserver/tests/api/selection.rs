@@ -112,8 +112,16 @@ async fn selectors_and_pages() {
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
     )
     .await;
-    let l = get(&server, "/api/v1/pods?fieldSelector=status.phase%3DPending")
+    // (The simulated kubelet moves it from Pending to Running meanwhile.)
+    let l = get(
+        &server,
+        "/api/v1/pods?fieldSelector=status.phase%21%3DFailed",
+    )
+    .await
+    .json();
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let l = get(&server, "/api/v1/pods?fieldSelector=status.phase%3DFailed")
         .await
         .json();
-    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    assert_eq!(l["items"].as_array().unwrap().len(), 0);
 }
