@@ -182,7 +182,8 @@ async fn run(
         ),
     }
     let server = if embedded {
-        let server = start_server(port, kubeconfig.as_deref(), None, false, true).await?;
+        let config = kapsel_apiserver::Config::default().port(port);
+        let server = start_server(config, kubeconfig.as_deref()).await?;
         let client = kapsel_host::testing::client_for(&server.url())
             .map_err(|e| CliError::new(error_chain(&e), 1))?;
         operator = operator.client(client);
@@ -324,14 +325,14 @@ async fn dev_cluster(
     args: DevClusterArgs,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), CliError> {
-    let server = start_server(
-        args.server.port,
-        args.server.kubeconfig.as_deref(),
-        args.state,
-        args.rbac,
-        !args.no_sharded_list_and_watch,
-    )
-    .await?;
+    let mut config = kapsel_apiserver::Config::default()
+        .port(args.server.port)
+        .rbac(args.rbac)
+        .sharded_list_and_watch(!args.no_sharded_list_and_watch);
+    if let Some(state) = args.state {
+        config = config.state_file(state);
+    }
+    let server = start_server(config, args.server.kubeconfig.as_deref()).await?;
     shutdown.await;
     tracing::info!("Stopping the API server.");
     server.shutdown().await.map_err(|e| {
@@ -342,22 +343,13 @@ async fn dev_cluster(
     })
 }
 
-/// Starts the in-memory API server and tells how to reach it (and, with `rbac`, how to
-/// act as a ServiceAccount); `sharding`: it serves sharded lists and watches.
+/// Starts the in-memory API server as `config` says and tells how to reach it (and, with
+/// RBAC, how to act as a ServiceAccount).
 async fn start_server(
-    port: u16,
+    config: kapsel_apiserver::Config,
     kubeconfig: Option<&std::path::Path>,
-    state: Option<PathBuf>,
-    rbac: bool,
-    sharding: bool,
 ) -> Result<kapsel_apiserver::ApiServer, CliError> {
-    let mut config = kapsel_apiserver::Config::default()
-        .port(port)
-        .rbac(rbac)
-        .sharded_list_and_watch(sharding);
-    if let Some(state) = state {
-        config = config.state_file(state);
-    }
+    let rbac = config.rbac;
     let server = kapsel_apiserver::ApiServer::start(config)
         .await
         .map_err(|e| {
