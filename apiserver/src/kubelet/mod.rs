@@ -69,6 +69,10 @@ async fn run(
         tokio::select! {
             event = feed.recv() => match event {
                 Ok(event) if event.res.0.is_empty() && event.res.1 == "pods" => {
+                    if event.ty == crate::store::EventType::Deleted {
+                        kubelet.running_since.remove(meta_str(&event.object, "uid"));
+                        continue;
+                    }
                     let key = crate::store::obj_key(&event.object);
                     kubelet.look(&shared, &key);
                 }

@@ -270,15 +270,20 @@ async fn graceful_deletion_waits_for_the_kubelet() {
     let deleting = deleting.left().expect("the pod, still there");
     assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(1));
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    // Still there, until the kubelet confirms the deletion.
-    let stored = pods.get("slow").await.unwrap();
+    // Still there, until the kubelet confirms the deletion, whatever writes it meanwhile.
+    let label = json!({"metadata": {"labels": {"touched": "yes"}}});
+    let stored = pods
+        .patch("slow", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
     assert!(stored.metadata.deletion_timestamp.is_some());
+    assert!(pods.get_opt("slow").await.unwrap().is_some());
     until(&mut seen, "the marked pod", |ty, p| {
         ty == "MODIFIED" && !p["metadata"]["deletionTimestamp"].is_null()
     })
     .await;
-    let confirmed = until(&mut seen, "the kubelet's confirmation", |ty, _| {
-        ty != "OTHER"
+    let confirmed = until(&mut seen, "the kubelet's confirmation", |_, p| {
+        p["metadata"]["deletionGracePeriodSeconds"] != 1
     })
     .await;
     assert_eq!(
