@@ -328,7 +328,8 @@ async fn dev_cluster(
     let mut config = kapsel_apiserver::Config::default()
         .port(args.server.port)
         .rbac(args.rbac)
-        .sharded_list_and_watch(!args.no_sharded_list_and_watch);
+        .sharded_list_and_watch(!args.no_sharded_list_and_watch)
+        .kubelet(!args.no_kubelet);
     if let Some(state) = args.state {
         config = config.state_file(state);
     }

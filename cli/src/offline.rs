@@ -58,7 +58,8 @@ pub(crate) async fn cluster(files: &[PathBuf]) -> Result<(ApiServer, kube::Clien
         crds.extend(found.into_iter().map(|crd| (path, crd)));
     }
     let start = |e: &dyn std::error::Error| OfflineError::Start(kapsel_host::error_chain(e));
-    let server = ApiServer::start(kapsel_apiserver::Config::default())
+    // Only its discovery of the CRDs is read: no node or kubelet is needed.
+    let server = ApiServer::start(kapsel_apiserver::Config::default().kubelet(false))
         .await
         .map_err(|e| start(&e))?;
     let client = kapsel_host::testing::client_for(&server.url()).map_err(|e| start(&e))?;

@@ -325,6 +325,11 @@ pub(crate) struct DevClusterArgs {
     /// default it selects one shard of the objects.
     #[arg(long)]
     pub(crate) no_sharded_list_and_watch: bool,
+    /// Run no simulated node and kubelet: pods stay as stored (Pending, on no node) and
+    /// are deleted at once, where by default they are scheduled to the node `kapsel-node`,
+    /// run, and are deleted after their grace period.
+    #[arg(long)]
+    pub(crate) no_kubelet: bool,
 }
 
 #[cfg(test)]
