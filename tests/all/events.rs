@@ -1,12 +1,16 @@
 //! on.event handlers: every event, both resources, once per event (KOPF.md §1.4, §1.7).
 
-use kapsel_host::{Operator, testing::Cluster};
+use kapsel_host::Operator;
+use kapsel_host::testing::{Cluster, ServerConfig};
 use kapsel_tests::*;
 use serde_json::json;
 
 #[tokio::test]
 async fn seed_sees_events_of_both_resources() {
-    let cluster = Cluster::start().await.unwrap();
+    // Without the simulated kubelet: a running pod's DELETE would wait for its grace period.
+    let cluster = Cluster::start_with(ServerConfig::default().kubelet(false))
+        .await
+        .unwrap();
     let client = cluster.client();
     create_kopfexamples_crd(&client).await;
     // Objects that exist before the operator starts come as the listing (type None).
@@ -67,7 +71,10 @@ async fn seed_sees_events_of_both_resources() {
 
 #[tokio::test]
 async fn overlapping_selectors_call_a_handler_once_per_event() {
-    let cluster = Cluster::start().await.unwrap();
+    // Without the simulated kubelet: the pod's only events are the test's own.
+    let cluster = Cluster::start_with(ServerConfig::default().kubelet(false))
+        .await
+        .unwrap();
     let client = cluster.client();
     create(
         &client,

@@ -369,7 +369,11 @@ async fn raw_events_of_pods_replay_one_for_one() {
     let seed = guest("seed");
     record(&seed, &file, |client, journal| async move {
         let pods = kapsel_tests::core("Pod", "pods");
-        create(&client, &pods, Some("default"), kapsel_tests::pod("web-1")).await;
+        // The simulated kubelet schedules and runs it (its changes are recorded too);
+        // without a grace period its deletion is not held until the kubelet confirms it.
+        let mut pod = kapsel_tests::pod("web-1");
+        pod["spec"]["terminationGracePeriodSeconds"] = json!(0);
+        create(&client, &pods, Some("default"), pod).await;
         // Seen before it changes: created and deleted before the operator's first
         // listing, the pod would never be seen at all.
         journal

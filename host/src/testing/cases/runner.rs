@@ -43,10 +43,18 @@ pub(crate) struct CaseRun {
     pub(crate) records: Vec<Record>,
 }
 
+/// The API server a case runs on: without the simulated kubelet, so that its objects
+/// change only as the case (or the recording it replays) says: no pod is scheduled,
+/// moved to Running or kept through a grace period behind the case's back.
+pub(super) fn quiet() -> crate::testing::ServerConfig {
+    crate::testing::ServerConfig::default().kubelet(false)
+}
+
 /// Runs `case` against `guest` (compiled by `runtime`).
 pub(crate) async fn run(runtime: &Runtime, guest: &Guest, case: &Case) -> CaseRun {
     let started = Instant::now();
-    let (verdict, records) = match Cluster::start().await {
+    // Without the simulated kubelet: a case's cluster changes only as its steps say.
+    let (verdict, records) = match Cluster::start_with(quiet()).await {
         Ok(cluster) => {
             let result = run_on(&cluster, runtime, guest, case).await;
             // The cluster's state is thrown away: a failure to save it does not matter.

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::runner::{CaseRun, Verdict, World};
+use super::runner::{CaseRun, Verdict, World, quiet};
 use crate::clock::ManualClock;
 use crate::recording::{Entry, Recorder, ResourceInfo};
 use crate::runtime::{Guest, Runtime};
@@ -128,7 +128,8 @@ pub(super) async fn run(
             },
             Vec::new(),
         ),
-        Ok(plan) => match Cluster::start().await {
+        // Without the simulated kubelet: the recording's changes are the only ones.
+        Ok(plan) => match Cluster::start_with(quiet()).await {
             Err(e) => (
                 Verdict::Failed {
                     step: 0,
