@@ -128,6 +128,21 @@ fn dev_cluster_serves_sharded_lists_unless_told_not_to() {
     assert_eq!(code, 200, "{answer}");
 }
 
+/// `kapsel dev-cluster` runs the simulated node and kubelet (its node is there); with
+/// `--no-kubelet` it has no node.
+#[test]
+fn dev_cluster_runs_a_kubelet_unless_told_not_to() {
+    let path = "/api/v1/nodes/kapsel-node";
+    let dir = scratch("kubelet");
+    let (code, node) = DevCluster::start(&dir).request("GET", path, &Value::Null);
+    assert_eq!(code, 200, "{node}");
+    assert_eq!(node["status"]["conditions"][3]["type"], "Ready", "{node}");
+    let dir = scratch("no-kubelet");
+    let cluster = DevCluster::start_with(&dir, &["--no-kubelet"]);
+    let (code, answer) = cluster.request("GET", path, &Value::Null);
+    assert_eq!(code, 404, "{answer}");
+}
+
 #[test]
 fn rbac_prints_the_manifests_for_the_cluster_of_the_kubeconfig() {
     let dir = scratch("rbac");
