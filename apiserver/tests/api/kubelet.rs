@@ -282,8 +282,8 @@ async fn graceful_deletion_waits_for_the_kubelet() {
         ty == "MODIFIED" && !p["metadata"]["deletionTimestamp"].is_null()
     })
     .await;
-    let confirmed = until(&mut seen, "the kubelet's confirmation", |_, p| {
-        p["metadata"]["deletionGracePeriodSeconds"] != 1
+    let confirmed = until(&mut seen, "the kubelet's confirmation", |ty, p| {
+        ty != "OTHER" && p["metadata"]["deletionGracePeriodSeconds"] != 1
     })
     .await;
     assert_eq!(
