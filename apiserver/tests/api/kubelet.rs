@@ -531,3 +531,40 @@ async fn without_the_kubelet_pods_stay_as_stored() {
     );
     assert!(pods.get_opt("still").await.unwrap().is_none());
 }
+
+/// The kubelet's writes are the cluster's like any other: in the state file, and after a
+/// restart (without the kubelet, so nothing moves) the pod is as it last was.
+#[tokio::test]
+async fn the_kubelets_writes_are_in_the_state_file() {
+    let dir = std::env::temp_dir().join(format!("kapsel-kubelet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("state.jsonl");
+    let (server, client) = start_with(Config::default().state_file(&path)).await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let mut seen = events(&pods, "kept").await;
+    pods.create(&PostParams::default(), &pod("kept"))
+        .await
+        .unwrap();
+    let running = until(&mut seen, "Running", |_, p| phase(p) == "Running").await;
+    server.shutdown().await.unwrap();
+
+    let config = Config::default().state_file(&path).kubelet(false);
+    let (_server, client) = start_with(config).await;
+    let again = Api::<Pod>::namespaced(client.clone(), "default")
+        .get("kept")
+        .await
+        .unwrap();
+    let again = serde_json::to_value(again).unwrap();
+    assert_eq!(again["status"], running["status"]);
+    assert_eq!(again["spec"]["nodeName"], "kapsel-node");
+    // The node it registered is kept too.
+    assert!(
+        Api::<Node>::all(client)
+            .get_opt("kapsel-node")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
