@@ -7,7 +7,9 @@
 //! conflicts, force), finalizers, owner-reference garbage collection, status subresources,
 //! selectors (label, field, and shard selectors: sharded lists and watches,
 //! [`Config::sharded_list_and_watch`]), and watches with bookmarks and 410 Gone. With a
-//! state file, every acknowledged write survives a crash. Tests can inject faults through [`Faults`]; every
+//! state file, every acknowledged write survives a crash. A simulated node and kubelet
+//! ([`Config::kubelet`], on by default) schedule pods, run them through their phases and
+//! confirm their graceful deletions. Tests can inject faults through [`Faults`]; every
 //! request is counted ([`ApiServer::request_counts`], `GET /metrics`).
 //!
 //! With [`Config::rbac`] (`kapsel dev-cluster --rbac`), every request is authenticated
