@@ -132,7 +132,7 @@ impl Kubelet {
         if scheduling::wants_scheduling(&pod) {
             match scheduling::choose(store, &pod) {
                 Ok(node) => {
-                    let _ = scheduling::bind(store, key, &node, Some(&uid));
+                    let _ = scheduling::bind(store, key, &node, Some(&uid), None);
                 }
                 Err(message) => scheduling::mark_unschedulable(store, key, &message),
             }

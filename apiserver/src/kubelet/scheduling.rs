@@ -103,13 +103,15 @@ pub(crate) fn set_condition(pod: &mut Value, mut condition: Value, now: &str) {
 }
 
 /// Assigns the pod `key` to `node`, as `POST pods/NAME/binding` does (kube's
-/// `BindingREST.assignPod`): `spec.nodeName` and `PodScheduled=True`, in one write.
-/// `uid`, when given, must be the pod's (the binding's precondition).
+/// `BindingREST.assignPod`): `spec.nodeName`, the binding's `annotations` merged into the
+/// pod's, and `PodScheduled=True`, in one write. `uid`, when given, must be the pod's (the
+/// binding's precondition).
 pub(crate) fn bind(
     store: &mut Store,
     key: &ObjKey,
     node: &str,
     uid: Option<&str>,
+    annotations: Option<&serde_json::Map<String, Value>>,
 ) -> Result<Arc<Value>, ApiError> {
     let conflict = |message: String| {
         let target = Target {
@@ -164,6 +166,13 @@ pub(crate) fn bind(
     }
     let mut bound = pod.clone();
     bound["spec"]["nodeName"] = json!(node);
+    if let Some(given) = annotations.filter(|a| !a.is_empty()) {
+        let meta = crate::meta::meta_mut(&mut bound);
+        let merged = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(merged) = merged.as_object_mut() {
+            merged.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
     set_condition(
         &mut bound,
         json!({"type": "PodScheduled", "status": "True"}),

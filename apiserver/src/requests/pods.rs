@@ -140,7 +140,10 @@ fn bind(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     }
     let uid = meta_str(&binding, "uid");
     let key = call.scope.key(name);
-    scheduling::bind(&mut call.shared.lock(), &key, node, Some(uid))?;
+    let annotations = binding
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object);
+    scheduling::bind(&mut call.shared.lock(), &key, node, Some(uid), annotations)?;
     Ok(created())
 }
 

@@ -505,7 +505,7 @@ async fn without_the_kubelet_pods_stay_as_stored() {
         .await
         .unwrap();
     // A binding, as a scheduler of the test's own would write it.
-    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "still"}, "target": {"kind": "Node", "name": "n1"}});
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "still", "annotations": {"placed-by": "test"}}, "target": {"kind": "Node", "name": "n1"}});
     let bound = post(&server, &format!("{PODS}/still/binding"), binding.clone()).await;
     assert_eq!(
         (bound.code, bound.json()["status"].as_str()),
@@ -518,6 +518,7 @@ async fn without_the_kubelet_pods_stay_as_stored() {
         "Operation cannot be fulfilled on pods/binding \"still\": pod still is already assigned to node \"n1\""
     );
     let stored = pods.get("still").await.unwrap();
+    assert_eq!(stored.metadata.annotations.unwrap()["placed-by"], "test");
     assert_eq!(stored.spec.unwrap().node_name.as_deref(), Some("n1"));
     let status = stored.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Pending"));
