@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kapsel_cli::Runner;
-use kapsel_host::testing::{CaseSummary, replay};
+use kapsel_host::testing::{CaseSummary, Cluster, ServerConfig, replay};
 use kapsel_tests::{PATIENCE, create, create_kopfexamples_crd, delete, guest, kopfexamples, patch};
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
@@ -45,19 +45,27 @@ async fn wait_for(
 }
 
 /// Records `guest` (a `kapsel run` command line on a fresh cluster) while `scene` acts.
+/// The cluster runs no simulated kubelet, as the replay's: its changes to pods would come
+/// before or after the operator's listing, as it happens, and the recording would differ.
 async fn record<F, Fut>(guest_path: &Path, file: &Path, scene: F)
 where
     F: FnOnce(kube::Client, kapsel_host::Journal) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let runner = Runner::start([
-        "run",
-        "-A",
-        "--standalone",
-        "--record",
-        &file.to_string_lossy(),
-        &guest_path.to_string_lossy(),
-    ])
+    let cluster = Cluster::start_with(ServerConfig::default().kubelet(false))
+        .await
+        .expect("a cluster");
+    let runner = Runner::start_on(
+        cluster.client(),
+        [
+            "run",
+            "-A",
+            "--standalone",
+            "--record",
+            &file.to_string_lossy(),
+            &guest_path.to_string_lossy(),
+        ],
+    )
     .await
     .expect("started");
     scene(runner.client(), runner.journal().clone()).await;
@@ -369,11 +377,7 @@ async fn raw_events_of_pods_replay_one_for_one() {
     let seed = guest("seed");
     record(&seed, &file, |client, journal| async move {
         let pods = kapsel_tests::core("Pod", "pods");
-        // The simulated kubelet schedules and runs it (its changes are recorded too);
-        // without a grace period its deletion is not held until the kubelet confirms it.
-        let mut pod = kapsel_tests::pod("web-1");
-        pod["spec"]["terminationGracePeriodSeconds"] = json!(0);
-        create(&client, &pods, Some("default"), pod).await;
+        create(&client, &pods, Some("default"), kapsel_tests::pod("web-1")).await;
         // Seen before it changes: created and deleted before the operator's first
         // listing, the pod would never be seen at all.
         journal
