@@ -10,8 +10,11 @@
 //! refused, and the version before it keeps serving; the refusal is logged, journaled
 //! (and so counted in `kapsel_guest_reloads_total{result="refused"}`), listed in the
 //! liveness answer (`refused-guests`, without failing it), and posted as a Warning Event
-//! about the operator's pod, or else its peering object. A removed guest's cleanup
-//! handlers run once it no longer serves.
+//! about the operator's pod (`POD_NAME` and `POD_NAMESPACE`, which `deploy/` sets from
+//! the downward API), or else, run outside a pod, its peering object; standalone and
+//! outside a pod there is no object that stands for the operator, and a line at start
+//! says the Events are not posted. A removed guest's cleanup handlers run once it no
+//! longer serves.
 //!
 //! What handlers that disappear leave behind is decided as Kopf decides it for an
 //! operator restarted with fewer handlers — which it sees as a relisting of every object;
@@ -438,12 +441,15 @@ pub(crate) fn reported_object(
     })
 }
 
-/// The pod the operator runs in, from the environment: its name in `POD_ID` (Kopf's
-/// identity variable, which deployments set to the pod's name), its namespace in
-/// `POD_NAMESPACE`, or else the namespace of the pod's service account.
+/// The pod the operator runs in, from the environment (the downward API's variables,
+/// which `deploy/` sets): its name in `POD_NAME`, or else `POD_ID` (Kopf's identity
+/// variable, which deployments set to the pod's name too); its namespace in
+/// `POD_NAMESPACE`, or else the namespace of the pod's service account. Without both
+/// (run outside a pod), none.
 pub(crate) fn pod_from_environment() -> Option<(String, String)> {
     const ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-    let name = std::env::var("POD_ID").ok().filter(|n| !n.is_empty())?;
+    let variable = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let name = variable("POD_NAME").or_else(|| variable("POD_ID"))?;
     let namespace = std::env::var("POD_NAMESPACE")
         .ok()
         .or_else(|| std::fs::read_to_string(ACCOUNT_NAMESPACE).ok())

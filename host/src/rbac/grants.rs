@@ -117,6 +117,18 @@ pub(super) fn grants(needs: &GuestNeeds, mode: &Mode, operator_namespace: &str) 
         grants.grant(None, "", "namespaces", &["list", "watch"]);
     }
     grants.grant(named, "", "events", &["create"]);
+    // Events about the operator itself (a guest a reload refused) are about its pod, in
+    // its own namespace.
+    if let Some(names) = named
+        && !names.iter().any(|n| n == operator_namespace)
+    {
+        grants.grant(
+            Some(&[operator_namespace.to_owned()]),
+            "",
+            "events",
+            &["create"],
+        );
+    }
     // Events about cluster-scoped objects go to `default` (as Kopf posts them).
     if let Some(names) = named
         && !names.iter().any(|n| n == "default")

@@ -170,6 +170,8 @@ fn named_namespaces_get_a_role_each_and_the_cluster_role_keeps_the_rest() {
             ("ClusterRoleBinding".into(), String::new()),
             ("Role".into(), "default".into()),
             ("RoleBinding".into(), "default".into()),
+            ("Role".into(), "ops".into()),
+            ("RoleBinding".into(), "ops".into()),
             ("Role".into(), "team-a".into()),
             ("RoleBinding".into(), "team-a".into()),
             ("Role".into(), "team-b".into()),
@@ -196,7 +198,7 @@ fn named_namespaces_get_a_role_each_and_the_cluster_role_keeps_the_rest() {
     ] {
         assert!(verbs(cluster, group, resource).is_empty(), "{resource}");
     }
-    for role in [&documents[5], &documents[7]] {
+    for role in [&documents[7], &documents[9]] {
         assert_eq!(
             verbs(role, "kopf.dev", "kopfexamples"),
             ["list", "patch", "watch"]
@@ -209,8 +211,11 @@ fn named_namespaces_get_a_role_each_and_the_cluster_role_keeps_the_rest() {
     // Events about the cluster-scoped clusterexamples go to `default`.
     assert_eq!(verbs(&documents[3], "", "events"), ["create"]);
     assert_eq!(documents[3]["rules"].as_array().map(Vec::len), Some(1));
-    assert_eq!(documents[6]["roleRef"]["kind"], "Role");
-    assert_eq!(documents[6]["subjects"][0]["namespace"], "ops");
+    // Events about the operator itself are about its pod, in its own namespace.
+    assert_eq!(verbs(&documents[5], "", "events"), ["create"]);
+    assert_eq!(documents[5]["rules"].as_array().map(Vec::len), Some(1));
+    assert_eq!(documents[8]["roleRef"]["kind"], "Role");
+    assert_eq!(documents[8]["subjects"][0]["namespace"], "ops");
 }
 
 #[test]
@@ -336,7 +341,15 @@ fn admission_handlers_get_their_configurations_and_the_certificates_secret() {
             verbs(role, "", "secrets:kapsel-admission-tls"),
             ["get", "update"]
         );
-        assert_eq!(role["rules"].as_array().map(Vec::len), Some(2), "{role}");
+        // With -n, beside its Events (about the operator's pod); cluster-wide, the
+        // ClusterRole grants those.
+        let events = usize::from(!namespaces.is_empty());
+        assert_eq!(verbs(role, "", "events").len(), events);
+        assert_eq!(
+            role["rules"].as_array().map(Vec::len),
+            Some(2 + events),
+            "{role}"
+        );
         let binding = documents
             .iter()
             .find(|d| d["kind"] == "RoleBinding" && d["metadata"]["namespace"] == "ops")

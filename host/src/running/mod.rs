@@ -254,9 +254,10 @@ impl Operator {
     }
 
     /// The pod this operator runs in, whose Warning Events tell about guests a reload
-    /// refused. Default: the pod named by the environment variable `POD_ID` in the
-    /// namespace `POD_NAMESPACE` (or that of the pod's service account); without one,
-    /// the Events are about the operator's peering object, if it peers.
+    /// refused. Default: the pod named by the environment variable `POD_NAME` (or else
+    /// `POD_ID`) in the namespace `POD_NAMESPACE` (or that of the pod's service
+    /// account), as `deploy/` sets them from the downward API; without one (run outside
+    /// a pod), the Events are about the operator's peering object, if it peers.
     pub fn pod(mut self, namespace: impl Into<String>, name: impl Into<String>) -> Operator {
         self.pod = Some((namespace.into(), name.into()));
         self
@@ -576,6 +577,13 @@ impl Operator {
                 &self.settings.peering,
                 &self.settings.scope,
             );
+            if involved.is_none() {
+                tracing::info!(
+                    "Events about the operator (refused guests) are logged only: it runs \
+                     outside a pod (no POD_NAME and POD_NAMESPACE) and peers through no \
+                     one peering object."
+                );
+            }
             reporting.events = involved
                 .map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
             let reloader = Reloader {

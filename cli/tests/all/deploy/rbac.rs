@@ -1,5 +1,6 @@
 //! The RBAC side of deploying: an overlay's operator, restricted to a namespace, runs
-//! on the Role `kapsel rbac` gave it there; the committed manifests are what `make
+//! on the Role `kapsel rbac` gave it there, and posts its Events about itself on its pod;
+//! the committed manifests are what `make
 //! deploy-manifests` writes; `kapsel rbac` resolves offline (`--crd`) as it does on a
 //! cluster, and says what is wrong with a CRD file.
 
@@ -124,6 +125,26 @@ async fn an_overlay_of_ones_own_guests_runs_on_the_role_of_its_namespace() {
         object.pointer("/status/web/service").cloned()
     })
     .await;
+
+    // A broken guest added to its folder: the reload refuses it, and the Warning Event
+    // is about the operator's pod, in its namespace (POD_NAME and POD_NAMESPACE from the
+    // downward API), though it runs standalone, with the Role `kapsel rbac` gave it there.
+    std::fs::write(pod.volume("guests").join("broken.wasm"), b"not a component").unwrap();
+    let event = eventually("the GuestRefused Event", || async {
+        let events = cluster.list("v1", "events", Some("kapsel")).await;
+        events.into_iter().find(|e| e["reason"] == "GuestRefused")
+    })
+    .await;
+    let involved = &event["involvedObject"];
+    assert_eq!(
+        (&involved["kind"], &involved["name"], &involved["namespace"]),
+        (&json!("Pod"), &json!(pod.name), &json!("kapsel")),
+        "{event}"
+    );
+    assert!(
+        event["message"].as_str().unwrap().contains("broken.wasm"),
+        "{event}"
+    );
     let log = pod.stop().await;
     assert!(!mentions_a_refusal(&log), "{log}");
 }

@@ -249,6 +249,8 @@ pub(crate) struct Pod {
     pub(crate) name: String,
     /// `127.0.0.1:PORT`: where `--admission-listen` listens, if the container serves it.
     pub(crate) admission: Option<String>,
+    /// Where each volume is laid out, by name.
+    volumes: Vec<(String, PathBuf)>,
 }
 
 impl Pod {
@@ -266,6 +268,7 @@ impl Pod {
 
         // Volumes, as the kubelet makes them.
         let mut mounts = Vec::new();
+        let mut volumes = Vec::new();
         for mount in strings(&container["volumeMounts"], "name")
             .into_iter()
             .zip(strings(&container["volumeMounts"], "mountPath"))
@@ -281,6 +284,7 @@ impl Pod {
             } else {
                 project(cluster, namespace, volume, &folder).await;
             }
+            volumes.push((volume_name, folder.clone()));
             mounts.push((mount_path, folder));
         }
 
@@ -385,7 +389,17 @@ impl Pod {
             probe_path: probe["path"].as_str().unwrap_or_default().to_owned(),
             name: pod_name,
             admission,
+            volumes,
         }
+    }
+
+    /// The folder of the volume `name`, as the container sees it at its mount path.
+    pub(crate) fn volume(&self, name: &str) -> &Path {
+        self.volumes
+            .iter()
+            .find(|(volume, _)| volume == name)
+            .map(|(_, folder)| folder.as_path())
+            .unwrap_or_else(|| panic!("no volume {name}"))
     }
 
     /// What the host logged so far.
