@@ -177,6 +177,9 @@ async fn answer(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError
     inject_faults(shared, &request_info(&route, &parts.method, watch_param)).await?;
     let user = if shared.rbac {
         Some(Arc::new(authorize(shared, &parts, &query)?))
+    } else if matches!(&route, Route::Resource(path) if path.is_self_subject_review()) {
+        // Without RBAC nothing else is authenticated; who the caller is, it is asked.
+        Some(Arc::new(authenticate(shared, &parts)?))
     } else {
         None
     };
@@ -277,15 +280,10 @@ fn header_text(headers: &http::HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or("")
 }
 
-/// Who a request is, and whether it may do what it asks: 401 for a bearer token that is not
-/// valid (kube's Status, "Unauthorized"), 403 with kube's wording for what RBAC does not
-/// allow. A watch is authorized as a whole, as kube does: what it streams is what its
-/// (namespace, name) scope allows.
-fn authorize(
-    shared: &Shared,
-    parts: &http::request::Parts,
-    query: &HashMap<String, String>,
-) -> Result<User, ApiError> {
+/// Who a request is (its client certificate or bearer token, then the user it
+/// impersonates): 401 for a bearer token that is not valid (kube's Status,
+/// "Unauthorized"), 403 for an impersonation not allowed.
+fn authenticate(shared: &Shared, parts: &http::request::Parts) -> Result<User, ApiError> {
     let store = shared.lock();
     let header = parts
         .headers
@@ -302,7 +300,20 @@ fn authorize(
             tracing::debug!(reason = %why, "a bearer token was refused");
             ApiError::new(401, "Unauthorized", "Unauthorized")
         })?;
-    let user = crate::rbac::acting_user(&store, user, &parts.headers)?;
+    crate::rbac::acting_user(&store, user, &parts.headers)
+}
+
+/// Who a request is, and whether it may do what it asks: 401 for a bearer token that is not
+/// valid (kube's Status, "Unauthorized"), 403 with kube's wording for what RBAC does not
+/// allow. A watch is authorized as a whole, as kube does: what it streams is what its
+/// (namespace, name) scope allows.
+fn authorize(
+    shared: &Shared,
+    parts: &http::request::Parts,
+    query: &HashMap<String, String>,
+) -> Result<User, ApiError> {
+    let user = authenticate(shared, parts)?;
+    let store = shared.lock();
     let attributes = crate::rbac::attributes(&parts.method, parts.uri.path(), query);
     crate::rbac::authorize(&store, &user, &attributes)
         .map_err(|reason| crate::rbac::forbidden(&user, &attributes, &reason))?;

@@ -45,7 +45,8 @@ ROOTS = [
     "batch.v1.Job", "batch.v1.CronJob", "rbac.v1.Role", "rbac.v1.RoleBinding",
     "rbac.v1.ClusterRole", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
     "policy.v1.PodDisruptionBudget", "networking.v1.Ingress", "coordination.v1.Lease",
-    "authentication.v1.TokenRequest", "authorization.v1.SelfSubjectAccessReview",
+    "authentication.v1.TokenRequest", "authentication.v1.SelfSubjectReview",
+    "authorization.v1.SelfSubjectAccessReview",
 ]
 FIELD = re.compile(r"^\s*(optional|repeated)?\s*(map<\s*string\s*,\s*([\w.]+)\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+);")
 

@@ -63,6 +63,18 @@ impl ResPath {
             && self.ns.is_none()
             && self.name.is_none()
     }
+
+    /// Whether this is the SelfSubjectReview collection (`kubectl auth whoami`), which is
+    /// not stored.
+    pub(crate) fn is_self_subject_review(&self) -> bool {
+        (
+            self.group.as_str(),
+            self.version.as_str(),
+            self.plural.as_str(),
+        ) == ("authentication.k8s.io", "v1", "selfsubjectreviews")
+            && self.ns.is_none()
+            && self.name.is_none()
+    }
 }
 
 /// Go's strconv.ParseBool, which kube uses for boolean query parameters.
@@ -289,6 +301,9 @@ pub(crate) async fn resource_request(
     if request.path.is_self_subject_access_review() {
         return self_subject_access_review(shared, &request);
     }
+    if request.path.is_self_subject_review() {
+        return self_subject_review(&request);
+    }
     let rt = served_type(shared, &request.path)?;
     let subresource =
         Subresource::of(&request.path, &rt).ok_or_else(|| request.path.not_served())?;
@@ -351,6 +366,22 @@ fn self_subject_access_review(
         request.user.as_deref(),
         &parse_object(request.content_type, request.body)?,
     )
+}
+
+/// POST of a SelfSubjectReview: who the request's credentials name (the server
+/// authenticates it also with RBAC off).
+fn self_subject_review(request: &ResourceRequest<'_>) -> Result<Response, ApiError> {
+    if *request.method != Method::POST {
+        return Err(ApiError::method_not_allowed(&format!(
+            "{} on this resource",
+            request.method
+        )));
+    }
+    let user = request
+        .user
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("no user present on request"))?;
+    review::self_subject_review(user, &parse_object(request.content_type, request.body)?)
 }
 
 /// POST of a TokenRequest to a ServiceAccount's `token` subresource.

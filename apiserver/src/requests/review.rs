@@ -1,6 +1,9 @@
-//! SelfSubjectAccessReview (`POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`,
-//! what `kubectl auth can-i` asks): whether the requesting user may do what the review
-//! describes, decided by the same authorizer as every request.
+//! The reviews a user asks about itself, not stored: SelfSubjectAccessReview (`POST
+//! /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`, what `kubectl auth can-i`
+//! asks): whether the requesting user may do what the review describes, decided by the
+//! same authorizer as every request; SelfSubjectReview (`POST
+//! /apis/authentication.k8s.io/v1/selfsubjectreviews`, what `kubectl auth whoami` asks):
+//! the user as the server's authentication knows it, its name and groups.
 
 use crate::auth::User;
 use crate::rbac::{Attributes, Target};
@@ -65,6 +68,30 @@ pub(super) fn self_subject_access_review(
         "metadata": {"creationTimestamp": null},
         "spec": spec,
         "status": status,
+    });
+    Ok(json_response(201, &out))
+}
+
+/// Answers a SelfSubjectReview for `user`, as kube's `selfsubjectreview` storage does:
+/// the body must be a SelfSubjectReview (its content is otherwise ignored), and the
+/// answer carries the user's name and groups (this server's users have no uid and no
+/// extra fields, which kube leaves out when empty).
+pub(super) fn self_subject_review(user: &User, review: &Value) -> Result<Response, ApiError> {
+    let kind = review.get("kind").and_then(Value::as_str);
+    let api_version = review.get("apiVersion").and_then(Value::as_str);
+    if !matches!(kind, Some("SelfSubjectReview") | None)
+        || !matches!(api_version, Some("authentication.k8s.io/v1") | None)
+    {
+        return Err(ApiError::bad_request(format!(
+            "not a SelfSubjectReview: {}",
+            kind.unwrap_or("")
+        )));
+    }
+    let out = json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": crate::meta::now()},
+        "status": {"userInfo": {"username": user.name, "groups": user.groups}},
     });
     Ok(json_response(201, &out))
 }

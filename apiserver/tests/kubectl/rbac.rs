@@ -1,6 +1,7 @@
 //! kubectl against a server with RBAC on: the admin kubeconfig, `kubectl create token`,
 //! a ServiceAccount's token with `--token`, kube's 403 as kubectl prints it, `kubectl auth
-//! can-i` (as the account, and as the admin impersonating it with `--as`).
+//! can-i` and `kubectl auth whoami` (as the account, and as the admin impersonating it
+//! with `--as`).
 
 use crate::support::*;
 use kapsel_apiserver::{ApiServer, Config};
@@ -106,11 +107,48 @@ async fn kubectl_with_rbac() {
         "{stderr}"
     );
 
+    // whoami (a SelfSubjectReview): the user as the server knows it, with its groups;
+    // the admin acting as the account is the account.
+    for who in [token.as_str(), sa] {
+        let out = k.json(&[who, "auth", "whoami"]).await;
+        assert_eq!(out["kind"], "SelfSubjectReview", "{out}");
+        assert_eq!(out["apiVersion"], "authentication.k8s.io/v1");
+        let user = &out["status"]["userInfo"];
+        assert_eq!(user["username"], "system:serviceaccount:ops:kapsel", "{out}");
+        let groups = user["groups"].as_array().expect("groups");
+        for group in [
+            "system:serviceaccounts",
+            "system:serviceaccounts:ops",
+            "system:authenticated",
+        ] {
+            assert!(groups.iter().any(|g| g == group), "{group}: {out}");
+        }
+    }
+    let out = k.ok(&["auth", "whoami"]).await;
+    assert!(
+        out.lines().any(|l| l.starts_with("Username") && l.ends_with("kapsel-admin")),
+        "{out}"
+    );
+    assert!(out.contains("system:masters"), "{out}");
+
     // Once the account is deleted, its token is refused.
     k.ok(&["delete", "serviceaccount", "kapsel", "-n", "ops"])
         .await;
     let out = k.run(&[&token, "get", "configmaps", "-n", "ops"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Unauthorized"), "{stderr}");
+    server.shutdown().await.expect("shutdown");
+}
+
+/// Without RBAC the server's kubeconfig has no credentials: `kubectl auth whoami` says the
+/// caller is anonymous, as kube-apiserver does for a request without any.
+#[tokio::test]
+async fn kubectl_whoami_without_rbac_is_anonymous() {
+    let (server, bin) = start().await;
+    let k = Kubectl::new(bin, &server, "whoami");
+    let out = k.json(&["auth", "whoami"]).await;
+    let user = &out["status"]["userInfo"];
+    assert_eq!(user["username"], "system:anonymous", "{out}");
+    assert_eq!(user["groups"], serde_json::json!(["system:unauthenticated"]));
     server.shutdown().await.expect("shutdown");
 }
