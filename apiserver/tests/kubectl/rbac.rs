@@ -114,7 +114,10 @@ async fn kubectl_with_rbac() {
         assert_eq!(out["kind"], "SelfSubjectReview", "{out}");
         assert_eq!(out["apiVersion"], "authentication.k8s.io/v1");
         let user = &out["status"]["userInfo"];
-        assert_eq!(user["username"], "system:serviceaccount:ops:kapsel", "{out}");
+        assert_eq!(
+            user["username"], "system:serviceaccount:ops:kapsel",
+            "{out}"
+        );
         let groups = user["groups"].as_array().expect("groups");
         for group in [
             "system:serviceaccounts",
@@ -126,7 +129,8 @@ async fn kubectl_with_rbac() {
     }
     let out = k.ok(&["auth", "whoami"]).await;
     assert!(
-        out.lines().any(|l| l.starts_with("Username") && l.ends_with("kapsel-admin")),
+        out.lines()
+            .any(|l| l.starts_with("Username") && l.ends_with("kapsel-admin")),
         "{out}"
     );
     assert!(out.contains("system:masters"), "{out}");
@@ -149,6 +153,9 @@ async fn kubectl_whoami_without_rbac_is_anonymous() {
     let out = k.json(&["auth", "whoami"]).await;
     let user = &out["status"]["userInfo"];
     assert_eq!(user["username"], "system:anonymous", "{out}");
-    assert_eq!(user["groups"], serde_json::json!(["system:unauthenticated"]));
+    assert_eq!(
+        user["groups"],
+        serde_json::json!(["system:unauthenticated"])
+    );
     server.shutdown().await.expect("shutdown");
 }
