@@ -521,6 +521,32 @@ impl ApiServer {
         Ok(token)
     }
 
+    /// The uid of the ServiceAccount `namespace/name`, if it exists: a new one once it was
+    /// re-created (and the tokens of the old one are refused).
+    pub fn service_account_uid(&self, namespace: &str, name: &str) -> Option<String> {
+        let store = self.shared.lock();
+        let res = (String::new(), "serviceaccounts".to_string());
+        store
+            .get(&res, &(namespace.to_string(), name.to_string()))
+            .map(|sa| meta::meta_str(sa, "uid").to_owned())
+    }
+
+    /// A kubeconfig (YAML) that acts as the ServiceAccount `namespace/name`: the admin's
+    /// ([`ApiServer::kubeconfig`]) with a token of the account
+    /// ([`ApiServer::service_account_token`]) in place of the admin's. With
+    /// [`Config::rbac`] only (without it, requests carry no credentials).
+    pub fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        valid_for: Duration,
+    ) -> Result<String, Error> {
+        let token = self.service_account_token(namespace, name, valid_for)?;
+        let ca = &self.shared.auth.credentials().tls.ca_pem;
+        let url = format!("https://{}", self.shared.addr);
+        Ok(kubeconfig::kubeconfig(&url, Some((&token, ca))))
+    }
+
     /// A client certificate and its key (PEM) for the user `user` in `groups` (and
     /// `system:authenticated`), as a cluster's CA would sign one: TLS connections that
     /// present it are that user (kube's x509 authenticator). Valid until the server

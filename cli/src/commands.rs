@@ -325,6 +325,16 @@ async fn dev_cluster(
     args: DevClusterArgs,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), CliError> {
+    let accounts = args
+        .service_accounts
+        .iter()
+        .map(|a| crate::accounts::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CliError::new(e, 2))?;
+    let kubeconfig = args
+        .server
+        .kubeconfig
+        .unwrap_or_else(default_kubeconfig_path);
     let mut config = kapsel_apiserver::Config::default()
         .port(args.server.port)
         .rbac(args.rbac)
@@ -333,8 +343,12 @@ async fn dev_cluster(
     if let Some(state) = args.state {
         config = config.state_file(state);
     }
-    let server = start_server(config, args.server.kubeconfig.as_deref()).await?;
-    shutdown.await;
+    let server = start_server(config, Some(&kubeconfig)).await?;
+    tokio::select! {
+        () = shutdown => {}
+        () = crate::accounts::write_when_they_exist(&server, &kubeconfig, &accounts),
+            if !accounts.is_empty() => {}
+    }
     tracing::info!("Stopping the API server.");
     server.shutdown().await.map_err(|e| {
         CliError::new(
@@ -384,7 +398,7 @@ async fn start_server(
         tracing::info!(
             "RBAC is enforced: that kubeconfig is the admin's (over https). A ServiceAccount's \
              token: kubectl create token NAME -n NAMESPACE (e.g. for kapsel run --kubeconfig, \
-             or kubectl --token TOKEN)."
+             or kubectl --token TOKEN), or a kubeconfig of it with --service-account NS/NAME."
         );
     }
     Ok(server)

@@ -8,6 +8,7 @@
 //! new`: the guest template, carried in the binary) and `offline` (`kapsel rbac --crd`:
 //! an in-process API server serving the given CRDs).
 
+mod accounts;
 mod args;
 mod capture;
 mod commands;

@@ -320,6 +320,17 @@ pub(crate) struct DevClusterArgs {
     /// `kubectl create token`.
     #[arg(long)]
     pub(crate) rbac: bool,
+    /// With --rbac: once the ServiceAccount NAMESPACE/NAME exists (`kubectl apply` of the
+    /// operator's manifests), write a kubeconfig that acts as it, with a token as a pod's
+    /// is (for a day), beside the admin's as `NAMESPACE-NAME.kubeconfig`: `kapsel run
+    /// --kubeconfig` with it runs the host with the Deployment's rights. Written again
+    /// when the account is re-created. Repeatable.
+    #[arg(
+        long = "service-account",
+        value_name = "NAMESPACE/NAME",
+        requires = "rbac"
+    )]
+    pub(crate) service_accounts: Vec<String>,
     /// Serve as a cluster without Kubernetes' `ShardedListAndWatch` feature gate: the
     /// `shardSelector` of lists and watches is ignored (every object is sent), where by
     /// default it selects one shard of the objects.

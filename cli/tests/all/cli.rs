@@ -275,3 +275,83 @@ fn run_reads_the_kubeconfig_it_is_given() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `dev-cluster --rbac --service-account NS/NAME`: once the account exists, a kubeconfig
+/// beside the admin's acts as it (kubectl auth whoami says so); re-created, it is written
+/// anew with a token of the new account.
+#[test]
+fn dev_cluster_writes_a_service_accounts_kubeconfig_once_it_exists() {
+    let dir = scratch("dev-account");
+    let kubeconfig = dir.join("kubeconfig");
+    let log = dir.join("log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let args = [
+        "--rbac".as_ref(),
+        "--service-account".as_ref(),
+        "ops/op".as_ref(),
+    ];
+    let (child, _addr) = start_dev_cluster_with(&kubeconfig, &args, stderr.into());
+    let account = dir.join("ops-op.kubeconfig");
+    let kubectl = |config: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(config)
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        assert!(out.status.success(), "kubectl {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let whoami = |config: &std::path::Path| {
+        let out = kubectl(
+            config,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+        );
+        out.trim().to_owned()
+    };
+    assert!(!account.exists(), "no account yet");
+    kubectl(&kubeconfig, &["create", "namespace", "ops"]);
+    for round in 0..2 {
+        kubectl(
+            &kubeconfig,
+            &["create", "serviceaccount", "op", "-n", "ops"],
+        );
+        let written = wait_for_file(&account, round);
+        assert_eq!(
+            whoami(&account),
+            "system:serviceaccount:ops:op",
+            "{written}"
+        );
+        kubectl(
+            &kubeconfig,
+            &["delete", "serviceaccount", "op", "-n", "ops"],
+        );
+        std::fs::remove_file(&account).unwrap();
+    }
+    assert_eq!(whoami(&kubeconfig), "kapsel-admin");
+    interrupt_and_wait(child);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("The ServiceAccount ops/op exists:"), "{log}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Waits for `file` to be written (its text).
+fn wait_for_file(file: &std::path::Path, round: usize) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} not written (round {round})",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
