@@ -407,8 +407,24 @@ impl Reloader {
 /// What Warning Events about refused guests are about: the operator's pod when it is
 /// known (`pod`: its namespace and name), else the peering object the operator uses
 /// (the cluster-wide one, or that of its only namespace), else nothing (they are logged
-/// only).
+/// only, which a line says).
 pub(crate) fn reported_object(
+    pod: Option<(String, String)>,
+    peering: &peering::Settings,
+    scope: &Scope,
+) -> Option<ObjectRef> {
+    let object = about(pod, peering, scope);
+    if object.is_none() {
+        tracing::info!(
+            "Events about the operator (refused guests) are logged only: it runs outside a \
+             pod (no POD_NAME and POD_NAMESPACE) and peers through no one peering object."
+        );
+    }
+    object
+}
+
+/// [`reported_object`], without the line.
+fn about(
     pod: Option<(String, String)>,
     peering: &peering::Settings,
     scope: &Scope,

@@ -577,13 +577,6 @@ impl Operator {
                 &self.settings.peering,
                 &self.settings.scope,
             );
-            if involved.is_none() {
-                tracing::info!(
-                    "Events about the operator (refused guests) are logged only: it runs \
-                     outside a pod (no POD_NAME and POD_NAMESPACE) and peers through no \
-                     one peering object."
-                );
-            }
             reporting.events = involved
                 .map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
             let reloader = Reloader {
