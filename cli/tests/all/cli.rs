@@ -355,3 +355,45 @@ fn wait_for_file(file: &std::path::Path, round: usize) -> String {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A selector that does not resolve is warned about once while it stays unresolved: the
+/// namespaces of a `-n` glob arriving after the start resolve it again (it was warned
+/// about twice), and once its CRD is created it serves.
+#[test]
+fn an_unresolved_resource_is_warned_about_once() {
+    let dir = scratch("unresolved");
+    let cluster = crate::support::DevCluster::start(&dir);
+    let log = dir.join("log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let mut operator = kapsel()
+        .args(["run", "-n", "def*", "--standalone", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .arg(crate::support::guest("minimal"))
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    crate::support::wait_until("the operator running", || {
+        read().contains("The operator is running").then_some(())
+    });
+    cluster.create(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crate::support::manifest("kopfexamples-crd.yaml"),
+    );
+    crate::support::wait_until("the stream in default", || {
+        read()
+            .contains("Starting the watch stream for kopfexamples.v1.kopf.dev in namespace default")
+            .then_some(())
+    });
+    operator.kill().ok();
+    operator.wait().ok();
+    let text = read();
+    assert_eq!(
+        text.matches("Unresolved resources cannot be served")
+            .count(),
+        1,
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -163,12 +163,16 @@ fn may_be_handed(handler: &Handler, resource: &Resource, known: &[Resource]) -> 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     handlers: Vec<Arc<Handler>>,
+    /// The selectors found ambiguous or unresolved when last resolved: warned about once
+    /// while they stay so (resolving again as namespaces or CRDs come and go).
+    warned: std::sync::Mutex<Vec<Selector>>,
 }
 
 impl Registry {
     pub(crate) fn new(handlers: Vec<Handler>) -> Registry {
         Registry {
             handlers: handlers.into_iter().map(Arc::new).collect(),
+            warned: std::sync::Mutex::default(),
         }
     }
 
@@ -212,8 +216,20 @@ impl Registry {
     /// Resources without `list` and `watch` cannot be served: said in one line.
     pub(crate) fn serve(&self, discovered: &[Resource]) -> Vec<(Resource, ResourceHandlers)> {
         let mut resolved: HashMap<Selector, Vec<Resource>> = HashMap::new();
+        let mut warned = self
+            .warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = std::mem::take(&mut *warned);
         for selector in self.selectors() {
-            match resolve(&selector, discovered) {
+            let resolution = resolve(&selector, discovered);
+            if !matches!(resolution, Resolution::Resolved(_)) {
+                warned.push(selector.clone());
+                if before.contains(&selector) {
+                    continue;
+                }
+            }
+            match resolution {
                 Resolution::Resolved(resources) => {
                     resolved.insert(selector, resources);
                 }
