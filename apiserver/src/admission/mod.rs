@@ -29,12 +29,13 @@ pub(crate) struct Attributes<'a> {
     pub(crate) name: &'a str,
     /// The sub-resource written (`status`), or "".
     pub(crate) subresource: &'a str,
-    /// CREATE, UPDATE or DELETE.
+    /// CREATE, UPDATE, DELETE or CONNECT.
     pub(crate) operation: &'static str,
     pub(crate) user: Option<&'a User>,
     pub(crate) dry_run: bool,
     /// The objects' kind when it is not the resource's: `autoscaling/v1` `Scale` for the
-    /// scale subresource (group, version, kind). Such objects are sent as they are.
+    /// scale subresource, `v1` `PodExecOptions` for `pods/exec` (group, version, kind).
+    /// Such objects are sent as they are.
     pub(crate) kind: Option<(&'static str, &'static str, &'static str)>,
 }
 
@@ -55,7 +56,9 @@ impl Attributes<'_> {
         let kind = match self.operation {
             "CREATE" => "CreateOptions",
             "UPDATE" => "UpdateOptions",
-            _ => "DeleteOptions",
+            "DELETE" => "DeleteOptions",
+            // A connection has no operation options: its options are the object.
+            _ => return Value::Null,
         };
         let mut options = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
         if self.dry_run {

@@ -150,3 +150,21 @@ pub(super) async fn scale(
     admission::mutate(call.shared, &attrs, scale, Some(old), warnings).await?;
     admission::validate(call.shared, &attrs, Some(scale), Some(old), warnings).await
 }
+
+/// Admits a connection to object `name`'s subresource `subresource` (`pods/exec`,
+/// `attach`, `portforward`): operation CONNECT, the connection's options (`kind`, of
+/// `v1`) as the object, as kube-apiserver admits them before it looks for the object.
+pub(super) async fn connect(
+    call: &Call<'_>,
+    name: &str,
+    (subresource, kind): (&'static str, &'static str),
+    options: &mut Value,
+) -> Result<(), ApiError> {
+    let mut attrs = call.attributes("CONNECT", name);
+    attrs.subresource = subresource;
+    attrs.kind = Some(("", "v1", kind));
+    // A connection's answer is its stream: warnings have nowhere to go.
+    let mut warnings = Vec::new();
+    admission::mutate(call.shared, &attrs, options, None, &mut warnings).await?;
+    admission::validate(call.shared, &attrs, Some(options), None, &mut warnings).await
+}

@@ -24,9 +24,7 @@ pub(super) enum PodSub {
     EphemeralContainers,
     Log,
     /// `exec`, `attach`, `portforward`: streams to a container (`portforward`: to the pod).
-    Stream {
-        portforward: bool,
-    },
+    Stream(Stream),
 }
 
 impl PodSub {
@@ -36,10 +34,67 @@ impl PodSub {
             "eviction" => PodSub::Eviction,
             "ephemeralcontainers" => PodSub::EphemeralContainers,
             "log" => PodSub::Log,
-            "exec" | "attach" => PodSub::Stream { portforward: false },
-            "portforward" => PodSub::Stream { portforward: true },
+            "exec" => PodSub::Stream(Stream::Exec),
+            "attach" => PodSub::Stream(Stream::Attach),
+            "portforward" => PodSub::Stream(Stream::PortForward),
             _ => return None,
         })
+    }
+}
+
+/// A stream to a pod's container, or to the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stream {
+    Exec,
+    Attach,
+    PortForward,
+}
+
+impl Stream {
+    /// Its subresource and the kind of its options.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Stream::Exec => ("exec", "PodExecOptions"),
+            Stream::Attach => ("attach", "PodAttachOptions"),
+            Stream::PortForward => ("portforward", "PodPortForwardOptions"),
+        }
+    }
+
+    /// The connection's options, read from the query as kube decodes them.
+    fn options(self, query: &HashMap<String, String>) -> Value {
+        let (_, kind) = self.names();
+        let mut options = json!({"kind": kind, "apiVersion": "v1"});
+        let flag = |key: &str| {
+            query
+                .get(key)
+                .is_some_and(|v| matches!(v.as_str(), "true" | "1"))
+        };
+        match self {
+            Stream::Exec | Stream::Attach => {
+                for key in ["stdin", "stdout", "stderr", "tty"] {
+                    if flag(key) {
+                        options[key] = json!(true);
+                    }
+                }
+                if let Some(container) = query.get("container") {
+                    options["container"] = json!(container);
+                }
+                if self == Stream::Exec {
+                    let command: Vec<&String> = query.get("command").into_iter().collect();
+                    options["command"] = json!(command);
+                }
+            }
+            Stream::PortForward => {
+                if let Some(ports) = query.get("ports") {
+                    let ports: Vec<i64> = ports
+                        .split(',')
+                        .filter_map(|p| p.trim().parse().ok())
+                        .collect();
+                    options["ports"] = json!(ports);
+                }
+            }
+        }
+        options
     }
 }
 
@@ -75,9 +130,7 @@ pub(super) async fn serve(call: &Call<'_>, sub: PodSub, name: &str) -> Result<Re
             ephemeral_containers(call, name)
         }
         (PodSub::Log, &Method::GET) => log(call, name),
-        (PodSub::Stream { portforward }, &Method::GET | &Method::POST) => {
-            stream(call, name, portforward)
-        }
+        (PodSub::Stream(kind), &Method::GET | &Method::POST) => stream(call, name, kind).await,
         _ => Err(ApiError::method_not_allowed(&format!(
             "{method} on this resource"
         ))),
@@ -340,11 +393,14 @@ fn log(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     Ok(response)
 }
 
-/// exec, attach, portforward: checked as kube-apiserver checks them, then its answer when
-/// the node's kubelet cannot be dialled (no process runs here to connect to).
-fn stream(call: &Call<'_>, name: &str, portforward: bool) -> Result<Response, ApiError> {
+/// exec, attach, portforward: admitted (operation CONNECT) and checked as kube-apiserver
+/// does, then its answer when the node's kubelet cannot be dialled (no process runs here
+/// to connect to).
+async fn stream(call: &Call<'_>, name: &str, kind: Stream) -> Result<Response, ApiError> {
+    let mut options = kind.options(call.query);
+    super::admitted::connect(call, name, kind.names(), &mut options).await?;
     let pod = pod(call, name)?;
-    if !portforward {
+    if kind != Stream::PortForward {
         container(&pod, name, call.query.get("container").map(String::as_str))?;
     }
     match node_of(call, &pod)? {

@@ -1,7 +1,7 @@
 //! The test's HTTPS admission webhook: it refuses ConfigMaps labelled `deny`, an update of
 //! one whose old version is `locked` and a delete of a `protected` one, warns, labels what
 //! it mutates (`/mutate`), copies that label into an annotation (`/copy`), bounds and
-//! rounds Scales (`/scale`), fails with a Status (`/broken`) or without (`/mute`), holds
+//! rounds Scales (`/scale`), refuses an exec of `rm` (`/connect`), fails with a Status (`/broken`) or without (`/mute`), holds
 //! its first call until released (`/hold-first`), and keeps every review it gets.
 
 use std::sync::{Arc, Mutex};
@@ -178,6 +178,17 @@ fn judge(path: &str, request: &Value) -> Value {
             let patch = base64::engine::general_purpose::STANDARD.encode(ops.to_string());
             response["patch"] = json!(patch);
             response["patchType"] = json!("JSONPatch");
+        }
+        return wrap(response);
+    }
+    if path == "/connect" {
+        // Connections: no `rm` through exec.
+        if request["object"]["command"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|a| a == "rm"))
+        {
+            response["allowed"] = json!(false);
+            response["status"] = json!({"code": 403, "message": "no rm through exec"});
         }
         return wrap(response);
     }

@@ -517,3 +517,48 @@ async fn webhooks_see_the_object_defaulted() {
     assert_eq!(spec["type"], "ClusterIP");
     assert_eq!(spec["ports"][0]["protocol"], "TCP");
 }
+
+#[tokio::test]
+async fn a_connection_is_admitted_with_its_options_before_the_pod_is_looked_up() {
+    let (server, client) = crate::start().await;
+    let hook = Webhook::start().await;
+    let mut entry = hook.entry("connect.test.kapsel.dev", "/connect", "Fail");
+    entry["rules"] = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/exec"]}]);
+    register(&client, vec![entry], vec![]).await;
+    let exec = |pod: &str, command: &str| {
+        format!(
+            "/api/v1/namespaces/default/pods/{pod}/exec?command={command}&stdout=true&container=main"
+        )
+    };
+    // Refused before the pod is looked for: there is none.
+    let refused = crate::raw(&server, "POST", &exec("absent", "rm"), None, b"").await;
+    assert_eq!(refused.code, 403, "{:?}", refused.json());
+    assert_eq!(
+        refused.json()["message"],
+        "admission webhook \"connect.test.kapsel.dev\" denied the request: no rm through exec"
+    );
+    let reviews = hook.reviews();
+    let request = &reviews.last().unwrap()["request"];
+    assert_eq!(request["operation"], "CONNECT");
+    assert_eq!(request["subResource"], "exec");
+    assert_eq!(request["name"], "absent");
+    assert_eq!(
+        request["kind"],
+        json!({"group": "", "version": "v1", "kind": "PodExecOptions"})
+    );
+    assert_eq!(
+        request["object"],
+        json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
+               "container": "main", "command": ["rm"]})
+    );
+    assert_eq!(request["options"], Value::Null);
+    // Admitted, then looked up as without webhooks; attach matches no rule.
+    let allowed = crate::raw(&server, "POST", &exec("absent", "ls"), None, b"").await;
+    assert_eq!(allowed.code, 404, "{:?}", allowed.json());
+    let attach = "/api/v1/namespaces/default/pods/absent/attach?stdout=true";
+    assert_eq!(
+        crate::raw(&server, "POST", attach, None, b"").await.code,
+        404
+    );
+    assert_eq!(hook.reviews().len(), 2);
+}
