@@ -244,7 +244,8 @@ fn options_are_read_from_kapsel_variables() {
             .collect()
     };
     assert_eq!(named("ServiceAccount"), ["ops/from-env"]);
-    assert_eq!(named("Role"), ["team-a/from-env"]);
+    // The operator's own namespace too: Events about the operator go on its Pod.
+    assert_eq!(named("Role"), ["ops/from-env", "team-a/from-env"]);
     // Standalone: no peering resources are granted.
     assert!(!stdout.contains("kopfpeerings"), "{stdout}");
 
