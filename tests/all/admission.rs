@@ -41,7 +41,7 @@ async fn webhooks_become(client: &kube::Client, mutating: bool, wanted: &[&str])
     }
 }
 
-const VALIDATING: [&str; 7] = [
+const VALIDATING: [&str; 8] = [
     "refuse-forbidden.kex.admission.test",
     "warn-long.kex.admission.test",
     "keep-immutable.kex.admission.test",
@@ -49,6 +49,7 @@ const VALIDATING: [&str; 7] = [
     "fragile-ignored.kex.admission.test",
     "refuse-when.kex.admission.test",
     "dry-runs.kex.admission.test",
+    "no-rm-exec.kex.admission.test",
 ];
 const MUTATING: [&str; 2] = [
     "mark-seen.kex.admission.test",
@@ -499,4 +500,42 @@ async fn a_crd_created_later_reaches_the_webhooks_rules() {
     .await
     .expect_err("refused");
     assert_eq!(refused.code, 422, "{refused:?}");
+}
+
+#[tokio::test]
+async fn a_connection_is_admitted_by_a_connect_handler() {
+    let (cluster, _operator) = admitting().await;
+    let exec = |command: &str| {
+        let uri =
+            format!("/api/v1/namespaces/default/pods/absent/exec?command={command}&stdout=true");
+        http::Request::post(uri)
+            .body(Vec::new())
+            .expect("a request")
+    };
+    let status = |e: kube::Error| match e {
+        kube::Error::Api(status) => *status,
+        other => panic!("not an API error: {other:?}"),
+    };
+    // The handler's refusal, before the (absent) pod is looked for.
+    let refused = status(
+        cluster
+            .client()
+            .request_text(exec("rm"))
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(refused.code, 403);
+    assert_eq!(
+        refused.message,
+        "admission webhook \"no-rm-exec.kex.admission.test\" denied the request: no rm through exec"
+    );
+    // Allowed by the handler: then the pod is looked for.
+    let allowed = status(
+        cluster
+            .client()
+            .request_text(exec("ls"))
+            .await
+            .expect_err("no such pod"),
+    );
+    assert_eq!(allowed.code, 404, "{allowed:?}");
 }

@@ -247,3 +247,14 @@ mod tests {
         assert_eq!(fragile_ignored["deadline-ms"], 500);
     }
 }
+
+/// Refuses `rm` through exec: a CONNECT of `pods/exec`, whose body is the connection's
+/// options (`PodExecOptions`).
+#[kapsel::on::validate("pods", operations = ["CONNECT"], subresource = "exec")]
+fn no_rm_exec(cause: &Cause) -> kapsel::Result<()> {
+    let command = cause.body()["command"].as_array();
+    if command.is_some_and(|c| c.iter().any(|arg| arg == "rm")) {
+        return Err(AdmissionError::new("no rm through exec").code(403).into());
+    }
+    Ok(())
+}
