@@ -386,6 +386,10 @@ impl ApiServer {
         if config.rbac {
             bootstrap_rbac(&mut store);
         }
+        // What the server made before it serves is not in the watch history, as a fresh
+        // kube-apiserver's watch cache starts at its first list: a watch from an older
+        // resourceVersion is answered 410 Gone.
+        store.expire_history();
         store.set_graceful_pods(config.kubelet);
         if let Some(path) = &config.state_file {
             // Every start writes a fresh snapshot: the log starts short, a torn last record

@@ -80,6 +80,35 @@ async fn watch_from_resource_version_replays_then_streams() {
 }
 
 #[tokio::test]
+async fn a_fresh_cluster_answers_a_watch_from_before_it_started_with_gone() {
+    // A fresh kube-apiserver's watch cache starts at its first list: what the server made
+    // before it served (its namespaces) is no history to replay.
+    let (server, _client) = start().await;
+    let r = get(
+        &server,
+        &format!("{CMS}?watch=true&resourceVersion=1&timeoutSeconds=1"),
+    )
+    .await;
+    let evs = r.events();
+    assert_eq!(types(&evs), ["ERROR"]);
+    assert_eq!(evs[0]["object"]["code"], 410);
+    let namespaces = "/api/v1/namespaces?watch=true&resourceVersion=1&timeoutSeconds=1";
+    assert_eq!(types(&get(&server, namespaces).await.events()), ["ERROR"]);
+    // From the resourceVersion of a list, the watch goes on.
+    let rv = get(&server, CMS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a resourceVersion")
+        .to_owned();
+    post(&server, CMS, json!({"metadata": {"name": "after"}})).await;
+    let r = get(
+        &server,
+        &format!("{CMS}?watch=true&resourceVersion={rv}&timeoutSeconds=1"),
+    )
+    .await;
+    assert_eq!(types(&r.events()), ["ADDED"]);
+}
+
+#[tokio::test]
 async fn bookmarks_initial_events_and_gone() {
     let (server, _client) = start().await;
     post(&server, CMS, json!({"metadata": {"name": "a"}})).await;
