@@ -69,6 +69,16 @@ const ROWS: &[Row] = &[
         true,
         false,
     ),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        &[],
+        &[],
+        true,
+        false,
+    ),
     ("", "v1", "Node", "nodes", &["no"], &[], false, true),
     (
         "",

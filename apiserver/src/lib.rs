@@ -43,6 +43,7 @@ mod kubeconfig;
 mod kubelet;
 mod list;
 mod managed;
+mod master_service;
 mod meta;
 mod negotiate;
 mod objects;
@@ -406,6 +407,8 @@ impl ApiServer {
             port: config.port,
             source,
         })?;
+        // The `default/kubernetes` Service points at the bound port.
+        master_service::reconcile(&mut store, addr);
         // With RBAC on, TLS beside plain HTTP (kubectl sends tokens only over TLS).
         let bind_error = |message: String| Error::Bind {
             port: config.port,

@@ -8,6 +8,7 @@
 
 mod apply;
 mod bodies;
+mod cluster_objects;
 mod counting;
 mod crud;
 mod discovery;
