@@ -271,6 +271,43 @@ const ROWS: &[Row] = &[
         false,
         true,
     ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        &[],
+        &[],
+        false,
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        &[],
+        &[],
+        false,
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        &[],
+        &[],
+        false,
+        false,
+    ),
+];
+
+/// The reviews: not stored, answered to a POST (`requests::review`), so only `create`.
+const REVIEWS: &[&str] = &[
+    "tokenreviews",
+    "selfsubjectreviews",
+    "selfsubjectaccessreviews",
 ];
 
 /// The built-in types, every one its group's preferred version.
@@ -279,11 +316,15 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         .map(
             |&(group, version, kind, plural, short, cats, namespaced, has_status)| {
                 // Namespaces have no deletecollection in kube.
-                let verbs = ALL_VERBS
-                    .iter()
-                    .filter(|v| plural != "namespaces" || **v != "deletecollection")
-                    .map(|v| v.to_string())
-                    .collect();
+                let verbs = if REVIEWS.contains(&plural) {
+                    vec!["create".to_string()]
+                } else {
+                    ALL_VERBS
+                        .iter()
+                        .filter(|v| plural != "namespaces" || **v != "deletecollection")
+                        .map(|v| v.to_string())
+                        .collect()
+                };
                 ResourceType {
                     group: group.into(),
                     version: version.into(),

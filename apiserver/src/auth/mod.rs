@@ -134,6 +134,27 @@ impl Credentials {
 /// Why a token was not accepted (for the log; clients get only 401).
 pub(crate) type Rejection = String;
 
+/// kube's bearer token authenticator's answer for a token no authenticator knows.
+pub(crate) const INVALID_TOKEN: &str = "invalid bearer token";
+
+/// A token's user as a TokenReview reports it.
+#[derive(Debug, Clone)]
+pub(crate) struct Reviewed {
+    pub(crate) user: User,
+    /// The user's uid (a ServiceAccount's; other users have none).
+    pub(crate) uid: String,
+    /// kube's `authentication.kubernetes.io/credential-id` extra (`JTI=…`).
+    pub(crate) credential_id: Option<String>,
+    /// The audiences asked for that the token is for.
+    pub(crate) audiences: Vec<String>,
+}
+
+/// A list of strings as Go's `%q` prints a `[]string`: `["a" "b"]`.
+fn go_quoted(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
+    format!("[{}]", quoted.join(" "))
+}
+
 /// Turns requests' tokens into users.
 #[derive(Debug)]
 pub(crate) struct Authenticator {
@@ -254,33 +275,79 @@ impl Authenticator {
     /// this server, for its issuer and audience, in time, and naming an account that
     /// exists with the uid it had when the token was issued.
     fn service_account_user(&self, store: &Store, token: &str) -> Result<User, Rejection> {
-        let claims = self
-            .credentials
-            .key
-            .verify(token)
-            .ok_or("not a token this server signed")?;
-        if claims.get("iss").and_then(Value::as_str) != Some(ISSUER) {
-            return Err("issued by another issuer".into());
+        self.service_account_review(store, token, &[ISSUER.to_string()])
+            .map(|reviewed| reviewed.user)
+    }
+
+    /// A bearer token reviewed for `audiences` (kube's TokenReview): the user it names,
+    /// with the audiences of the token among them, or why not, in kube's words. The
+    /// admin's and the static tokens are good for the API server's audience only, as
+    /// kube's audience-agnostic token authenticators.
+    pub(crate) fn review(
+        &self,
+        store: &Store,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Reviewed, Rejection> {
+        if let Some(user) = self.tokens.get(token) {
+            if !audiences.iter().any(|a| a == ISSUER) {
+                return Err(INVALID_TOKEN.into());
+            }
+            return Ok(Reviewed {
+                user: user.clone(),
+                uid: String::new(),
+                credential_id: None,
+                audiences: vec![ISSUER.into()],
+            });
         }
-        let audiences: Vec<&str> = match claims.get("aud") {
-            Some(Value::String(a)) => vec![a.as_str()],
-            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        self.service_account_review(store, token, audiences)
+    }
+
+    /// [`Authenticator::review`] of a ServiceAccount token.
+    fn service_account_review(
+        &self,
+        store: &Store,
+        token: &str,
+        wanted: &[String],
+    ) -> Result<Reviewed, Rejection> {
+        // A token this server did not sign, or of another issuer, is not one kube's
+        // ServiceAccount authenticator looks at: no authenticator knows it.
+        let claims = self.credentials.key.verify(token).ok_or(INVALID_TOKEN)?;
+        if claims.get("iss").and_then(Value::as_str) != Some(ISSUER) {
+            return Err(INVALID_TOKEN.into());
+        }
+        let audiences: Vec<String> = match claims.get("aud") {
+            Some(Value::String(a)) => vec![a.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
             _ => Vec::new(),
         };
-        if !audiences.contains(&ISSUER) {
-            return Err("the token's audiences do not include the API server's".into());
+        let matched: Vec<String> = wanted
+            .iter()
+            .filter(|a| audiences.contains(a))
+            .cloned()
+            .collect();
+        if matched.is_empty() {
+            return Err(format!(
+                "token audiences {} is invalid for the target audiences {}",
+                go_quoted(&audiences),
+                go_quoted(wanted)
+            ));
         }
         let now = unix_now();
         let time = |k: &str| claims.get(k).and_then(Value::as_i64);
         if time("exp").is_none_or(|exp| now >= exp) {
-            return Err("the token has expired".into());
+            return Err("service account token has expired".into());
         }
         if time("nbf").is_some_and(|nbf| now < nbf) {
-            return Err("the token is not valid yet".into());
+            return Err("service account token is not valid yet".into());
         }
         let private = claims
             .get("kubernetes.io")
-            .ok_or("no kubernetes.io claims")?;
+            .ok_or("service account token claims could not be validated due to unexpected validation error")?;
         let text = |p: &str| private.pointer(p).and_then(Value::as_str).unwrap_or("");
         let (ns, name, uid) = (
             text("/namespace"),
@@ -289,12 +356,12 @@ impl Authenticator {
         );
         let user = User::service_account(ns, name);
         if claims.get("sub").and_then(Value::as_str) != Some(user.name.as_str()) {
-            return Err("the subject does not match the service account".into());
+            return Err(INVALID_TOKEN.into());
         }
         let res = (String::new(), "serviceaccounts".to_string());
         let sa = store
             .get(&res, &(ns.to_string(), name.to_string()))
-            .ok_or_else(|| format!("service account {ns}/{name} has been deleted"))?;
+            .ok_or_else(|| format!("serviceaccounts \"{name}\" not found"))?;
         if meta_str(sa, "uid") != uid {
             return Err(format!(
                 "service account UID ({}) does not match claim ({uid})",
@@ -302,9 +369,17 @@ impl Authenticator {
             ));
         }
         if !meta_str(sa, "deletionTimestamp").is_empty() {
-            return Err(format!("service account {ns}/{name} is being deleted"));
+            return Err(format!("service account {ns}/{name} has been deleted"));
         }
-        Ok(user)
+        Ok(Reviewed {
+            user,
+            uid: uid.to_string(),
+            credential_id: claims
+                .get("jti")
+                .and_then(Value::as_str)
+                .map(|jti| format!("JTI={jti}")),
+            audiences: matched,
+        })
     }
 
     /// A token for the ServiceAccount `sa` (a stored object), with kube's claims, valid

@@ -2,7 +2,7 @@
 //! request: get, list and watch (`reads`); create, update, patch (server-side apply
 //! included), delete and deletecollection (`writes`), through admission webhooks
 //! (`admitted`); the scale subresource (`scale`);
-//! ServiceAccount tokens (`token`) and access reviews (`review`); pods' other subresources
+//! ServiceAccount tokens (`token`), access and token reviews (`review`); pods' other subresources
 //! (`pods`: binding, eviction, ephemeral containers, log, exec and its kin). The query parameters and
 //! bodies they share are read here.
 
@@ -60,6 +60,17 @@ impl ResPath {
             self.version.as_str(),
             self.plural.as_str(),
         ) == ("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+            && self.ns.is_none()
+            && self.name.is_none()
+    }
+
+    /// Whether this is the TokenReview collection, which is not stored.
+    fn is_token_review(&self) -> bool {
+        (
+            self.group.as_str(),
+            self.version.as_str(),
+            self.plural.as_str(),
+        ) == ("authentication.k8s.io", "v1", "tokenreviews")
             && self.ns.is_none()
             && self.name.is_none()
     }
@@ -304,6 +315,9 @@ pub(crate) async fn resource_request(
     if request.path.is_self_subject_review() {
         return self_subject_review(&request);
     }
+    if request.path.is_token_review() {
+        return token_review(shared, &request);
+    }
     let rt = served_type(shared, &request.path)?;
     let subresource =
         Subresource::of(&request.path, &rt).ok_or_else(|| request.path.not_served())?;
@@ -382,6 +396,17 @@ fn self_subject_review(request: &ResourceRequest<'_>) -> Result<Response, ApiErr
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("no user present on request"))?;
     review::self_subject_review(user, &parse_object(request.content_type, request.body)?)
+}
+
+/// POST of a TokenReview.
+fn token_review(shared: &Shared, request: &ResourceRequest<'_>) -> Result<Response, ApiError> {
+    if *request.method != Method::POST {
+        return Err(ApiError::method_not_allowed(&format!(
+            "{} on this resource",
+            request.method
+        )));
+    }
+    review::token_review(shared, &parse_object(request.content_type, request.body)?)
 }
 
 /// POST of a TokenRequest to a ServiceAccount's `token` subresource.

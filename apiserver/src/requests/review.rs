@@ -3,7 +3,9 @@
 //! asks): whether the requesting user may do what the review describes, decided by the
 //! same authorizer as every request; SelfSubjectReview (`POST
 //! /apis/authentication.k8s.io/v1/selfsubjectreviews`, what `kubectl auth whoami` asks):
-//! the user as the server's authentication knows it, its name and groups.
+//! the user as the server's authentication knows it, its name and groups; TokenReview
+//! (`POST /apis/authentication.k8s.io/v1/tokenreviews`, what webhook authenticators and
+//! kube-rbac-proxy ask): whose a token is, by the server's own authentication.
 
 use crate::auth::User;
 use crate::rbac::{Attributes, Target};
@@ -92,6 +94,60 @@ pub(super) fn self_subject_review(user: &User, review: &Value) -> Result<Respons
         "apiVersion": "authentication.k8s.io/v1",
         "metadata": {"creationTimestamp": crate::meta::now()},
         "status": {"userInfo": {"username": user.name, "groups": user.groups}},
+    });
+    Ok(json_response(201, &out))
+}
+
+/// Answers a TokenReview as kube's `tokenreview` storage does: the token is
+/// authenticated by the server's own authenticators for the review's audiences (the API
+/// server's when it names none); a token that is not good is `authenticated` false with
+/// the authenticator's error, not an error of the request.
+pub(super) fn token_review(shared: &Shared, review: &Value) -> Result<Response, ApiError> {
+    let kind = review.get("kind").and_then(Value::as_str);
+    if !matches!(kind, Some("TokenReview") | None) {
+        return Err(ApiError::bad_request(format!(
+            "not a TokenReview: {}",
+            kind.unwrap_or("")
+        )));
+    }
+    let spec = review.get("spec").cloned().unwrap_or(json!({}));
+    let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let mut audiences: Vec<String> = spec
+        .get("audiences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect();
+    if audiences.is_empty() {
+        audiences.push(crate::auth::ISSUER.to_string());
+    }
+    let reviewed = shared.auth.review(&shared.lock(), token, &audiences);
+    let status = match reviewed {
+        Ok(r) => {
+            let mut user = json!({"username": r.user.name, "groups": r.user.groups});
+            if !r.uid.is_empty() {
+                user["uid"] = json!(r.uid);
+            }
+            if let Some(id) = r.credential_id {
+                user["extra"] = json!({"authentication.kubernetes.io/credential-id": [id]});
+            }
+            json!({"authenticated": true, "user": user, "audiences": r.audiences})
+        }
+        Err(error) => json!({"user": {}, "error": error}),
+    };
+    let out = json!({
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": spec,
+        "status": status,
     });
     Ok(json_response(201, &out))
 }

@@ -22,6 +22,7 @@ mod rbac;
 mod robustness;
 mod selection;
 mod sharding;
+mod token_review;
 mod watching;
 mod webhooks;
 
