@@ -272,6 +272,16 @@ const ROWS: &[Row] = &[
         true,
     ),
     (
+        "",
+        "v1",
+        "ComponentStatus",
+        "componentstatuses",
+        &["cs"],
+        &[],
+        false,
+        false,
+    ),
+    (
         "authentication.k8s.io",
         "v1",
         "TokenReview",
@@ -318,6 +328,8 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
                 // Namespaces have no deletecollection in kube.
                 let verbs = if REVIEWS.contains(&plural) {
                     vec!["create".to_string()]
+                } else if plural == "componentstatuses" {
+                    vec!["get".to_string(), "list".to_string()]
                 } else {
                     ALL_VERBS
                         .iter()

@@ -108,6 +108,11 @@ fn builtin_columns(group: &str, plural: &str) -> &'static [BuiltinColumn] {
             ("Available", "integer", 0, "available"),
         ],
         CRDS => &[("Created At", "date", 0, "created")],
+        ("", "componentstatuses") => &[
+            ("Status", "string", 0, "healthy"),
+            ("Message", "string", 0, "healthymessage"),
+            ("Error", "string", 0, "healthyerror"),
+        ],
         _ => &[],
     }
 }
@@ -156,7 +161,7 @@ impl Columns {
             }
             None if !matches!(
                 (rt.group.as_str(), rt.plural.as_str()),
-                CRDS | ("", "events")
+                CRDS | ("", "events" | "componentstatuses")
             ) =>
             {
                 let age = col(
@@ -308,6 +313,7 @@ fn cell(c: &Cell, obj: &Value) -> Value {
                     });
                 json!(n.to_string())
             }
+            "healthy" | "healthymessage" | "healthyerror" => healthy(rule, obj),
             "phase" => json!(
                 obj.pointer("/status/phase")
                     .and_then(Value::as_str)
@@ -372,4 +378,31 @@ mod tests {
         assert_eq!(human_age(&t), "3m5s");
         assert_eq!(human_age("garbage"), "<unknown>");
     }
+}
+
+/// A ComponentStatus's cells as kube's printer shows them: its `Healthy` condition's
+/// status (`Healthy`, `Unhealthy`, or `Unknown` without one), message and error.
+fn healthy(rule: &str, obj: &Value) -> Value {
+    let condition = obj
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Healthy"));
+    let text = |k: &str| {
+        condition
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    json!(match rule {
+        "healthymessage" => text("message"),
+        "healthyerror" => text("error"),
+        _ => match condition.map(|_| text("status")).as_deref() {
+            None => "Unknown".to_string(),
+            Some("True") => "Healthy".to_string(),
+            Some(_) => "Unhealthy".to_string(),
+        },
+    })
 }

@@ -2,11 +2,12 @@
 //! request: get, list and watch (`reads`); create, update, patch (server-side apply
 //! included), delete and deletecollection (`writes`), through admission webhooks
 //! (`admitted`); the scale subresource (`scale`);
-//! ServiceAccount tokens (`token`), access and token reviews (`review`); pods' other subresources
+//! ServiceAccount tokens (`token`), access and token reviews (`review`); the control plane's health (`components`); pods' other subresources
 //! (`pods`: binding, eviction, ephemeral containers, log, exec and its kin). The query parameters and
 //! bodies they share are read here.
 
 mod admitted;
+mod components;
 mod pods;
 mod reads;
 mod review;
@@ -329,6 +330,9 @@ pub(crate) async fn resource_request(
     let watch = request.path.watch || request.watch;
     let call = Call::new(shared, request, rt, subresource)?;
     use Subresource::{Main, Pod, Scale};
+    if (call.scope.rt.group.as_str(), call.scope.rt.plural.as_str()) == ("", "componentstatuses") {
+        return components::serve(&call, &method, name.as_deref(), watch);
+    }
     match (method, subresource, name.as_deref(), watch) {
         (_, Scale, name, _) => scale::scale(&call, name).await,
         (_, Pod(sub), Some(name), _) => pods::serve(&call, sub, name).await,

@@ -9,6 +9,7 @@
 mod apply;
 mod bodies;
 mod cluster_objects;
+mod component_status;
 mod counting;
 mod crud;
 mod discovery;
