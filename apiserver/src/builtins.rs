@@ -272,6 +272,16 @@ const ROWS: &[Row] = &[
         true,
     ),
     (
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+        &["csr"],
+        &[],
+        false,
+        true,
+    ),
+    (
         "",
         "v1",
         "ComponentStatus",

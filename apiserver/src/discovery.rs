@@ -104,6 +104,15 @@ pub(crate) fn resource_list(
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if t.group == "certificates.k8s.io" && t.plural == "certificatesigningrequests" {
+            resources.push(json!({
+                "name": format!("{}/approval", t.plural),
+                "singularName": "",
+                "namespaced": false,
+                "kind": t.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if t.has_status {
             resources.push(json!({
                 "name": format!("{}/status", t.plural),

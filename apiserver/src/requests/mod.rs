@@ -2,12 +2,13 @@
 //! request: get, list and watch (`reads`); create, update, patch (server-side apply
 //! included), delete and deletecollection (`writes`), through admission webhooks
 //! (`admitted`); the scale subresource (`scale`);
-//! ServiceAccount tokens (`token`), access and token reviews (`review`); the control plane's health (`components`); pods' other subresources
+//! ServiceAccount tokens (`token`), access and token reviews (`review`); the control plane's health (`components`); CertificateSigningRequests' approval (`csr`); pods' other subresources
 //! (`pods`: binding, eviction, ephemeral containers, log, exec and its kin). The query parameters and
 //! bodies they share are read here.
 
 mod admitted;
 mod components;
+mod csr;
 mod pods;
 mod reads;
 mod review;
@@ -210,6 +211,8 @@ enum Subresource {
     Scale,
     /// `/token` of a ServiceAccount: a TokenRequest.
     Token,
+    /// `/approval` of a CertificateSigningRequest: only `status.conditions` changes.
+    Approval,
     /// The other subresources of a pod (`binding`, `eviction`, `log`, …).
     Pod(pods::PodSub),
 }
@@ -224,6 +227,12 @@ impl Subresource {
             Some("token") if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
                 Some(Subresource::Token)
             }
+            Some("approval")
+                if rt.group == "certificates.k8s.io"
+                    && rt.plural == "certificatesigningrequests" =>
+            {
+                Some(Subresource::Approval)
+            }
             Some(sub) if rt.group.is_empty() && rt.plural == "pods" => {
                 pods::PodSub::of(sub).map(Subresource::Pod)
             }
@@ -236,6 +245,7 @@ impl Subresource {
         match self {
             Subresource::Status => Some("status"),
             Subresource::Scale => Some("scale"),
+            Subresource::Approval => Some("approval"),
             Subresource::Main | Subresource::Token | Subresource::Pod(_) => None,
         }
     }
@@ -329,12 +339,13 @@ pub(crate) async fn resource_request(
     let name = request.path.name.clone();
     let watch = request.path.watch || request.watch;
     let call = Call::new(shared, request, rt, subresource)?;
-    use Subresource::{Main, Pod, Scale};
+    use Subresource::{Approval, Main, Pod, Scale};
     if (call.scope.rt.group.as_str(), call.scope.rt.plural.as_str()) == ("", "componentstatuses") {
         return components::serve(&call, &method, name.as_deref(), watch);
     }
     match (method, subresource, name.as_deref(), watch) {
         (_, Scale, name, _) => scale::scale(&call, name).await,
+        (method, Approval, Some(name), false) => csr::approval(&call, &method, name),
         (_, Pod(sub), Some(name), _) => pods::serve(&call, sub, name).await,
         (Method::GET, _, None, true) => reads::watch(call),
         (Method::GET, _, None, false) => reads::list(&call),

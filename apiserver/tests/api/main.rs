@@ -8,6 +8,7 @@
 
 mod apply;
 mod bodies;
+mod certificates;
 mod cluster_objects;
 mod component_status;
 mod counting;
