@@ -365,21 +365,6 @@ fn cell(c: &Cell, obj: &Value) -> Value {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_and_ages() {
-        let o = json!({"spec": {"a": [{"b": 1}]}});
-        assert_eq!(path(&o, ".spec.a[0].b"), Some(&json!(1)));
-        assert_eq!(path(&o, ".spec.x"), None);
-        let t = (chrono::Utc::now() - chrono::Duration::seconds(3 * 60 + 5)).to_rfc3339();
-        assert_eq!(human_age(&t), "3m5s");
-        assert_eq!(human_age("garbage"), "<unknown>");
-    }
-}
-
 /// A ComponentStatus's cells as kube's printer shows them: its `Healthy` condition's
 /// status (`Healthy`, `Unhealthy`, or `Unknown` without one), message and error.
 fn healthy(rule: &str, obj: &Value) -> Value {
@@ -405,4 +390,19 @@ fn healthy(rule: &str, obj: &Value) -> Value {
             Some(_) => "Unhealthy".to_string(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_ages() {
+        let o = json!({"spec": {"a": [{"b": 1}]}});
+        assert_eq!(path(&o, ".spec.a[0].b"), Some(&json!(1)));
+        assert_eq!(path(&o, ".spec.x"), None);
+        let t = (chrono::Utc::now() - chrono::Duration::seconds(3 * 60 + 5)).to_rfc3339();
+        assert_eq!(human_age(&t), "3m5s");
+        assert_eq!(human_age("garbage"), "<unknown>");
+    }
 }
