@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::presented::present_owned;
 use super::validation::{check_body, check_object};
-use super::{Fields, Scope, apply_defaults};
+use super::{Fields, Scope, apply_defaults, is_csr};
 use crate::meta::{meta_mut, now};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, Target};
@@ -33,6 +33,9 @@ pub(crate) fn create(
     }
     let mut obj = present_owned(&scope.rt, body);
     prepare_create(scope, &mut obj, &now);
+    if is_csr(&scope.rt) {
+        set_requester(&mut obj, fields.user());
+    }
     apply_defaults(scope, &mut obj);
     check_object(scope, &obj)?;
     check_admitted(store, scope, &obj, &name, fields)?;
@@ -136,6 +139,21 @@ fn random_suffix() -> String {
 
 /// Built-in defaulting and PrepareForCreate done by kube's strategies, for types where
 /// operators and kubectl notice.
+/// kube's CertificateSigningRequest strategy at create: the requester is who sends the
+/// request (none when the server does not authenticate), whatever the body says.
+fn set_requester(obj: &mut Value, user: Option<&crate::auth::User>) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for k in ["username", "uid", "groups", "extra"] {
+        spec.remove(k);
+    }
+    if let Some(user) = user {
+        spec.insert("username".into(), json!(user.name));
+        spec.insert("groups".into(), json!(user.groups));
+    }
+}
+
 fn prepare_create(scope: &Scope, obj: &mut Value, now: &str) {
     let rt = &scope.rt;
     let node = rt.group.is_empty() && rt.plural == "nodes";

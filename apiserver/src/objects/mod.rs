@@ -63,6 +63,11 @@ impl Fields<'_> {
     }
 }
 
+/// Whether the type is CertificateSigningRequests, whose writes kube's strategy shapes.
+fn is_csr(rt: &ResourceType) -> bool {
+    (rt.group.as_str(), rt.plural.as_str()) == ("certificates.k8s.io", "certificatesigningrequests")
+}
+
 /// What kube does to every written object: built-in defaults, and for a custom resource
 /// its structural schema's defaults and pruning.
 pub(crate) fn apply_defaults(scope: &Scope, obj: &mut Value) {

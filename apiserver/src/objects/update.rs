@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::presented::{differs_outside, is_presented, present_owned};
 use super::validation::{check_body, check_object};
-use super::{Fields, Scope, apply_defaults};
+use super::{Fields, Scope, apply_defaults, is_csr};
 use crate::meta::{meta_mut, now};
 use crate::status::ApiError;
 use crate::store::{CRDS, ObjKey, ResKey, Store, meta_str};
@@ -122,6 +122,10 @@ fn main_update(scope: &Scope, name: &str, new: Value, old: &Value) -> Result<Val
     if scope.rt.has_status {
         // With a status subresource, the main resource ignores status changes.
         set_status(&mut result, old.get("status"));
+    }
+    if is_csr(&scope.rt) {
+        // kube: a request is immutable after creation but through its subresources.
+        result["spec"] = old.get("spec").cloned().unwrap_or(Value::Null);
     }
     keep_server_metadata(old, &mut result);
     check_no_new_finalizers(scope, name, old, &result)?;

@@ -121,3 +121,34 @@ async fn a_denial_through_kube_rs_and_kubes_condition_checks() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_requester_is_who_sends_it_and_the_spec_stays() {
+    let (server, client) = start_with(Config::default().rbac(true)).await;
+    let api = Api::<CertificateSigningRequest>::all(client);
+    let body: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {"request": "Zm9v", "signerName": "example.com/signer", "username": "mallory", "groups": ["system:masters"]},
+        "status": {"conditions": [{"type": "Approved", "status": "True"}]},
+    }))
+    .expect("a CSR");
+    let created = api
+        .create(&Default::default(), &body)
+        .await
+        .expect("created");
+    let created = serde_json::to_value(created).expect("JSON");
+    assert_eq!(created["spec"]["username"], "kapsel-admin");
+    assert_eq!(
+        created["spec"]["groups"],
+        json!(["system:masters", "system:authenticated"])
+    );
+    assert_eq!(created.get("status"), None, "{created}");
+    let mut changed: CertificateSigningRequest = serde_json::from_value(created).expect("a CSR");
+    changed.spec.signer_name = "example.com/other".into();
+    let replaced = api
+        .replace("d", &Default::default(), &changed)
+        .await
+        .expect("replaced");
+    assert_eq!(replaced.spec.signer_name, "example.com/signer");
+    drop(server);
+}
