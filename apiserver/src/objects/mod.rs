@@ -1,8 +1,10 @@
 //! Object writes and reads with kube-apiserver's rules: create (`create`), get, update
 //! (`update`: PUT and the common tail of every patch), the checks of both (`validation`),
+//! CertificateSigningRequests' conditions (`csr`),
 //! and objects as a resource serves them (`presented`).
 
 mod create;
+pub(crate) mod csr;
 mod presented;
 mod update;
 mod validation;
