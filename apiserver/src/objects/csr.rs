@@ -92,3 +92,59 @@ pub(crate) fn check_approval(new: &[Value], old: &[Value]) -> Vec<(String, Strin
     }
     causes
 }
+
+/// kube's status strategy and validation of a request's `status` update, on `new` (the
+/// stored request with the new status): the Approved and Denied conditions keep their
+/// stored instances (approval is the `approval` subresource's), none of Approved,
+/// Denied and Failed is removed, timestamps are filled in, and a certificate once
+/// written stays. Returns the causes of refusal, if any.
+pub(crate) fn check_status_update(
+    new: &mut Value,
+    old: &Value,
+    now: &str,
+) -> Vec<(String, String)> {
+    let old_conditions = conditions(old);
+    let mut new_conditions = conditions(new);
+    for kind in ["Approved", "Denied"] {
+        let at = |cs: &[Value]| -> Vec<usize> {
+            cs.iter()
+                .enumerate()
+                .filter(|(_, c)| c["type"] == kind)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let (old_at, new_at) = (at(&old_conditions), at(&new_conditions));
+        if old_at.len() == new_at.len() {
+            for (o, n) in old_at.iter().zip(&new_at) {
+                new_conditions[*n] = old_conditions[*o].clone();
+            }
+        }
+    }
+    with_timestamps(&mut new_conditions, &old_conditions, now);
+    let mut causes = check_approval(&new_conditions, &old_conditions);
+    for kind in ["Approved", "Denied"] {
+        if count(&new_conditions, kind) > count(&old_conditions, kind) {
+            causes.push((
+                "status.conditions".into(),
+                format!("Forbidden: updates may not add a condition of type {kind:?}"),
+            ));
+        }
+    }
+    let certificate = |v: &Value| {
+        v.pointer("/status/certificate")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (old_certificate, new_certificate) = (certificate(old), certificate(new));
+    if !old_certificate.is_empty() && old_certificate != new_certificate {
+        causes.push((
+            "status.certificate".into(),
+            "Forbidden: updates may not modify existing certificate content".into(),
+        ));
+    }
+    if new.get("status").is_some_and(Value::is_object) && !new_conditions.is_empty() {
+        new["status"]["conditions"] = json!(new_conditions);
+    }
+    causes
+}

@@ -56,6 +56,14 @@ pub(crate) enum Fields<'a> {
 }
 
 impl Fields<'_> {
+    /// The subresource the write goes through (`status`, `approval`, …), if any.
+    fn subresource(&self) -> Option<&'static str> {
+        match self {
+            Fields::Update(who) | Fields::Applied(who) => who.subresource,
+            Fields::Keep => None,
+        }
+    }
+
     /// The user whose write this is, when RBAC is checked (server writes have none).
     fn user(&self) -> Option<&crate::auth::User> {
         match self {

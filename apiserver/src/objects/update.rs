@@ -58,7 +58,7 @@ pub(crate) fn commit_update(
         .and_then(|meta| meta.remove("managedFields"));
     check_same_object(scope, name, &new, &old)?;
     let mut result = if status_only {
-        status_update(scope, &old, &new)?
+        status_update(scope, &old, &new, fields.subresource())?
     } else {
         main_update(scope, name, new, &old)?
     };
@@ -106,10 +106,26 @@ fn set_status(obj: &mut Value, status: Option<&Value>) {
 }
 
 /// An update of the status subresource: it changes only `status`; the rest of the request
-/// is ignored.
-fn status_update(scope: &Scope, old: &Value, new: &Value) -> Result<Value, ApiError> {
+/// is ignored. A CertificateSigningRequest's `status` (not its `approval`, which checks
+/// its own) keeps its approval and its certificate as kube's strategy keeps them.
+fn status_update(
+    scope: &Scope,
+    old: &Value,
+    new: &Value,
+    subresource: Option<&str>,
+) -> Result<Value, ApiError> {
     let mut result = Value::clone(old);
     set_status(&mut result, new.get("status"));
+    if is_csr(&scope.rt) && subresource != Some("approval") {
+        let causes = super::csr::check_status_update(&mut result, old, &now());
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                scope.target(meta_str(old, "name")),
+                "CertificateSigningRequest.certificates.k8s.io",
+                &causes,
+            ));
+        }
+    }
     apply_defaults(scope, &mut result);
     check_object(scope, &result)?;
     Ok(result)

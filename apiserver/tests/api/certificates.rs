@@ -152,3 +152,36 @@ async fn the_requester_is_who_sends_it_and_the_spec_stays() {
     assert_eq!(replaced.spec.signer_name, "example.com/signer");
     drop(server);
 }
+
+#[tokio::test]
+async fn status_writes_the_certificate_but_not_the_approval() {
+    let (server, _client) = start().await;
+    let mut csr = create(&server, "e").await;
+    csr["status"] =
+        json!({"conditions": [{"type": "Approved", "status": "True", "reason": "Test"}]});
+    let approved = put(&server, &format!("{CSRS}/e/approval"), &csr)
+        .await
+        .json();
+    let status = format!("{CSRS}/e/status");
+    // A status update that rewrites the approval keeps the stored one.
+    let mut rewritten = approved.clone();
+    rewritten["status"]["conditions"][0]["reason"] = json!("Forged");
+    rewritten["status"]["certificate"] = json!("Y2VydA==");
+    let answer = put(&server, &status, &rewritten).await;
+    assert_eq!(answer.code, 200, "{}", answer.body);
+    let signed = answer.json();
+    assert_eq!(signed["status"]["conditions"][0]["reason"], "Test");
+    assert_eq!(signed["status"]["certificate"], "Y2VydA==");
+    let mut denied = signed.clone();
+    denied["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(json!({"type": "Denied", "status": "True"}));
+    denied["status"]["certificate"] = json!("b3RoZXI=");
+    let refused = put(&server, &status, &denied).await;
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        refused.json()["message"],
+        "CertificateSigningRequest.certificates.k8s.io \"e\" is invalid: status.conditions: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive, status.conditions: Forbidden: updates may not add a condition of type \"Denied\", status.certificate: Forbidden: updates may not modify existing certificate content"
+    );
+}
