@@ -25,6 +25,8 @@ PACKAGES = {
     "k8s.io.api.authentication.v1": (API, "authentication/v1"),
     "k8s.io.api.authorization.v1": (API, "authorization/v1"),
     "k8s.io.api.coordination.v1": (API, "coordination/v1"),
+    "k8s.io.api.certificates.v1": (API, "certificates/v1"),
+    "k8s.io.api.discovery.v1": (API, "discovery/v1"),
     "k8s.io.apimachinery.pkg.apis.meta.v1": (MACHINERY, "pkg/apis/meta/v1"),
 }
 # Messages with their own JSON form, decoded by hand in protobuf.rs.
@@ -46,7 +48,8 @@ ROOTS = [
     "rbac.v1.ClusterRole", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
     "policy.v1.PodDisruptionBudget", "networking.v1.Ingress", "coordination.v1.Lease",
     "authentication.v1.TokenRequest", "authentication.v1.SelfSubjectReview",
-    "authorization.v1.SelfSubjectAccessReview",
+    "authorization.v1.SelfSubjectAccessReview", "authentication.v1.TokenReview",
+    "certificates.v1.CertificateSigningRequest", "discovery.v1.EndpointSlice",
 ]
 FIELD = re.compile(r"^\s*(optional|repeated)?\s*(map<\s*string\s*,\s*([\w.]+)\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+);")
 

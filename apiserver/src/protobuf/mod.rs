@@ -83,6 +83,8 @@ fn package(api_version: &str) -> Option<&'static str> {
         "authentication.k8s.io/v1" => "api.authentication.v1",
         "authorization.k8s.io/v1" => "api.authorization.v1",
         "coordination.k8s.io/v1" => "api.coordination.v1",
+        "certificates.k8s.io/v1" => "api.certificates.v1",
+        "discovery.k8s.io/v1" => "api.discovery.v1",
         _ => return None,
     })
 }

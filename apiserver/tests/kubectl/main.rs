@@ -13,6 +13,7 @@
 //! instead of hanging it.
 
 mod builtins;
+mod cluster;
 mod custom_resources;
 mod generators;
 mod rbac;
