@@ -1,6 +1,7 @@
 //! The default ClusterRoles and ClusterRoleBindings kube-apiserver creates at start
 //! (bootstrappolicy): `cluster-admin` for `system:masters`, and the discovery, public-info
-//! and basic-user roles every authenticated user (and, for public info, everyone) has.
+//! and basic-user roles every authenticated user (and, for public info, everyone) has;
+//! `system:auth-delegator` (TokenReviews), unbound, for installers to bind.
 //! The aggregated `admin`/`edit`/`view` roles and the controllers' `system:*` roles are
 //! not created: nothing here runs as those controllers.
 
@@ -77,6 +78,15 @@ pub(crate) fn default_objects() -> Vec<(&'static str, Value)> {
             json!([
                 {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
                 {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+            ]),
+        ),
+        // For what delegates authentication and authorization to the API server
+        // (kube-rbac-proxy, extension API servers): bound by their installers, not here.
+        role(
+            "system:auth-delegator",
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
             ]),
         ),
         binding("cluster-admin", &[crate::auth::MASTERS]),

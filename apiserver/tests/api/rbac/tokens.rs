@@ -216,6 +216,7 @@ async fn tokens_and_the_admin_token_outlive_a_restart_with_a_state_file() {
         names,
         [
             "cluster-admin",
+            "system:auth-delegator",
             "system:basic-user",
             "system:discovery",
             "system:public-info-viewer"
@@ -223,4 +224,33 @@ async fn tokens_and_the_admin_token_outlive_a_restart_with_a_state_file() {
     );
     server.shutdown().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn token_reviews_need_the_auth_delegator_role() {
+    let (server, _client) = start_rbac().await;
+    let proxy = service_account(&server, "proxy", "proxy").await;
+    let reviewed = service_account(&server, "apps", "app").await;
+    let path = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": reviewed}});
+    let refused = as_token(&server, &proxy, "POST", path, Some(review.clone())).await;
+    assert_forbidden(
+        &refused,
+        "tokenreviews.authentication.k8s.io is forbidden: User \"system:serviceaccount:proxy:proxy\" cannot create resource \"tokenreviews\" in API group \"authentication.k8s.io\" at the cluster scope",
+    );
+    bind(
+        &server,
+        None,
+        "proxy-delegator",
+        "ClusterRole",
+        "system:auth-delegator",
+        ("proxy", "proxy"),
+    )
+    .await;
+    let answer = as_token(&server, &proxy, "POST", path, Some(review)).await;
+    assert_eq!(answer.code, 201, "{}", answer.body);
+    assert_eq!(
+        answer.json()["status"]["user"]["username"],
+        "system:serviceaccount:apps:app"
+    );
 }
