@@ -228,10 +228,28 @@ mod tests {
     }
 
     #[test]
+    fn refuses_rm_through_exec_only() {
+        let exec = |command: &[&str]| {
+            review("no_rm_exec")
+                .operation(Operation::Connect)
+                .subresource("exec")
+                .object(json!({"kind": "PodExecOptions", "apiVersion": "v1", "command": command}))
+                .call()
+        };
+        let refused = exec(&["rm", "-rf", "/"]);
+        assert!(!refused.allowed);
+        assert_eq!(refused.code, Some(403));
+        assert_eq!(refused.message.as_deref(), Some("no rm through exec"));
+        assert!(exec(&["ls"]).allowed);
+    }
+
+    #[test]
     fn declares_each_webhook_with_its_options() {
         let declared = declarations();
         let of = |id: &str| declared.iter().find(|d| d["id"] == id).cloned().expect(id);
-        assert_eq!(declared.len(), 9);
+        assert_eq!(declared.len(), 10);
+        assert_eq!(of("no_rm_exec")["operations"], json!(["CONNECT"]));
+        assert_eq!(of("no_rm_exec")["subresource"], "exec");
         assert_eq!(of("keep_immutable")["operations"], json!(["UPDATE"]));
         assert_eq!(of("mark_seen")["webhook"], "mutating");
         assert_eq!(of("on_delete")["operations"], json!(["DELETE"]));
