@@ -117,17 +117,7 @@ pub(super) fn token_review(shared: &Shared, review: &Value) -> Result<Response, 
             "token is required for TokenReview in authentication",
         ));
     }
-    let mut audiences: Vec<String> = spec
-        .get("audiences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect();
-    if audiences.is_empty() {
-        audiences.push(crate::auth::ISSUER.to_string());
-    }
+    let audiences = super::token::audiences_of(&spec);
     let reviewed = shared.auth.review(&shared.lock(), token, &audiences);
     let status = match reviewed {
         Ok(r) => {

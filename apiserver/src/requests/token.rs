@@ -61,17 +61,7 @@ pub(super) fn create(
             "tokens bound to a Pod or Secret (spec.boundObjectRef) are not supported by this server",
         ));
     }
-    let mut audiences: Vec<String> = spec
-        .get("audiences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect();
-    if audiences.is_empty() {
-        audiences.push(ISSUER.to_string());
-    }
+    let audiences = audiences_of(&spec);
     let body_ns = crate::meta::meta_str(request, "namespace");
     if !body_ns.is_empty() && body_ns != ns {
         return Err(ApiError::bad_request(
@@ -105,4 +95,22 @@ pub(super) fn create(
         "status": {"token": token, "expirationTimestamp": expires},
     });
     Ok(json_response(201, &out))
+}
+
+/// The audiences a TokenRequest's or TokenReview's `spec` names, else the API server's
+/// own (kube's default for both).
+pub(super) fn audiences_of(spec: &Value) -> Vec<String> {
+    let audiences: Vec<String> = spec
+        .get("audiences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect();
+    if audiences.is_empty() {
+        vec![ISSUER.to_string()]
+    } else {
+        audiences
+    }
 }
