@@ -9,25 +9,6 @@ use kapsel_host::testing::{Fault, RequestMatcher};
 use kapsel_tests::*;
 use serde_json::json;
 
-/// Creates `name` in `group` with the next patch of a kopfexample answered `fault`, and
-/// waits until that answer went out.
-async fn create_with_a_failing_patch(s: &Scene, name: &str, group: &str, fault: Fault) {
-    s.cluster.server().faults().fail_next(
-        1,
-        RequestMatcher::any().verb("patch").plural("kopfexamples"),
-        fault,
-    );
-    s.create(kopfexample(
-        name,
-        &[group],
-        json!({}),
-        json!({}),
-        json!({"field": "value"}),
-    ))
-    .await;
-    s.faults_served().await;
-}
-
 /// A 409 on the host's first write is made again at once: on handler time, without the
 /// clock ever advanced, the object is handled (a throttled object would wait for 1 s of
 /// handler time). Both writes that can conflict: the creation cycle's merge-patch (group
@@ -37,7 +18,8 @@ async fn create_with_a_failing_patch(s: &Scene, name: &str, group: &str, fault: 
 async fn a_conflict_on_a_write_is_retried_at_once() {
     let s = Scene::start("conflict").await;
     let operator = s.operator_on_handler_time();
-    create_with_a_failing_patch(&s, "merged", "optional", Fault::Conflict).await;
+    s.create_with_a_failing_patch("merged", "optional", Fault::Conflict)
+        .await;
     let done = s
         .tracker
         .wait_for("merged", "creation handled", |b| {
@@ -53,7 +35,8 @@ async fn a_conflict_on_a_write_is_retried_at_once() {
         "handled again because the first result was lost"
     );
 
-    create_with_a_failing_patch(&s, "finalized", "basic", Fault::Conflict).await;
+    s.create_with_a_failing_patch("finalized", "basic", Fault::Conflict)
+        .await;
     let done = s
         .tracker
         .wait_for("finalized", "creation handled", |b| {

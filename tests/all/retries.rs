@@ -338,26 +338,6 @@ async fn a_trapping_handler_follows_its_errors_mode() {
     s.shutdown().await;
 }
 
-/// Creates `obj` with its first patch answered 422 (Invalid, naming no result), and waits
-/// until that answer went out. No finalizer for its group: the first patch is the
-/// creation cycle's merge-patch.
-async fn create_with_an_invalid_patch(s: &Scene) {
-    s.cluster.server().faults().fail_next(
-        1,
-        RequestMatcher::any().verb("patch").plural("kopfexamples"),
-        Fault::Invalid,
-    );
-    s.create(kopfexample(
-        "obj",
-        &["optional"],
-        json!({}),
-        json!({}),
-        json!({"field": "value"}),
-    ))
-    .await;
-    s.faults_served().await;
-}
-
 /// A 422 on the merge-patch that names no result is an unexpected API error (§5.5: not
 /// retried as a request): the object is throttled for 1 s (§5.4). Kopf then waits for
 /// the object's next event; Kapsel deliberately retries the same event once the
@@ -367,7 +347,8 @@ async fn create_with_an_invalid_patch(s: &Scene) {
 async fn an_unexpected_error_on_a_patch_is_recovered_from_after_throttling() {
     let s = Scene::start("invalid").await;
     let operator = s.operator_on_handler_time();
-    create_with_an_invalid_patch(&s).await;
+    s.create_with_a_failing_patch("obj", "optional", Fault::Invalid)
+        .await;
     // Throttled on handler time: nothing happens until 1 s has passed.
     let calls = || {
         calls_for(
@@ -414,7 +395,8 @@ async fn the_error_delays_setting_changes_the_throttling() {
     let operator = s
         .cluster
         .start_operator_on_handler_time(changes_operator().settings(settings));
-    create_with_an_invalid_patch(&s).await;
+    s.create_with_a_failing_patch("obj", "optional", Fault::Invalid)
+        .await;
     s.settled(&operator, &["obj"]).await;
     advance(&operator, Duration::from_millis(2999)).await;
     let latest = s.tracker.latest("obj").expect("seen").body;

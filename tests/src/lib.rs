@@ -679,6 +679,36 @@ impl Scene {
         }
     }
 
+    /// Creates kopfexample `name` in `group` (spec `field: value`) with the next patch of
+    /// a kopfexample answered `fault`, and waits until that answer went out. For a group
+    /// without a finalizer, that patch is the creation cycle's merge-patch.
+    ///
+    /// # Panics
+    /// As [`Scene::create`] and [`Scene::faults_served`].
+    pub async fn create_with_a_failing_patch(
+        &self,
+        name: &str,
+        group: &str,
+        fault: kapsel_host::testing::Fault,
+    ) {
+        self.cluster.server().faults().fail_next(
+            1,
+            kapsel_host::testing::RequestMatcher::any()
+                .verb("patch")
+                .plural("kopfexamples"),
+            fault,
+        );
+        self.create(kopfexample(
+            name,
+            &[group],
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!({"field": "value"}),
+        ))
+        .await;
+        self.faults_served().await;
+    }
+
     /// Stops the cluster.
     ///
     /// # Panics
