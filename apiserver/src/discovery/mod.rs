@@ -1,7 +1,10 @@
 //! Discovery documents, shaped as kube-apiserver v1.32 serves them.
 
-use crate::registry::Registry;
+mod served;
+
+use crate::registry::{Registry, ResourceType};
 use serde_json::{Value, json};
+use served::{Served, served};
 use std::net::SocketAddr;
 
 /// `/version`.
@@ -71,13 +74,13 @@ pub(crate) fn resource_list(
     reg: &Registry,
     group: &str,
     version: &str,
-    has_scale: &dyn Fn(&crate::registry::ResourceType) -> bool,
+    has_scale: &dyn Fn(&ResourceType) -> bool,
 ) -> Option<Value> {
     let mut resources: Vec<Value> = Vec::new();
-    for t in reg
-        .all()
-        .iter()
-        .filter(|t| t.group == group && t.version == version)
+    for Served {
+        rt: t,
+        subresources,
+    } in served(reg, group, version, has_scale)
     {
         let mut r = json!({
             "name": t.plural,
@@ -93,34 +96,20 @@ pub(crate) fn resource_list(
             r["categories"] = json!(t.categories);
         }
         resources.push(r);
-        if has_scale(t) {
-            resources.push(json!({
-                "name": format!("{}/scale", t.plural),
+        for sub in subresources {
+            let mut s = json!({
+                "name": format!("{}/{}", t.plural, sub.name),
                 "singularName": "",
                 "namespaced": t.namespaced,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if t.group == "certificates.k8s.io" && t.plural == "certificatesigningrequests" {
-            resources.push(json!({
-                "name": format!("{}/approval", t.plural),
-                "singularName": "",
-                "namespaced": false,
-                "kind": t.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if t.has_status {
-            resources.push(json!({
-                "name": format!("{}/status", t.plural),
-                "singularName": "",
-                "namespaced": t.namespaced,
-                "kind": t.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
+                "kind": sub.kind.kind,
+                "verbs": sub.verbs,
+            });
+            // Named only where the subresource answers with another group-version's kind.
+            if (sub.kind.group.as_str(), sub.kind.version.as_str()) != (group, version) {
+                s["group"] = json!(sub.kind.group);
+                s["version"] = json!(sub.kind.version);
+            }
+            resources.push(s);
         }
     }
     if resources.is_empty() {
