@@ -208,7 +208,13 @@ async fn answer(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError
         _ if parts.method != Method::GET && parts.method != Method::HEAD => Err(
             ApiError::method_not_allowed(&format!("{} on {}", parts.method, parts.uri.path())),
         ),
-        other => discovery_request(shared, other, parts.uri.path(), accept),
+        other => discovery_request(
+            shared,
+            other,
+            parts.uri.path(),
+            accept,
+            header_text(&parts.headers, header::IF_NONE_MATCH),
+        ),
     };
     let writes = !matches!(parts.method, Method::GET | Method::HEAD);
     if writes && let Some(why) = shared.lock().journal_error() {
@@ -328,20 +334,26 @@ const OPENAPI_V2_TYPES: &[&str] = &[
     "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
 ];
 
-/// Discovery and OpenAPI v3 documents are served as JSON only; a client asking for another
-/// form only (aggregated discovery, protobuf) gets 406 and falls back, as from a server
-/// without that form.
+/// The other discovery documents and OpenAPI v3 are served as JSON only; a client asking
+/// for another form only (protobuf) gets 406 and falls back, as from a server without
+/// that form.
 const JSON_ONLY: &[&str] = &["application/json"];
+
+/// `/api` and `/apis`: plain JSON first, so that only a client naming the aggregated form
+/// gets it (as from kube-apiserver).
+const GROUP_LISTS: &[&str] = &["application/json", crate::discovery::AGGREGATED];
 
 fn discovery_request(
     shared: &Shared,
     route: Route,
     path: &str,
     accept: &str,
+    if_none_match: &str,
 ) -> Result<Response, ApiError> {
     let offers = match route {
         Route::Health | Route::NotFound | Route::Resource(_) => None,
         Route::OpenApiV2 => Some(OPENAPI_V2_TYPES),
+        Route::Api | Route::Apis => Some(GROUP_LISTS),
         _ => Some(JSON_ONLY),
     };
     let media = offers
@@ -349,6 +361,12 @@ fn discovery_request(
         .transpose()?;
     let store = shared.lock();
     let reg = &store.registry;
+    if media == Some(crate::discovery::AGGREGATED) {
+        let doc = crate::discovery::aggregated(reg, matches!(route, Route::Api), &|t| {
+            crate::scale::paths(&store, t).is_some()
+        });
+        return Ok(crate::discovery::aggregated_response(&doc, if_none_match));
+    }
     let found = match route {
         Route::Root => Some(crate::discovery::root_paths(reg)),
         Route::Version => Some(crate::discovery::version()),

@@ -1,6 +1,11 @@
 //! Discovery documents, shaped as kube-apiserver v1.32 serves them.
 
+mod aggregated;
 mod served;
+
+pub(crate) use aggregated::{
+    MEDIA_TYPE as AGGREGATED, group_discovery_list as aggregated, response as aggregated_response,
+};
 
 use crate::registry::{Registry, ResourceType};
 use serde_json::{Value, json};

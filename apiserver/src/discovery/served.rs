@@ -28,19 +28,71 @@ pub(crate) struct Served<'a> {
 }
 
 const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
+const CONNECT: &[&str] = &["create", "get"];
 
-/// The subresources a built-in type has besides `status` and `scale` (which depend on the
-/// type's definition): (group, plural, subresource, response group, version, kind, verbs).
-/// Each is answered by the server's requests (checked by `requests`' tests).
-pub(crate) const FIXED: &[(&str, &str, &str, &str, &str, &str, &[&str])] = &[(
-    "certificates.k8s.io",
-    "certificatesigningrequests",
-    "approval",
-    "certificates.k8s.io",
-    "v1",
-    "CertificateSigningRequest",
-    GET_PATCH_UPDATE,
-)];
+/// A subresource a built-in type has besides `status` and `scale` (which depend on the
+/// type's definition). Each is answered by the server's requests (the API tests request
+/// every subresource discovery names).
+struct Fixed {
+    group: &'static str,
+    plural: &'static str,
+    name: &'static str,
+    /// What it answers with: group, version, kind.
+    kind: (&'static str, &'static str, &'static str),
+    verbs: &'static [&'static str],
+}
+
+const fn fixed(
+    (group, plural, name): (&'static str, &'static str, &'static str),
+    kind: (&'static str, &'static str, &'static str),
+    verbs: &'static [&'static str],
+) -> Fixed {
+    Fixed {
+        group,
+        plural,
+        name,
+        kind,
+        verbs,
+    }
+}
+
+const CSR: &str = "certificates.k8s.io";
+
+const FIXED: &[Fixed] = &[
+    fixed(
+        (CSR, "certificatesigningrequests", "approval"),
+        (CSR, "v1", "CertificateSigningRequest"),
+        GET_PATCH_UPDATE,
+    ),
+    fixed(
+        ("", "pods", "attach"),
+        ("", "v1", "PodAttachOptions"),
+        CONNECT,
+    ),
+    fixed(("", "pods", "binding"), ("", "v1", "Binding"), &["create"]),
+    fixed(
+        ("", "pods", "ephemeralcontainers"),
+        ("", "v1", "Pod"),
+        GET_PATCH_UPDATE,
+    ),
+    fixed(
+        ("", "pods", "eviction"),
+        ("policy", "v1", "Eviction"),
+        &["create"],
+    ),
+    fixed(("", "pods", "exec"), ("", "v1", "PodExecOptions"), CONNECT),
+    fixed(("", "pods", "log"), ("", "v1", "Pod"), &["get"]),
+    fixed(
+        ("", "pods", "portforward"),
+        ("", "v1", "PodPortForwardOptions"),
+        CONNECT,
+    ),
+    fixed(
+        ("", "serviceaccounts", "token"),
+        ("authentication.k8s.io", "v1", "TokenRequest"),
+        &["create"],
+    ),
+];
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
     Gvk {
@@ -65,11 +117,11 @@ pub(crate) fn served<'a>(
         .map(|rt| {
             let mut subresources: Vec<Subresource> = FIXED
                 .iter()
-                .filter(|f| f.0 == rt.group && f.1 == rt.plural)
-                .map(|&(_, _, name, g, v, k, verbs)| Subresource {
-                    name,
-                    kind: gvk(g, v, k),
-                    verbs,
+                .filter(|f| f.group == rt.group && f.plural == rt.plural)
+                .map(|f| Subresource {
+                    name: f.name,
+                    kind: gvk(f.kind.0, f.kind.1, f.kind.2),
+                    verbs: f.verbs,
                 })
                 .collect();
             if has_scale(rt) {

@@ -6,6 +6,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+mod aggregated_discovery;
 mod apply;
 mod bodies;
 mod certificates;
