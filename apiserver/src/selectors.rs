@@ -216,7 +216,36 @@ fn valid_value(v: &str) -> Result<String, String> {
 
 /// A parsed `fieldSelector`: `path=value`, `path==value`, `path!=value`, comma-ANDed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
+pub(crate) struct FieldSelector(Vec<FieldRequirement>);
+
+/// One `field=value` or `field!=value` of a field selector.
+#[derive(Debug, Clone, PartialEq)]
+struct FieldRequirement {
+    /// The field label as the client names it.
+    label: String,
+    negated: bool,
+    value: String,
+    /// Where the object keeps it, and what it is when absent: kube reads the fields of
+    /// typed objects, where an absent boolean is `false` and an absent count `0`.
+    field: Field,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Field {
+    path: &'static str,
+    absent: &'static str,
+}
+
+/// Where a supported field label is read from, when it is not the label's own path.
+fn field_of(plural: &str, label: &str) -> Option<Field> {
+    let field = |path, absent| Some(Field { path, absent });
+    match (plural, label) {
+        ("events", "source") => field("source.component", ""),
+        ("nodes", "spec.unschedulable") => field("spec.unschedulable", "false"),
+        ("replicasets", "status.replicas") => field("status.replicas", "0"),
+        _ => None,
+    }
+}
 
 /// Fields kube-apiserver supports beyond `metadata.name`/`metadata.namespace`, by resource.
 fn extra_fields(plural: &str) -> &'static [&'static str] {
@@ -276,29 +305,34 @@ impl FieldSelector {
                 ));
             };
             let k = k.trim();
-            if k != "metadata.name"
-                && k != "metadata.namespace"
-                && !extra_fields(plural).contains(&k)
-            {
-                return Err(format!("field label not supported: {k}"));
-            }
-            out.push((k.to_string(), neg, v.trim().to_string()));
+            let field = ["metadata.name", "metadata.namespace"]
+                .into_iter()
+                .chain(extra_fields(plural).iter().copied())
+                .find(|f| *f == k)
+                .map(|path| field_of(plural, k).unwrap_or(Field { path, absent: "" }))
+                .ok_or_else(|| format!("field label not supported: {k}"))?;
+            out.push(FieldRequirement {
+                label: k.to_string(),
+                negated: neg,
+                value: v.trim().to_string(),
+                field,
+            });
         }
         Ok(FieldSelector(out))
     }
 
     pub(crate) fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, neg, want)| {
+        self.0.iter().all(|r| {
             let mut cur = Some(obj);
-            for seg in path.split('.') {
+            for seg in r.field.path.split('.') {
                 cur = cur.and_then(|c| c.get(seg));
             }
             let got = match cur {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
+                Some(Value::Null) | None => r.field.absent.to_string(),
                 Some(other) => other.to_string(),
             };
-            (got == *want) != *neg
+            (got == r.value) != r.negated
         })
     }
 }
@@ -309,7 +343,10 @@ impl std::fmt::Display for FieldSelector {
         let parts: Vec<String> = self
             .0
             .iter()
-            .map(|(k, neg, v)| format!("{k}{}{v}", if *neg { "!=" } else { "==" }))
+            .map(|r| {
+                let op = if r.negated { "!=" } else { "==" };
+                format!("{}{op}{}", r.label, r.value)
+            })
             .collect();
         f.write_str(&parts.join(","))
     }
@@ -372,5 +409,25 @@ mod tests {
         assert!(FieldSelector::parse("spec.x=1", "configmaps").is_err());
         assert!(FieldSelector::parse("status.phase=Running", "pods").is_ok());
         assert!(FieldSelector::parse("bogus", "pods").is_err());
+    }
+
+    /// kube reads fields from typed objects: an absent boolean is `false`, an absent count
+    /// `0`, an Event's `source` is its component (kube-rs's cordon test lists
+    /// `spec.unschedulable==false` nodes).
+    #[test]
+    fn field_selectors_read_typed_fields() {
+        let sel = |s: &str, plural: &str| FieldSelector::parse(s, plural).unwrap();
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        assert!(sel("spec.unschedulable==false", "nodes").matches(&node));
+        assert!(!sel("spec.unschedulable=true", "nodes").matches(&node));
+        let cordoned = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
+        assert!(sel("spec.unschedulable=true", "nodes").matches(&cordoned));
+        assert!(sel("status.replicas=0", "replicasets").matches(&json!({"status": {}})));
+        let event = json!({"source": {"component": "kubelet", "host": "n"}});
+        assert!(sel("source=kubelet", "events").matches(&event));
+        assert_eq!(
+            sel("source=kubelet", "events").to_string(),
+            "source==kubelet"
+        );
     }
 }
