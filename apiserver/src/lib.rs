@@ -142,7 +142,8 @@ pub struct Config {
     /// server's [`ApiServer::kubeconfig`] carries an admin token (a `system:masters`
     /// user), a request without a bearer token is `system:anonymous`, and one with a token
     /// that is not valid gets 401. The default ClusterRoles and bindings (cluster-admin,
-    /// discovery, public info, basic user) are created at start.
+    /// discovery, public info, basic user) are created at start either way, as every
+    /// kube-apiserver has them.
     pub rbac: bool,
     /// Bearer tokens that name users (kube's `--token-auth-file`), besides the admin token
     /// and ServiceAccount tokens.
@@ -384,9 +385,7 @@ impl ApiServer {
             Some(s) => store.load(s.resource_version, s.objects),
             None => seed(&mut store),
         }
-        if config.rbac {
-            bootstrap_rbac(&mut store);
-        }
+        bootstrap_rbac(&mut store);
         // What the server made before it serves is not in the watch history, as a fresh
         // kube-apiserver's watch cache starts at its first list: a watch from an older
         // resourceVersion is answered 410 Gone.

@@ -1,5 +1,6 @@
 //! What a fresh cluster has besides namespaces: the `default/kubernetes` Service with its
-//! Endpoints and EndpointSlice pointing at the server, kept so across restarts.
+//! Endpoints and EndpointSlice pointing at the server, kept so across restarts, and kube's
+//! default ClusterRoles and bindings, with RBAC on or off.
 
 use super::*;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
@@ -63,6 +64,31 @@ async fn a_fresh_cluster_has_the_kubernetes_service() {
         .await
         .json();
     assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+}
+
+/// kube-apiserver makes its default roles whatever authorizes requests; clients bind
+/// them (kube-rs's tests bind `cluster-admin` on any cluster).
+#[tokio::test]
+async fn a_fresh_cluster_without_rbac_has_the_default_cluster_roles() {
+    let (server, _client) = start().await;
+    for path in [
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:discovery",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin",
+    ] {
+        let r = get(&server, path).await;
+        assert_eq!(r.code, 200, "{path}: {}", r.body);
+    }
+    let admin = get(
+        &server,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+    )
+    .await
+    .json();
+    assert_eq!(
+        admin["rules"][0],
+        json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]})
+    );
 }
 
 #[tokio::test]
