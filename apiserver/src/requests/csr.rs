@@ -63,5 +63,5 @@ fn update_approval(call: &Call<'_>, method: &Method, name: &str) -> Result<Respo
         call.dry,
         Fields::Update(&call.who),
     )?;
-    Ok(answer_written(200, scope, &written, &[]))
+    Ok(answer_written(call, 200, &written, &[]))
 }

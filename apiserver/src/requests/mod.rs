@@ -192,12 +192,15 @@ pub(crate) struct ResourceRequest<'a> {
 }
 
 /// The answer to a write: the object written (shared with the store, not copied) as the
-/// resource serves it, with field validation's warnings.
-fn answer_written(code: u16, scope: &Scope, obj: &Value, warnings: &[String]) -> Response {
-    with_warnings(
-        json_response(code, &Presented::new(&scope.rt, obj)),
-        warnings,
-    )
+/// resource serves it, or only its metadata to a client that asks for
+/// `PartialObjectMetadata` (kube-rs's `patch_metadata`), with field validation's warnings.
+fn answer_written(call: &Call<'_>, code: u16, obj: &Value, warnings: &[String]) -> Response {
+    let answer = if call.view == View::Meta {
+        json_response(code, &crate::table::partial(obj))
+    } else {
+        json_response(code, &Presented::new(&call.scope.rt, obj))
+    };
+    with_warnings(answer, warnings)
 }
 
 /// The part of a resource a request is for.

@@ -22,7 +22,7 @@ pub(super) async fn create(call: &Call<'_>) -> Result<Response, ApiError> {
     let mut warnings = fv.check(&scope.rt, &obj, None, json_body(ct, body))?;
     let created =
         super::admitted::create(call, obj, Fields::Update(&call.who), &mut warnings).await?;
-    Ok(answer_written(201, scope, &created, &warnings))
+    Ok(answer_written(call, 201, &created, &warnings))
 }
 
 /// PUT of an object (or of its status): its new version.
@@ -51,7 +51,7 @@ pub(super) async fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiE
     if !meta_str(&obj, "resourceVersion").is_empty() {
         let updated =
             super::admitted::update(call, name, obj, &current, who, &mut warnings).await?;
-        return Ok(answer_written(200, scope, &updated, &warnings));
+        return Ok(answer_written(call, 200, &updated, &warnings));
     }
     // An unconditional update is written over whatever version is current when it is
     // stored, as kube's storage loop writes it: a write that lands during its webhook
@@ -66,7 +66,7 @@ pub(super) async fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiE
             }
             updated => {
                 let updated = updated?;
-                return Ok(answer_written(200, scope, &updated, &said));
+                return Ok(answer_written(call, 200, &updated, &said));
             }
         }
     }
@@ -200,7 +200,7 @@ async fn patch_once(
     let updated = super::admitted::update(call, name, new, &old, who, &mut warnings)
         .await
         .map_err(|e| Attempt::of_update(e, based_on, &patched_rv))?;
-    Ok(answer_written(200, scope, &updated, &warnings))
+    Ok(answer_written(call, 200, &updated, &warnings))
 }
 
 /// The resourceVersion an object names.
@@ -255,7 +255,7 @@ async fn apply(
             (200, updated)
         }
     };
-    Ok(answer_written(code, scope, &written, &warnings))
+    Ok(answer_written(call, code, &written, &warnings))
 }
 
 /// Reads DeleteOptions from the query and the (optional) body.

@@ -362,6 +362,23 @@ async fn metadata_only_clients() {
     assert_eq!(list.items[0].metadata.name.as_deref(), Some("m"));
     let one = api.get_metadata("m").await.unwrap();
     assert_eq!(one.metadata.labels.unwrap()["a"], "b");
+    // A write answers in the form asked for too (kube-rs's `patch_metadata`).
+    use kube::core::PartialObjectMetaExt;
+    let patch = kube::core::ObjectMeta {
+        annotations: Some([("test".to_string(), "123".to_string())].into()),
+        ..Default::default()
+    }
+    .into_request_partial::<ConfigMap>();
+    let patched = api
+        .patch_metadata("m", &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.annotations.unwrap()["test"], "123");
+    let types = patched.types.expect("types");
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
     let raw_list = raw_with(
         &server,
         "GET",
