@@ -183,7 +183,8 @@ async fn rbac_off_everything_stays_open() {
     assert_eq!(r.code, 201, "{}", r.body);
     let r = as_token(&server, "not-a-token", "GET", "/api/v1/secrets", None).await;
     assert_eq!(r.code, 200, "{}", r.body);
-    // No default roles are created.
+    // The default roles exist (kube-apiserver's `rbac/bootstrap-roles` hook runs whatever
+    // authorizes), but bind nothing that is checked.
     let r = crate::get(&server, "/apis/rbac.authorization.k8s.io/v1/clusterroles").await;
-    assert_eq!(r.json()["items"], json!([]));
+    assert!(!r.json()["items"].as_array().expect("items").is_empty());
 }
