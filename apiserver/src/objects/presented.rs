@@ -1,5 +1,5 @@
 //! Objects as a resource serves them: every version of a resource from one storage, with
-//! this version's `apiVersion` and `kind` first; and comparisons that see past them.
+//! this version's `apiVersion` and `kind` first (in kube's order); and comparisons that see past them.
 
 use crate::registry::ResourceType;
 use serde_json::{Map, Value, json};
@@ -10,13 +10,25 @@ pub(crate) fn present(rt: &ResourceType, obj: &Value) -> Value {
     present_owned(rt, obj.clone())
 }
 
+/// The type's members as kube writes them first: a built-in's `kind` then `apiVersion` (its
+/// Go struct's order), a custom resource's `apiVersion` then `kind` (Go sorts the keys of
+/// an unstructured object). Clients see it: kube-rs's errors name the column.
+fn type_members(rt: &ResourceType) -> [(&'static str, String); 2] {
+    let (kind, api_version) = (("kind", rt.kind.clone()), ("apiVersion", rt.api_version()));
+    if rt.custom {
+        [api_version, kind]
+    } else {
+        [kind, api_version]
+    }
+}
+
 /// [`present`] of an object the caller gives up: its members are moved, not copied.
 pub(crate) fn present_owned(rt: &ResourceType, mut out: Value) -> Value {
     if let Some(m) = out.as_object_mut() {
-        // Put apiVersion and kind first, as kube's encoders do.
         let mut ordered = Map::new();
-        ordered.insert("apiVersion".into(), json!(rt.api_version()));
-        ordered.insert("kind".into(), json!(rt.kind));
+        for (k, v) in type_members(rt) {
+            ordered.insert(k.into(), json!(v));
+        }
         for (k, v) in std::mem::take(m) {
             if k != "apiVersion" && k != "kind" {
                 ordered.insert(k, v);
@@ -47,8 +59,9 @@ impl serde::Serialize for Presented<'_> {
             return self.obj.serialize(serializer);
         };
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("apiVersion", &self.rt.api_version())?;
-        map.serialize_entry("kind", &self.rt.kind)?;
+        for (k, v) in type_members(self.rt) {
+            map.serialize_entry(k, &v)?;
+        }
         for (k, v) in members {
             if k != "apiVersion" && k != "kind" {
                 map.serialize_entry(k, v)?;

@@ -440,3 +440,38 @@ async fn malformed_requests_get_status_errors() {
     // The server is still fine.
     assert_eq!(get(&server, &format!("{p}/ok")).await.code, 200);
 }
+
+/// kube writes a built-in's `kind` before its `apiVersion` (Go struct order) and a custom
+/// resource's keys sorted (unstructured): clients see the order, e.g. in the column of a
+/// decoding error kube-rs reports (its `fetch_fails` test).
+#[tokio::test]
+async fn type_members_come_first_in_kubes_order() {
+    let (server, _client) = start().await;
+    let cm = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(
+        post(&server, cm, json!({"metadata": {"name": "c"}, "data": {}}))
+            .await
+            .code,
+        201
+    );
+    let r = get(&server, &format!("{cm}/c")).await;
+    assert!(
+        r.body
+            .starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","#),
+        "{}",
+        r.body
+    );
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(post(&server, crds, kopf_crd()).await.code, 201);
+    let kex = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+    let obj = json!({"kind": "KopfExample", "apiVersion": "kopf.dev/v1", "metadata": {"name": "k"}, "spec": {}});
+    let created = post(&server, kex, obj).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    for body in [created.body, get(&server, &format!("{kex}/k")).await.body] {
+        assert!(
+            body.starts_with(r#"{"apiVersion":"kopf.dev/v1","kind":"KopfExample","#),
+            "{body}"
+        );
+    }
+    server.shutdown().await.unwrap();
+}
