@@ -262,6 +262,16 @@ const ROWS: &[Row] = &[
         false,
     ),
     (
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        &[],
+        &["api-extensions"],
+        false,
+        true,
+    ),
+    (
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

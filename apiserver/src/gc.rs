@@ -190,7 +190,7 @@ pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Ar
     let obj = store.remove(res, key)?;
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
         store.drop_resource(&crd_resource(&obj));
-        store.rebuild_registry();
+        crate::apiservices::types_changed(store);
     }
     collect_dependents(store, meta_str(&obj, "uid"));
     for owner in owner_uids(&obj) {

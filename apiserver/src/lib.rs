@@ -28,6 +28,7 @@
 //! ```
 
 mod admission;
+mod apiservices;
 mod auth;
 mod builtins;
 mod cel;
@@ -386,6 +387,7 @@ impl ApiServer {
             None => seed(&mut store),
         }
         bootstrap_rbac(&mut store);
+        apiservices::reconcile(&mut store);
         // What the server made before it serves is not in the watch history, as a fresh
         // kube-apiserver's watch cache starts at its first list: a watch from an older
         // resourceVersion is answered 410 Gone.

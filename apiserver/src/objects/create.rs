@@ -263,7 +263,7 @@ fn store_created(store: &mut Store, scope: &Scope, obj: Value, name: &str) -> Ar
     let stored = store.insert(&scope.res(), obj);
     crate::gc::collect_if_orphaned(store, &scope.res(), &scope.key(name));
     if (scope.rt.group.as_str(), scope.rt.plural.as_str()) == CRDS {
-        store.rebuild_registry();
+        crate::apiservices::types_changed(store);
     }
     if scope.rt.group.is_empty() && scope.rt.plural == "namespaces" {
         // kube's service account controller gives every namespace a `default` account.

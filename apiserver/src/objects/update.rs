@@ -261,7 +261,7 @@ fn store_updated(store: &mut Store, res: &ResKey, key: &ObjKey, result: Value) -
     let stored = store.replace(res, result);
     crate::gc::collect_if_orphaned(store, res, key);
     if res.0 == CRDS.0 && res.1 == CRDS.1 {
-        store.rebuild_registry();
+        crate::apiservices::types_changed(store);
     }
     stored
 }

@@ -111,3 +111,79 @@ async fn a_restart_keeps_one_kubernetes_service_pointing_at_the_new_port() {
     assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One APIService per served group-version, as kube-aggregator registers them: the
+/// built-ins' at start, a CRD group's with its CRD, gone with it.
+#[tokio::test]
+async fn apiservices_follow_the_served_group_versions() {
+    let (server, client) = start().await;
+    let apiservices = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let list = get(&server, apiservices).await.json();
+    for name in [
+        "v1.",
+        "v1.apps",
+        "v1.apiregistration.k8s.io",
+        "v1.coordination.k8s.io",
+    ] {
+        assert!(names(&list).contains(&name.to_string()), "{name}: {list}");
+    }
+    let core = get(&server, &format!("{apiservices}/v1.")).await.json();
+    assert_eq!(core["spec"]["groupPriorityMinimum"], 18000);
+    assert_eq!(
+        core["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "onstart"
+    );
+    assert_eq!(core["status"]["conditions"][0]["type"], "Available");
+    assert_eq!(core["status"]["conditions"][0]["reason"], "Local");
+
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(post(&server, crds, kopf_crd()).await.code, 201);
+    let kopf = get(&server, &format!("{apiservices}/v1.kopf.dev")).await;
+    assert_eq!(kopf.code, 200, "{}", kopf.body);
+    let kopf = kopf.json();
+    assert_eq!(kopf["spec"]["group"], "kopf.dev");
+    assert_eq!(kopf["spec"]["groupPriorityMinimum"], 1000);
+    assert_eq!(
+        kopf["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{crds}/kopfexamples.kopf.dev"),
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        get(&server, &format!("{apiservices}/v1.kopf.dev"))
+            .await
+            .code,
+        404
+    );
+
+    // kube-rs finds the group and lists it (its `group_discovery_oneshot` test).
+    let group = kube::discovery::group(&client, "apiregistration.k8s.io")
+        .await
+        .expect("the group");
+    let (ar, _) = group.recommended_kind("APIService").expect("APIService");
+    let all = Api::<kube::core::DynamicObject>::all_with(client, &ar)
+        .list(&Default::default())
+        .await
+        .expect("a list");
+    assert_eq!(all.items.len(), names(&list).len());
+}
