@@ -19,6 +19,7 @@ mod faults;
 mod field_validation;
 mod kubelet;
 mod lifecycle;
+mod other_project;
 mod patching;
 mod persistence;
 mod rbac;
