@@ -1,5 +1,6 @@
-//! Deletion: finalizers and `deletionTimestamp`, owner-reference garbage collection,
-//! namespace and CRD cleanup (the work kube's controllers do, done inline here).
+//! Deletion: finalizers and `deletionTimestamp`, owner-reference garbage collection, CRD
+//! cleanup and a namespace's completion (the work kube's controllers do, done inline
+//! here; a namespace's content is deleted later, by `namespaces`).
 
 use crate::meta::{meta_mut, now};
 use crate::owners::owner_uids;
@@ -91,18 +92,9 @@ pub(crate) fn delete(
         if is_crd {
             crate::crd::mark_terminating(&mut obj, &now);
         }
+        // A namespace's content is deleted by the namespace controller (`namespaces`),
+        // after its delay.
         let stored = store.replace(res, obj);
-        if is_ns {
-            // The namespace controller's job: delete everything inside, then the namespace.
-            let ns = key.1.clone();
-            let namespaced: Vec<ResKey> = store.all().map(|(r, _)| r.clone()).collect();
-            for r in namespaced {
-                let keys: Vec<ObjKey> = store.list(&r, Some(&ns)).map(|(k, _)| k.clone()).collect();
-                for k in keys {
-                    delete(store, &r, &k, Propagation::Background);
-                }
-            }
-        }
         if is_crd {
             // The CRD cleanup controller: delete every instance, then the CRD.
             let cr = crd_resource(&stored);
@@ -111,7 +103,7 @@ pub(crate) fn delete(
                 delete(store, &cr, &k, Propagation::Background);
             }
         }
-        if is_ns || is_crd {
+        if is_crd {
             finish_cleanup(store, res, key);
         }
         let gone = store.get(res, key).is_none();
@@ -212,8 +204,9 @@ pub(crate) fn remove(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Ar
 }
 
 /// Once a terminating namespace or CRD has no content left, drops the system finalizer its
-/// controller holds; the object disappears when no other finalizer remains.
-fn finish_cleanup(store: &mut Store, res: &ResKey, key: &ObjKey) {
+/// controller holds; the object disappears when no other finalizer remains. A namespace
+/// only once the namespace controller made its pass (its conditions say so).
+pub(crate) fn finish_cleanup(store: &mut Store, res: &ResKey, key: &ObjKey) {
     let Some(obj) = store.get(res, key) else {
         return;
     };
@@ -221,6 +214,9 @@ fn finish_cleanup(store: &mut Store, res: &ResKey, key: &ObjKey) {
         return;
     }
     let is_ns = res.0.is_empty() && res.1 == "namespaces";
+    if is_ns && obj.pointer("/status/conditions").is_none() {
+        return;
+    }
     let empty = if is_ns {
         !store
             .all()

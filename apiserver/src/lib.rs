@@ -46,6 +46,7 @@ mod list;
 mod managed;
 mod master_service;
 mod meta;
+mod namespaces;
 mod negotiate;
 mod objects;
 mod openapi;
@@ -171,6 +172,12 @@ pub struct Config {
     pub job_pod_runtime: Duration,
     /// The line `pods/log` answers for a container that started (None: an empty log).
     pub pod_log: Option<String>,
+    /// How long after a namespace starts terminating its content is deleted, as kube's
+    /// namespace controller waits (5 s, kube's): until then the namespace is
+    /// `Terminating`, refuses new content, and its objects are still there for a client
+    /// that deletes them one by one after it (`kubectl delete -k`). Zero: at once, after
+    /// the DELETE is answered.
+    pub namespace_deletion_delay: Duration,
 }
 
 impl Default for Config {
@@ -186,6 +193,7 @@ impl Default for Config {
             kubelet: true,
             job_pod_runtime: Duration::from_secs(1),
             pod_log: None,
+            namespace_deletion_delay: namespaces::KUBE_DELAY,
         }
     }
 }
@@ -245,6 +253,13 @@ impl Config {
     #[must_use]
     pub fn job_pod_runtime(mut self, d: Duration) -> Self {
         self.job_pod_runtime = d;
+        self
+    }
+
+    /// Sets the namespace controller's delay (see [`Config::namespace_deletion_delay`]).
+    #[must_use]
+    pub fn namespace_deletion_delay(mut self, d: Duration) -> Self {
+        self.namespace_deletion_delay = d;
         self
     }
 
@@ -327,6 +342,8 @@ pub struct ApiServer {
     serving: Option<JoinHandle<()>>,
     /// The simulated kubelet's task (`Config::kubelet`).
     kubelet: Option<JoinHandle<()>>,
+    /// The namespace controller's task.
+    namespace_controller: Option<JoinHandle<()>>,
 }
 
 /// Creates the namespaces every cluster starts with.
@@ -439,6 +456,10 @@ impl ApiServer {
         let kubelet = config
             .kubelet
             .then(|| kubelet::start(shared.clone(), config.job_pod_runtime));
+        let namespace_controller = Some(namespaces::start(
+            shared.clone(),
+            config.namespace_deletion_delay,
+        ));
         let (stop, stopped) = oneshot::channel::<()>();
         let app = server::router(shared.clone());
         let serving = tokio::spawn(async move {
@@ -468,6 +489,7 @@ impl ApiServer {
             stop: Some(stop),
             serving: Some(serving),
             kubelet,
+            namespace_controller,
         })
     }
 
@@ -605,8 +627,11 @@ impl ApiServer {
     }
 
     fn stop_serving(&mut self) {
-        if let Some(kubelet) = self.kubelet.take() {
-            kubelet.abort();
+        for task in [self.kubelet.take(), self.namespace_controller.take()]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
         }
         self.shared.closer.send_modify(|n| *n += 1);
         if let Some(stop) = self.stop.take() {

@@ -339,7 +339,8 @@ async fn dev_cluster(
         .port(args.server.port)
         .rbac(args.rbac)
         .sharded_list_and_watch(!args.no_sharded_list_and_watch)
-        .kubelet(!args.no_kubelet);
+        .kubelet(!args.no_kubelet)
+        .namespace_deletion_delay(Duration::from_millis(args.namespace_deletion_delay));
     if let Some(state) = args.state {
         config = config.state_file(state);
     }

@@ -315,37 +315,79 @@ async fn an_owner_in_another_namespace_is_reported_and_taken_for_absent() {
     assert_eq!(reported, 1, "only the node's Event: {events}");
 }
 
-#[tokio::test]
-async fn namespace_deletion_deletes_contents() {
-    let (server, _client) = start().await;
+/// Waits until the object at `path` is gone (404), following a watch of its collection.
+async fn await_gone(client: &Client, ns: Option<&str>, plural_api: (&str, &str, &str), name: &str) {
+    use kube::runtime::wait::{await_condition, conditions};
+    let (group, version, kind) = plural_api;
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .expect("a kind");
+    let api: kube::Api<kube::core::DynamicObject> = match ns {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+        None => kube::Api::all_with(client.clone(), &ar),
+    };
+    let Some(obj) = api.get_opt(name).await.expect("a get") else {
+        return;
+    };
+    let uid = obj.metadata.uid.expect("a uid");
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        await_condition(api, name, conditions::is_deleted(&uid)),
+    )
+    .await
+    .expect("deleted in time")
+    .expect("a watch");
+}
+
+async fn doomed_namespace(server: &ApiServer) {
     post(
-        &server,
+        server,
         "/api/v1/namespaces",
         json!({"metadata": {"name": "doomed"}}),
     )
     .await;
-    post(
-        &server,
-        "/api/v1/namespaces/doomed/configmaps",
+    for cm in [
         json!({"metadata": {"name": "a"}}),
-    )
-    .await;
-    post(
-        &server,
-        "/api/v1/namespaces/doomed/configmaps",
         json!({"metadata": {"name": "b", "finalizers": ["x.example.com/y"]}}),
-    )
-    .await;
-    let r = raw(&server, "DELETE", "/api/v1/namespaces/doomed", None, b"").await;
+    ] {
+        assert_eq!(
+            post(server, "/api/v1/namespaces/doomed/configmaps", cm)
+                .await
+                .code,
+            201
+        );
+    }
+    let r = raw(server, "DELETE", "/api/v1/namespaces/doomed", None, b"").await;
     assert_eq!(r.code, 200, "{}", r.body);
-    assert_status(
-        &get(&server, "/api/v1/namespaces/doomed/configmaps/a").await,
-        404,
-        "NotFound",
-    );
-    // Held by b's finalizer: the namespace is Terminating and refuses new content.
+    assert_eq!(r.json()["status"]["phase"], "Terminating");
+}
+
+/// As kube's namespace controller, the dev cluster waits before it deletes a terminating
+/// namespace's content (5 s), so a client deleting the namespace and then its objects
+/// (`kubectl delete -k`) finds them; new content is refused meanwhile.
+#[tokio::test]
+async fn a_terminating_namespace_keeps_its_content_for_kubes_delay() {
+    let (server, _client) = start().await;
+    doomed_namespace(&server).await;
     let ns = get(&server, "/api/v1/namespaces/doomed").await.json();
     assert_eq!(ns["status"]["phase"], "Terminating");
+    assert!(ns["status"].get("conditions").is_none(), "{ns}");
+    assert_eq!(
+        get(&server, "/api/v1/namespaces/doomed/configmaps/a")
+            .await
+            .code,
+        200
+    );
+    let r = raw(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/doomed/configmaps/a",
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
     assert_status(
         &post(
             &server,
@@ -355,6 +397,38 @@ async fn namespace_deletion_deletes_contents() {
         .await,
         403,
         "Forbidden",
+    );
+}
+
+#[tokio::test]
+async fn namespace_deletion_deletes_contents() {
+    let config = Config::default().namespace_deletion_delay(Duration::ZERO);
+    let (server, client) = start_with(config).await;
+    doomed_namespace(&server).await;
+    await_gone(&client, Some("doomed"), ("", "v1", "ConfigMap"), "a").await;
+    // Held by b's finalizer: the namespace stays Terminating and says why.
+    let ns = get(&server, "/api/v1/namespaces/doomed").await.json();
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let condition = |ty: &str| {
+        ns["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .find(|c| c["type"] == ty)
+            .cloned()
+            .unwrap_or_else(|| panic!("{ty}: {ns}"))
+    };
+    assert_eq!(
+        condition("NamespaceContentRemaining")["message"],
+        "Some resources are remaining: configmaps. has 1 resource instances"
+    );
+    assert_eq!(
+        condition("NamespaceFinalizersRemaining")["message"],
+        "Some content in the namespace has finalizers remaining: x.example.com/y in 1 resource instances"
+    );
+    assert_eq!(
+        condition("NamespaceDeletionContentFailure")["status"],
+        "False"
     );
     let r = raw(
         &server,
@@ -370,6 +444,26 @@ async fn namespace_deletion_deletes_contents() {
         404,
         "NotFound",
     );
+}
+
+/// An empty namespace goes after the delay too, and one of the same name made again is
+/// handled again.
+#[tokio::test]
+async fn an_empty_namespace_goes_after_the_delay_each_time() {
+    let config = Config::default().namespace_deletion_delay(Duration::from_millis(50));
+    let (server, client) = start_with(config).await;
+    for _ in 0..2 {
+        let r = post(
+            &server,
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": "brief"}}),
+        )
+        .await;
+        assert_eq!(r.code, 201, "{}", r.body);
+        let r = raw(&server, "DELETE", "/api/v1/namespaces/brief", None, b"").await;
+        assert_eq!(r.code, 200, "{}", r.body);
+        await_gone(&client, None, ("", "v1", "Namespace"), "brief").await;
+    }
 }
 
 #[tokio::test]

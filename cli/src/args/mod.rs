@@ -341,6 +341,11 @@ pub(crate) struct DevClusterArgs {
     /// run, and are deleted after their grace period.
     #[arg(long)]
     pub(crate) no_kubelet: bool,
+    /// How long after a namespace starts terminating its content is deleted, in
+    /// milliseconds, as kube's namespace controller waits (5 s): until then a client can
+    /// still delete the namespace's objects one by one (`kubectl delete -k`). 0: at once.
+    #[arg(long, value_name = "MILLISECONDS", default_value_t = 5000)]
+    pub(crate) namespace_deletion_delay: u64,
 }
 
 #[cfg(test)]
