@@ -266,9 +266,12 @@ async fn graceful_deletion_waits_for_the_kubelet() {
         .unwrap();
     until(&mut seen, "Running", |_, p| phase(p) == "Running").await;
 
-    let deleting = pods.delete("slow", &DeleteParams::default()).await.unwrap();
+    // A grace period the request names, long enough that the writes below land within
+    // it on a loaded machine.
+    let grace = DeleteParams::default().grace_period(5);
+    let deleting = pods.delete("slow", &grace).await.unwrap();
     let deleting = deleting.left().expect("the pod, still there");
-    assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(1));
+    assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(5));
     assert!(deleting.metadata.deletion_timestamp.is_some());
     // Still there, until the kubelet confirms the deletion, whatever writes it meanwhile.
     let label = json!({"metadata": {"labels": {"touched": "yes"}}});
@@ -283,7 +286,7 @@ async fn graceful_deletion_waits_for_the_kubelet() {
     })
     .await;
     let confirmed = until(&mut seen, "the kubelet's confirmation", |ty, p| {
-        ty != "OTHER" && p["metadata"]["deletionGracePeriodSeconds"] != 1
+        ty != "OTHER" && p["metadata"]["deletionGracePeriodSeconds"] != 5
     })
     .await;
     assert_eq!(
