@@ -253,6 +253,18 @@ async fn the_example_operator_runs_with_the_rbac_it_was_given_and_no_more() {
         "{line}"
     );
     pod.stop().await;
+
+    // Uninstalled as the README says: kubectl deletes the namespace, then what is in it,
+    // which a real cluster's namespace controller leaves in place for a while.
+    cluster
+        .kubectl_ok(&["delete", "-k", &staged.display().to_string()])
+        .await;
+    assert!(
+        cluster
+            .get("v1", "namespaces", None, "kapsel")
+            .await
+            .is_none()
+    );
 }
 
 /// A Deployment that asks `typed` for a Service.
