@@ -9,13 +9,13 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{
     AdmissionDeclaration, AdmissionRequest, Cause, DescribeOutput, GuestWorldPre, IndexOutcome,
-    Outcome, Reply, SpawningOptions,
+    Reply, SpawningOptions,
 };
 use super::deadline::Deadline;
 use super::engine::{Runtime, mib_to_bytes};
 use super::guest::Guest;
 use super::services::{CallContext, Caller, GUEST_LOG_TARGET};
-use super::state::{AdmissionCall, Admitted, HostState, over_limit};
+use super::state::{AdmissionCall, Admitted, HostState};
 use super::turns::CallTurns;
 use crate::limits::Limits;
 
@@ -339,60 +339,19 @@ async fn bounded<T>(
 /// Whether what the guest returned is within the limits; else what went past which.
 /// Checked before anything of the reply is parsed or kept.
 fn within_limits(limits: &Limits, returned: &Returned) -> Result<(), CallError> {
-    let check = |what: &str, text: Option<&String>, limit: usize, flag: &str| match text {
-        Some(text) if text.len() > limit => Err(CallError::LimitExceeded(over_limit(
-            what,
-            text.len(),
-            limit,
-            flag,
-        ))),
-        _ => Ok(()),
-    };
     match returned {
         Returned::Reply(reply) | Returned::Admitted(reply, _) => {
-            let result = match &reply.outcome {
-                Outcome::Done(result) => result.as_ref(),
-                _ => None,
-            };
-            check(
-                "returned a result",
-                result,
-                limits.max_result_bytes,
-                "max-result-bytes",
-            )?;
-            check(
-                "returned a patch",
-                reply.patch.as_ref(),
-                limits.max_patch_bytes,
-                "max-patch-bytes",
-            )?;
-            check(
-                "left a memo",
-                reply.memo.as_ref(),
-                limits.max_memo_bytes,
-                "max-memo-bytes",
-            )
+            super::returned::reply_within_limits(limits, reply)
         }
         Returned::Index(IndexOutcome::Entries(entries)) => {
-            let size = entries
-                .iter()
-                .map(|(key, value)| key.len().saturating_add(value.len()))
-                .fold(0_usize, usize::saturating_add);
-            if size > limits.max_index_bytes {
-                return Err(CallError::LimitExceeded(over_limit(
-                    "returned index entries",
-                    size,
-                    limits.max_index_bytes,
-                    "max-index-bytes",
-                )));
-            }
-            Ok(())
+            super::returned::index_within_limits(limits, entries)
         }
         Returned::Describe(..)
         | Returned::Index(_)
         | Returned::When(_)
         | Returned::InitialDelay(_) => Ok(()),
     }
+    .map_err(CallError::LimitExceeded)
 }
 
 async fn run(

@@ -23,6 +23,7 @@ mod invoke;
 mod library;
 mod loader;
 mod pipe;
+mod returned;
 mod services;
 mod slots;
 mod state;
