@@ -114,7 +114,8 @@ pub struct Limits {
     /// for the host's own work however many guests spin (`--guest-threads`; default: the
     /// CPUs less one, at least one).
     pub guest_threads: u32,
-    /// The longest log line a guest may write (`--max-log-line-bytes`).
+    /// The longest log line a guest may write (`--max-log-line-bytes`); a handler's error
+    /// message is cut to it.
     pub max_log_line_bytes: usize,
     /// What a guest may log in one call, in total (`--max-log-bytes-per-call`).
     pub max_log_bytes_per_call: usize,

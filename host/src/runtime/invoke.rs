@@ -293,7 +293,12 @@ pub(super) async fn call_export(
     let outcome = bounded(call, &deadline).await;
     turns.pause();
     let result = match outcome {
-        Ok(Ok(returned)) => within_limits(limits, &returned).map(|()| returned),
+        Ok(Ok(mut returned)) => within_limits(limits, &returned).map(|()| {
+            if let Returned::Reply(reply) | Returned::Admitted(reply, _) = &mut returned {
+                super::returned::bound_message(limits, reply);
+            }
+            returned
+        }),
         Ok(Err(error)) => Err(classify(&error, store.data(), budget)),
         Err(_elapsed) => Err(CallError::Timeout {
             deadline: budget.deadline,

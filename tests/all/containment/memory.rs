@@ -209,6 +209,64 @@ async fn guest_data_is_bounded_before_it_is_kept() {
     stage.stop().await;
 }
 
+/// Measured: four objects failing with 4 MiB messages logged 117 MB and kept +234 MiB in
+/// 25 s, and the progress annotation's patch then failed with 413. A message is cut to
+/// what a log line may be; the failure stays what the handler said (temporary, with its
+/// delay), and its record is stored on the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_message_is_cut_to_a_log_line_and_its_record_stored() {
+    let limits = test_limits();
+    let stage = Stage::start(&["hostile"], limits.clone(), &[]).await;
+    stage.attack("big-error-0", "big-error").await;
+    let failure = stage.failure_of("big_error", "big-error-0").await;
+    assert!(
+        failure.len() <= limits.max_log_line_bytes + 256,
+        "a failure of {} bytes was kept",
+        failure.len()
+    );
+    assert!(
+        failure.contains("[4194304 bytes in all, cut to --max-log-line-bytes]"),
+        "{}",
+        &failure[failure.len().saturating_sub(200)..]
+    );
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(stage.client.clone(), "default");
+    fn record(cm: Option<&k8s_openapi::api::core::v1::ConfigMap>) -> Option<serde_json::Value> {
+        let annotations = cm?.metadata.annotations.as_ref()?;
+        let text = annotations.get("kopf.zalando.org/big_error")?;
+        serde_json::from_str(text).ok()
+    }
+    fn stored(cm: Option<&k8s_openapi::api::core::v1::ConfigMap>) -> bool {
+        record(cm).is_some()
+    }
+    tokio::time::timeout(
+        PATIENCE,
+        kube::runtime::wait::await_condition(configmaps.clone(), "big-error-0", stored),
+    )
+    .await
+    .expect("the progress record is stored")
+    .expect("a watch");
+    let stored = configmaps.get("big-error-0").await.expect("the object");
+    let stored = record(Some(&stored)).expect("the record");
+    let message = stored["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with("cut to --max-log-line-bytes]"),
+        "{stored}"
+    );
+    assert_eq!(stored["success"], false);
+    assert_eq!(stored["failure"], false, "still temporary: {stored}");
+    assert!(
+        stored["delayed"].is_string(),
+        "retried after its delay: {stored}"
+    );
+    Figure::new("big-error")
+        .with("message_bytes", 4 << 20)
+        .with("kept_bytes", failure.len())
+        .with("bound", limits.max_log_line_bytes)
+        .print();
+    stage.stop().await;
+}
+
 /// Measured: six handlers declaring 512 MiB each took 2.9 GiB. Each `greedy` call
 /// declares 64 MiB, four slots of 16 MiB: a handler holds at most four of the eight
 /// slots, so one runs at a time, holding 48 MiB for 1.5 s.

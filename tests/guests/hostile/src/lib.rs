@@ -159,6 +159,18 @@ fn event_hog(cause: &Cause) {
     }
 }
 
+#[kapsel::on::create(
+    "v1",
+    "configmaps",
+    memory_mib = 64,
+    labels("kapsel.test/hostile" = "big-error")
+)]
+fn big_error(_cause: &Cause) -> kapsel::Result<()> {
+    Err(kapsel::TemporaryError::new("e".repeat(4 << 20))
+        .with_delay(60.0)
+        .into())
+}
+
 #[kapsel::on::create("v1", "configmaps", labels("kapsel.test/hostile" = "big-result"))]
 fn big_result(_cause: &Cause) -> Value {
     json!("r".repeat(2 << 20))
