@@ -131,7 +131,7 @@ where
 /// The operator of `kapsel run`, everything but the connection; a usage error when the
 /// settings do not fit together.
 fn operator_for(args: RunArgs) -> Result<Operator, String> {
-    let settings = args.settings().map_err(|e| e.to_string())?;
+    let settings = args.settings()?;
     let mut operator = Operator::new(args.guests)
         .settings(settings)
         .limits(args.limits.limits())

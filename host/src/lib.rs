@@ -40,6 +40,7 @@ mod reloading;
 mod running;
 mod runtime;
 pub mod settings;
+pub mod sharding;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tools;

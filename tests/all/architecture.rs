@@ -38,6 +38,7 @@ const HOST_LAYERS: [&[&str]; 7] = [
         "pyformat",
         "rate",
         "settings",
+        "sharding",
     ],
     &["runtime"],
     &["cluster", "recording"],

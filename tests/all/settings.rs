@@ -155,10 +155,14 @@ fn saw(records: &[Record]) -> Vec<String> {
 /// uid hashes into its half, together all of them, none both.
 #[tokio::test]
 async fn operators_with_complementary_shard_selectors_share_the_objects() {
-    const HALVES: [&str; 2] = [
-        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
-        "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
-    ];
+    // The selectors `kapsel run --shard 0/2` and `1/2` set; the halves below are computed
+    // apart (this file's FNV-1a and the middle of the space).
+    use kapsel_host::sharding::{ShardKey, ShardRange, shard_selector};
+    let halves: Vec<String> = (0..2)
+        .map(|i| {
+            shard_selector(ShardKey::Uid, &[ShardRange::of(i, 2).expect("a shard")]).to_string()
+        })
+        .collect();
     let cluster = kapsel_host::testing::Cluster::start().await.unwrap();
     let client = cluster.client();
     let configmaps = core("ConfigMap", "configmaps");
@@ -171,7 +175,7 @@ async fn operators_with_complementary_shard_selectors_share_the_objects() {
         )
         .await;
     }
-    let operators: Vec<_> = HALVES
+    let operators: Vec<_> = halves
         .iter()
         .map(|half| {
             let mut settings = Settings::default();

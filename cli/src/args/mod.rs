@@ -448,11 +448,52 @@ mod tests {
             .map_err(|e| e.to_string())?
             .command
         {
+            Command::Run(run) => run.settings().map(|settings| settings.persistence),
+            _ => unreachable!("a run command"),
+        }
+    }
+
+    fn shard_selector_of(flags: &[&str]) -> Result<Option<String>, String> {
+        let args = ["kapsel", "run", "op.wasm"].iter().chain(flags);
+        match Cli::try_parse_from(args)
+            .map_err(|e| e.to_string())?
+            .command
+        {
             Command::Run(run) => run
                 .settings()
-                .map(|settings| settings.persistence)
-                .map_err(|e| e.to_string()),
+                .map(|settings| settings.watching.shard_selectors),
             _ => unreachable!("a run command"),
+        }
+    }
+
+    /// `--shard INDEX/COUNT` is the shard selector of that equal part of the hash space.
+    #[test]
+    fn a_shard_flag_is_a_shard_selector() {
+        assert_eq!(
+            shard_selector_of(&["--shard", "1/2"]).unwrap().as_deref(),
+            Some("shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')")
+        );
+        assert_eq!(
+            shard_selector_of(&["--shard", "0/4", "--shard-by", "namespace"])
+                .unwrap()
+                .as_deref(),
+            Some(
+                "shardRange(object.metadata.namespace, '0x0000000000000000', '0x4000000000000000')"
+            )
+        );
+        assert_eq!(shard_selector_of(&[]).unwrap(), None);
+        for (flags, says) in [
+            (&["--shard", "3/3"][..], "must be below the count"),
+            (&["--shard", "1"][..], "is not INDEX/COUNT"),
+            (&["--shard", "a/3"][..], "the index is not a whole number"),
+            (&["--shard-by", "uid"][..], "--shard"),
+            (
+                &["--shard", "0/2", "--setting", "watching.shard_selectors=x"][..],
+                "give one of them",
+            ),
+        ] {
+            let error = shard_selector_of(flags).unwrap_err();
+            assert!(error.contains(says), "{flags:?}: {error}");
         }
     }
 

@@ -81,6 +81,45 @@ pub(crate) struct RunArgs {
     /// YAML. The settings, their defaults and meaning: `kapsel_host::Settings`, README.
     #[arg(long = "setting", value_name = "KEY=VALUE", value_parser = setting)]
     pub(crate) settings: Vec<(String, String)>,
+    /// Handle one shard of the objects, INDEX of COUNT (e.g. `0/3`, `1/3`, `2/3` for three
+    /// replicas): the objects whose uid (`--shard-by`) hashes into that equal part of the
+    /// 64-bit FNV-1a space, asked of the API server as Kubernetes' sharded lists and
+    /// watches (1.36+); the same as `--setting watching.shard_selectors=` with the
+    /// computed selector. Replicas with complementary shards share the objects; nothing
+    /// moves a dead replica's shard to another.
+    #[arg(long, value_name = "INDEX/COUNT", value_parser = shard)]
+    pub(crate) shard: Option<(u64, u64)>,
+    /// What `--shard` hashes: `uid` (objects spread evenly) or `namespace` (a namespace's
+    /// objects stay together).
+    #[arg(long, value_enum, default_value = "uid", requires = "shard")]
+    pub(crate) shard_by: ShardBy,
+}
+
+/// What `--shard` hashes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ShardBy {
+    Uid,
+    Namespace,
+}
+
+/// `INDEX/COUNT`, the index below the count.
+fn shard(text: &str) -> Result<(u64, u64), String> {
+    let parse = |part: &str, what: &str| {
+        part.trim().parse::<u64>().map_err(|_| {
+            format!("{text:?}: the {what} is not a whole number (INDEX/COUNT, e.g. 0/3)")
+        })
+    };
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not INDEX/COUNT (e.g. 0/3)"))?;
+    let (index, count) = (parse(index, "index")?, parse(count, "count")?);
+    if index >= count {
+        return Err(format!(
+            "{text:?}: the index counts from 0 and must be below the count (0/{count} to {}/{count})",
+            count.saturating_sub(1)
+        ));
+    }
+    Ok((index, count))
 }
 
 /// The admission webhooks (Kopf's `settings.admission`): the guests' `on::validate` and
@@ -195,12 +234,30 @@ fn setting(text: &str) -> Result<(String, String), String> {
 }
 
 impl RunArgs {
-    /// The settings: the persistence flags', then the `--setting` flags, in order.
-    pub(crate) fn settings(&self) -> Result<kapsel_host::Settings, kapsel_host::SettingsError> {
+    /// The settings: the persistence flags', then the `--setting` flags, in order, then
+    /// the shard of `--shard`.
+    pub(crate) fn settings(&self) -> Result<kapsel_host::Settings, String> {
         let mut settings = kapsel_host::Settings::default();
         settings.persistence = self.persistence.persistence();
         for (key, value) in &self.settings {
-            settings.set(key, value)?;
+            settings.set(key, value).map_err(|e| e.to_string())?;
+        }
+        if let Some((index, count)) = self.shard {
+            if settings.watching.shard_selectors.is_some() {
+                return Err(
+                    "--shard and --setting watching.shard_selectors both say which objects to \
+                     handle: give one of them"
+                        .into(),
+                );
+            }
+            use kapsel_host::sharding::{ShardKey, ShardRange, shard_selector};
+            let key = match self.shard_by {
+                ShardBy::Uid => ShardKey::Uid,
+                ShardBy::Namespace => ShardKey::Namespace,
+            };
+            // `shard` made sure the index is below the count.
+            let range = ShardRange::of(index, count).into_iter().collect::<Vec<_>>();
+            settings.watching.shard_selectors = Some(shard_selector(key, &range).to_string());
         }
         Ok(settings)
     }
