@@ -181,3 +181,29 @@ async fn guests_stay_in_the_namespaces_the_operator_serves() {
         .print();
     stage.stop().await;
 }
+
+/// Measured: under `-n '!kube-system'`, an Event about an object in the namespace
+/// `default/../kube-system` passed the scope check and was sent to that path; and a guest
+/// could post Events about Secrets by declaring a handler on them, which the host refuses
+/// to serve. A reference's namespace must be a namespace name, and a sensitive resource
+/// must be declared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_references_are_names_and_secrets_stay_undeclared() {
+    let stage = Stage::start(&["hostile"], test_limits(), &["!kube-system"]).await;
+    stage.attack("sneaky-events", "sneaky-events").await;
+    let object = "default/sneaky-events";
+    stage
+        .journal
+        .wait_for(PATIENCE, |records| {
+            !outcomes(records, "sneaky_events", object).is_empty()
+        })
+        .await
+        .expect("the sneaky Events were tried");
+    assert_no_events(&stage.client, &["Traversal", "AboutSecret"]).await;
+    stage.assert_healthy().await;
+    Figure::new("event-references")
+        .with("traversal_posted", 0)
+        .with("about_secret_posted", 0)
+        .print();
+    stage.stop().await;
+}

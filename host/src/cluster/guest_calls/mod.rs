@@ -142,6 +142,7 @@ impl KubeAccess {
         involved: &ObjectRef,
         own: bool,
     ) -> Result<Duration, KubeError> {
+        checks::valid_reference(involved)?;
         let namespace = event_namespace(involved);
         if !self.scope.includes(namespace) {
             return Err(checks::outside_scope(&caller.guest, namespace));

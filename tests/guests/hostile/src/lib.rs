@@ -33,7 +33,8 @@
 //!
 //! Permissions:
 //! - `peek-secret` (on Secrets, never declared): logs `handed secret <name>` if the host
-//!   ever hands it one;
+//!   ever hands it one; `sneaky-events`: Events about a ConfigMap in the "namespace"
+//!   `default/../kube-system` (reason `Traversal`) and about a Secret (`AboutSecret`);
 //! - `elsewhere`: creates and patches a ConfigMap in `kube-system`, returns the codes
 //!   (`{"create": code, "patch": code}`; 200 when allowed) and logs them
 //!   (`elsewhere create=<code> patch=<code>`); then posts an Event (reason `Elsewhere`)
@@ -304,6 +305,16 @@ fn finalizer_fight_done(_cause: &Cause) {}
 #[kapsel::on::event("v1", "secrets", labels("kapsel.test/hostile" = "peek-secret"))]
 fn peek_secret(cause: &Cause) {
     kapsel::info!("handed secret {}", name(cause));
+}
+
+#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "sneaky-events"))]
+fn sneaky_events(_cause: &Cause) {
+    let traversal = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "kube-proxy", "namespace": "default/../kube-system"}});
+    kapsel::events::warn(&traversal, "Traversal", "a namespace that is a path");
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "credentials", "namespace": "default"}});
+    kapsel::events::warn(&secret, "AboutSecret", "about a Secret it was never handed");
 }
 
 #[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "elsewhere"))]

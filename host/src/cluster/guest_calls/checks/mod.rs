@@ -103,7 +103,7 @@ pub(super) fn prepare(
     }
     let namespace = choose_namespace(&resource, namespace, &action, object_namespace);
     if let Some(namespace) = &namespace {
-        check_segment(namespace, "namespace")?;
+        check_namespace(namespace)?;
     }
     if resource.namespaced {
         match (&namespace, scope) {
@@ -159,9 +159,22 @@ pub(crate) fn guest_may(
         .all(|verb| permits(permissions, verb, target, known))
 }
 
+/// Whether an Event's reference is one a request path may be built from: its namespace
+/// an RFC 1123 label (as kube's namespace names are), its name a path segment. Checked
+/// before the namespace is compared with those the operator serves: `default/../kube-system`
+/// is no namespace, whatever `-n` includes.
+pub(super) fn valid_reference(involved: &ObjectRef) -> Result<(), KubeError> {
+    if let Some(namespace) = &involved.namespace {
+        check_namespace(namespace)?;
+    }
+    check_segment(&involved.name, "name")
+}
+
 /// Whether an Event may name `involved`: an object of a resource the guest handles (one
 /// of its handlers' selectors means it) or may read (it declared `get`, `list` or
-/// `watch` on it). Events about objects of other resources are refused.
+/// `watch` on it). Events about objects of other resources are refused, and so are
+/// those about a sensitive resource (Secrets) the guest did not declare: selecting it in
+/// a handler the host then refuses to serve does not count.
 pub(super) fn may_mention(
     guest: &Guest,
     known: &[Resource],
@@ -195,7 +208,8 @@ pub(super) fn may_mention(
     let reads = ["get", "list", "watch"]
         .iter()
         .any(|verb| permits(&described.permissions, verb, resource, known));
-    if handles || reads {
+    let sensitive = SENSITIVE.contains(&(resource.group.as_str(), resource.plural.as_str()));
+    if reads || (handles && !sensitive) {
         Ok(())
     } else {
         Err(forbidden_message(format!(
@@ -265,6 +279,26 @@ fn choose_namespace(
             .unwrap_or("default")
             .to_owned(),
     )
+}
+
+/// A namespace is an RFC 1123 label, as kube-apiserver validates namespace names (so no
+/// `..`, `/` or anything else that would change a request's path), refused with kube's
+/// words before anything is sent.
+fn check_namespace(namespace: &str) -> Result<(), KubeError> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let valid = !namespace.is_empty()
+        && namespace.len() <= 63
+        && namespace.chars().all(|c| alnum(c) || c == '-')
+        && namespace.starts_with(alnum)
+        && namespace.ends_with(alnum);
+    if valid {
+        return Ok(());
+    }
+    Err(bad_request(format!(
+        "namespace {namespace:?} is not a valid namespace name: a lowercase RFC 1123 label \
+         must consist of lower case alphanumeric characters or '-', and must start and end \
+         with an alphanumeric character (at most 63 characters)"
+    )))
 }
 
 /// A name or namespace becomes a URL path segment: anything that would change the path

@@ -407,3 +407,85 @@ fn namespaces_default_to_the_handled_object_then_default() {
         None
     );
 }
+
+/// A namespace is an RFC 1123 label before any path is built from it: `..` and `/` in it
+/// would reach another namespace whatever `-n` includes (an Event about
+/// `default/../kube-system` passed the scope check once).
+#[test]
+fn namespaces_are_rfc_1123_labels_in_calls_and_event_references() {
+    let known = known();
+    let perms = [permit(sel(None, None, any("configmaps")), &["*"])];
+    let cm = || sel(None, None, any("configmaps"));
+    let bad = [
+        "default/../kube-system",
+        "..",
+        "Default",
+        "-x",
+        "x-",
+        "a_b",
+        "a.b",
+        &"a".repeat(64),
+    ];
+    for namespace in bad {
+        let refused = prepare(
+            "g",
+            &perms,
+            &known,
+            &Scope::Cluster,
+            None,
+            get(cm(), Some(namespace), "x"),
+        )
+        .expect_err("bad namespace");
+        assert_eq!(refused.code, 400, "{namespace:?}");
+        assert!(refused.message.contains("RFC 1123"), "{}", refused.message);
+        let reference = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "x".into(),
+            namespace: Some(namespace.to_owned()),
+            uid: None,
+        };
+        assert_eq!(
+            valid_reference(&reference).unwrap_err().code,
+            400,
+            "{namespace:?}"
+        );
+    }
+    for namespace in ["default", "kube-system", "a", "1-2", &"a".repeat(63)] {
+        let reference = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "x".into(),
+            namespace: Some(namespace.to_owned()),
+            uid: None,
+        };
+        assert!(valid_reference(&reference).is_ok(), "{namespace:?}");
+        assert!(
+            prepare(
+                "g",
+                &perms,
+                &known,
+                &Scope::Cluster,
+                None,
+                get(cm(), Some(namespace), "x")
+            )
+            .is_ok(),
+            "{namespace:?}"
+        );
+    }
+    let named = |name: &str| ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: name.into(),
+        namespace: None,
+        uid: None,
+    };
+    for name in ["", "..", "a/b", "x?watch=1"] {
+        assert_eq!(
+            valid_reference(&named(name)).unwrap_err().code,
+            400,
+            "{name:?}"
+        );
+    }
+    assert!(valid_reference(&named("system:node")).is_ok());
+}
