@@ -254,3 +254,45 @@ async fn self_triggering_handlers_are_backed_off_and_reported() {
         .print();
     stage.stop().await;
 }
+
+/// Measured: an ordinary guest with 12 create handlers (one per cycle, each patching) got
+/// a `SelfTriggering` Warning and delays: going through a list of handlers was taken for
+/// a loop. A write that records a changing handler's conclusion is progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn going_through_many_handlers_is_no_loop() {
+    let mut limits = test_limits();
+    limits.self_trigger_limit = 5;
+    let stage = Stage::start(&["polite"], limits, &[]).await;
+    let started = Instant::now();
+    stage
+        .configmap("steps-0", serde_json::json!({"kapsel.test/steps": "yes"}))
+        .await;
+    let object = "default/steps-0";
+    stage
+        .journal
+        .wait_for(PATIENCE * 2, |records| {
+            (1..=12).all(|n| {
+                outcomes(records, &format!("step_{n:02}"), object)
+                    .iter()
+                    .any(|(outcome, _)| outcome == "success")
+            })
+        })
+        .await
+        .expect("all twelve handlers succeeded");
+    let took = started.elapsed();
+    assert_no_events(&stage.client, &["SelfTriggering"]).await;
+    let metrics = stage.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "kapsel_self_trigger_backoffs_total{resource=\"configmaps.v1\"}"
+        ),
+        None,
+        "{metrics}"
+    );
+    Figure::new("handler-steps")
+        .ms("twelve_handlers", took)
+        .with("self_trigger_limit", 5)
+        .print();
+    stage.stop().await;
+}

@@ -201,7 +201,15 @@ impl Calls {
     ) -> Decision {
         let standing = self.standing(&how);
         let call = self.invoke_patching(handler, ctx, (&how, standing), memory, patch);
-        self.attempted(handler, ctx, (how, standing), call).await
+        let decision = self.attempted(handler, ctx, (how, standing), call).await;
+        let concluded = matches!(
+            decision.verdict,
+            Verdict::Success | Verdict::Failure | Verdict::Ignored
+        );
+        if concluded && handler.spec.is_changing() {
+            memory.progressed();
+        }
+        decision
     }
 
     /// One attempt of an index handler about the event's object, as [`Calls::attempt`].

@@ -281,6 +281,9 @@ struct MemoryState {
     writes: u64,
     /// The handlers whose patch went into the current event's write, for reports.
     patched_by: Vec<String>,
+    /// A changing handler concluded (succeeded, or failed for good) during the current
+    /// event: its write records progress through the handlers, which is no loop.
+    progressed: bool,
     /// Whether its handlers re-trigger themselves through their own patches.
     self_triggers: SelfTriggers,
 }
@@ -350,6 +353,7 @@ impl ObjectMemory {
         let mut state = self.state();
         state.noticed_by_listing.get_or_insert(listed);
         state.patched_by.clear();
+        state.progressed = false;
         (state.expected_version.is_some(), state.writes)
     }
 
@@ -454,6 +458,11 @@ impl ObjectMemory {
         };
     }
 
+    /// A changing handler concluded during the current event (see `progressed`).
+    pub(crate) fn progressed(&self) {
+        self.state().progressed = true;
+    }
+
     /// The memo handlers share for the object (JSON).
     pub(crate) fn memo(&self) -> Option<String> {
         self.state().memo.clone()
@@ -492,7 +501,9 @@ impl ObjectMemory {
     /// after backing off for `waited`: the streak of self-triggering writes it makes (a
     /// write of ours for it, if our write count moved past `writes`, as
     /// [`ObjectMemory::event_arrived`] said it, is `quick` when it came that soon after
-    /// the previous one), and which handlers' patches went into the write.
+    /// the previous one; a write that records a changing handler's conclusion ends any
+    /// streak: going through a list of handlers, one per cycle, is progress, not a loop),
+    /// and which handlers' patches went into the write.
     pub(crate) fn note_writes(
         &self,
         writes: u64,
@@ -503,9 +514,10 @@ impl ObjectMemory {
         let streak = if state.writes == writes {
             state.self_triggers.settled()
         } else {
+            let continues = echo && !state.progressed;
             state
                 .self_triggers
-                .written(echo, Instant::now(), waited, quick, limit)
+                .written(continues, Instant::now(), waited, quick, limit)
         };
         (streak, state.patched_by.clone())
     }
