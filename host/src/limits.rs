@@ -135,6 +135,9 @@ pub struct Limits {
     /// The size of a handler's patch of its object, and of the body of a Kubernetes
     /// request a guest makes (`--max-patch-bytes`).
     pub max_patch_bytes: usize,
+    /// The size of a list answer handed to a guest (`--max-list-bytes`): the host reads
+    /// the list page by page and refuses one that grows past this.
+    pub max_list_bytes: usize,
     /// The random bytes one WASI `get-random-bytes` call may ask for
     /// (`--max-random-bytes`).
     pub max_random_bytes: u64,
@@ -201,6 +204,7 @@ impl Default for Limits {
             max_index_bytes: 256 << 10,
             max_result_bytes: 256 << 10,
             max_patch_bytes: 1 << 20,
+            max_list_bytes: 8 << 20,
             max_random_bytes: 64 << 10,
             guest_api_rate: 20.0,
             guest_api_burst: 40,

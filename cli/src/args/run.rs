@@ -329,6 +329,10 @@ pub(crate) struct LimitArgs {
     /// The size of a handler's patch and of a guest's request body, in bytes.
     #[arg(long, default_value_t = Limits::default().max_patch_bytes)]
     pub(crate) max_patch_bytes: usize,
+    /// The size of a list answer handed to a guest, in bytes: the list is read page by page
+    /// and refused past this.
+    #[arg(long, default_value_t = Limits::default().max_list_bytes)]
+    pub(crate) max_list_bytes: usize,
     /// The random bytes one WASI request may ask for.
     #[arg(long, default_value_t = Limits::default().max_random_bytes)]
     pub(crate) max_random_bytes: u64,
@@ -389,6 +393,7 @@ impl LimitArgs {
         limits.max_index_bytes = self.max_index_bytes;
         limits.max_result_bytes = self.max_result_bytes;
         limits.max_patch_bytes = self.max_patch_bytes;
+        limits.max_list_bytes = self.max_list_bytes;
         limits.max_random_bytes = self.max_random_bytes;
         limits.guest_api_rate = self.guest_api_rate;
         limits.guest_api_burst = self.guest_api_burst;

@@ -111,7 +111,7 @@ impl KubeAccess {
                 let verb = prepared.action.verb();
                 let until = caller.deadline.get();
                 self.traffic.admit(&caller.guest, verb, until).await?;
-                execute(&self.client, prepared).await
+                execute(&self.client, prepared, self.traffic.max_list_bytes()).await
             }
             Err(refused) => {
                 if refused.code == 403 {
@@ -171,8 +171,13 @@ impl KubeAccess {
     }
 }
 
-/// Sends a checked request; answers the object (or list) as JSON, `""` for a deletion.
-async fn execute(client: &Client, prepared: Prepared) -> Result<String, KubeError> {
+/// Sends a checked request; answers the object (or list, of at most `max_list_bytes`) as
+/// JSON, `""` for a deletion.
+async fn execute(
+    client: &Client,
+    prepared: Prepared,
+    max_list_bytes: usize,
+) -> Result<String, KubeError> {
     let Prepared {
         resource,
         namespace,
@@ -186,12 +191,7 @@ async fn execute(client: &Client, prepared: Prepared) -> Result<String, KubeErro
     let object = match action {
         Action::Get { name } => api.get(&name).await,
         Action::List { label_selector } => {
-            let mut params = ListParams::default();
-            if let Some(labels) = &label_selector {
-                params = params.labels(labels);
-            }
-            let list = api.list(&params).await.map_err(kube_error)?;
-            return to_json(&list_json(&resource, list));
+            return list_paged(&api, &resource, label_selector.as_deref(), max_list_bytes).await;
         }
         Action::Create { mut body } => {
             fill_type(&mut body, &resource);
@@ -214,18 +214,53 @@ async fn execute(client: &Client, prepared: Prepared) -> Result<String, KubeErro
     to_json(&object.map_err(kube_error)?)
 }
 
-/// A list as `kubectl get -o json` shows it: every item with its apiVersion and kind,
-/// which the API server leaves out of list items.
-fn list_json(resource: &Resource, list: kube::core::ObjectList<DynamicObject>) -> Value {
-    let items: Vec<Value> = list
-        .items
-        .into_iter()
-        .map(|item| {
+/// Objects asked for per page of a guest's list.
+const LIST_PAGE: u32 = 500;
+
+/// A list as `kubectl get -o json` shows it (every item with its apiVersion and kind,
+/// which the API server leaves out of list items), read page by page and written out as
+/// it comes: past `max_bytes` the guest is refused (413) and nothing more is read, so a
+/// large collection costs the host at most the bound and a page.
+async fn list_paged(
+    api: &Api<DynamicObject>,
+    resource: &Resource,
+    label_selector: Option<&str>,
+    max_bytes: usize,
+) -> Result<String, KubeError> {
+    let mut params = ListParams::default().limit(LIST_PAGE);
+    if let Some(labels) = label_selector {
+        params = params.labels(labels);
+    }
+    let mut items = String::new();
+    loop {
+        let page = api.list(&params).await.map_err(kube_error)?;
+        for item in page.items {
             let mut item = serde_json::to_value(item).unwrap_or(Value::Null);
             fill_type(&mut item, resource);
-            item
-        })
-        .collect();
+            if !items.is_empty() {
+                items.push(',');
+            }
+            items.push_str(&to_json(&item)?);
+            if items.len() > max_bytes {
+                return Err(list_too_large(resource, max_bytes));
+            }
+        }
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => {
+                let version = page.metadata.resource_version.unwrap_or_default();
+                return list_text(resource, &version, &items);
+            }
+        }
+    }
+}
+
+/// The list of `items` (their JSON, comma-separated) as of `resource_version`.
+fn list_text(
+    resource: &Resource,
+    resource_version: &str,
+    items: &str,
+) -> Result<String, KubeError> {
     let mut root = Map::new();
     root.insert("apiVersion".to_owned(), Value::from(resource.api_version()));
     root.insert(
@@ -234,10 +269,25 @@ fn list_json(resource: &Resource, list: kube::core::ObjectList<DynamicObject>) -
     );
     root.insert(
         "metadata".to_owned(),
-        serde_json::to_value(list.metadata).unwrap_or_else(|_| Value::Object(Map::new())),
+        serde_json::json!({"resourceVersion": resource_version}),
     );
-    root.insert("items".to_owned(), Value::Array(items));
-    Value::Object(root)
+    // Last: the items go where this empty array is, written once and never parsed again.
+    root.insert("items".to_owned(), Value::Array(Vec::new()));
+    let head = to_json(&Value::Object(root))?;
+    let head = head.strip_suffix("[]}").unwrap_or(&head);
+    Ok(format!("{head}[{items}]}}"))
+}
+
+fn list_too_large(resource: &Resource, max_bytes: usize) -> KubeError {
+    KubeError {
+        code: 413,
+        reason: "RequestEntityTooLarge".to_owned(),
+        message: format!(
+            "the list of {} is larger than the {max_bytes} bytes a guest may be handed \
+             (--max-list-bytes): list fewer with a label selector or a namespace",
+            resource.plural
+        ),
+    }
 }
 
 /// Adds apiVersion and kind where an object lacks them, so guests need not repeat what
@@ -280,13 +330,14 @@ mod tests {
     fn listed_items_and_created_bodies_get_their_type() {
         let known = known();
         let configmaps = find(&known, "configmaps", "");
-        let list: kube::core::ObjectList<DynamicObject> = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ConfigMapList",
-            "metadata": {"resourceVersion": "7"},
-            "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}],
-        }))
-        .expect("list");
-        let value = list_json(&configmaps, list);
+        let mut item = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        fill_type(&mut item, &configmaps);
+        let text = list_text(&configmaps, "7", &format!("{item},{item}")).expect("a list");
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(value["items"].as_array().map(Vec::len), Some(2));
+        let empty: Value =
+            serde_json::from_str(&list_text(&configmaps, "7", "").expect("a list")).expect("JSON");
+        assert_eq!(empty["items"], json!([]));
         assert_eq!(value["kind"], "ConfigMapList");
         assert_eq!(value["apiVersion"], "v1");
         assert_eq!(value["metadata"]["resourceVersion"], "7");

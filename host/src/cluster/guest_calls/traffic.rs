@@ -33,6 +33,8 @@ struct Paces {
     requests: (f64, u32),
     events: (f64, u32),
     max_queued_events: u32,
+    /// The size of a list answer handed to a guest.
+    max_list_bytes: usize,
     limiters: HashMap<(String, Lane), Arc<RateLimiter>>,
 }
 
@@ -59,6 +61,7 @@ impl GuestTraffic {
                 requests: (limits.guest_api_rate, limits.guest_api_burst),
                 events: (limits.guest_event_rate, limits.guest_event_burst),
                 max_queued_events: limits.max_queued_events,
+                max_list_bytes: limits.max_list_bytes,
                 limiters: HashMap::new(),
             })),
             metrics,
@@ -72,7 +75,13 @@ impl GuestTraffic {
         paces.requests = (limits.guest_api_rate, limits.guest_api_burst);
         paces.events = (limits.guest_event_rate, limits.guest_event_burst);
         paces.max_queued_events = limits.max_queued_events;
+        paces.max_list_bytes = limits.max_list_bytes;
         paces.limiters.clear();
+    }
+
+    /// The size of a list answer a guest may be handed (`Limits::max_list_bytes`).
+    pub(crate) fn max_list_bytes(&self) -> usize {
+        self.paces().max_list_bytes
     }
 
     fn paces(&self) -> std::sync::MutexGuard<'_, Paces> {

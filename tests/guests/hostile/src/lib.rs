@@ -32,6 +32,8 @@
 //!   optional-less delete handler makes the operator want it).
 //!
 //! Permissions:
+//! - `big-list`: lists every ConfigMap, then its own by label, and logs
+//!   `big-list all: <listed n | refused code message>; own: <...>`;
 //! - `peek-secret` (on Secrets, never declared): logs `handed secret <name>` if the host
 //!   ever hands it one; `sneaky-events`: Events about a ConfigMap in the "namespace"
 //!   `default/../kube-system` (reason `Traversal`) and about a Secret (`AboutSecret`);
@@ -51,7 +53,11 @@ use std::time::{Duration, Instant};
 use kapsel::api::Api;
 use kapsel::{Cause, TemporaryError, Value, json};
 
-kapsel::permit!("v1", "configmaps", verbs = ["get", "create", "patch"]);
+kapsel::permit!(
+    "v1",
+    "configmaps",
+    verbs = ["get", "list", "create", "patch"]
+);
 
 fn name(cause: &Cause) -> String {
     cause.name().unwrap_or_default().to_owned()
@@ -305,6 +311,18 @@ fn finalizer_fight_done(_cause: &Cause) {}
 #[kapsel::on::event("v1", "secrets", labels("kapsel.test/hostile" = "peek-secret"))]
 fn peek_secret(cause: &Cause) {
     kapsel::info!("handed secret {}", name(cause));
+}
+
+#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "big-list"))]
+fn big_list(_cause: &Cause) {
+    let configmaps = Api::new("v1", "configmaps");
+    let answer = |list: Result<Vec<Value>, kapsel::api::ApiError>| match list {
+        Ok(items) => format!("listed {}", items.len()),
+        Err(error) => format!("refused {} {}", error.code, error.message),
+    };
+    let all = answer(configmaps.list(None));
+    let own = answer(configmaps.list(Some("kapsel.test/hostile=big-list")));
+    kapsel::info!("big-list all: {all}; own: {own}");
 }
 
 #[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "sneaky-events"))]
