@@ -67,6 +67,12 @@ async fn guest_data_is_bounded_before_it_is_kept() {
             limits.max_log_bytes_per_call as u64,
         ),
         (
+            "empty_lines",
+            "empty-lines",
+            "--max-log-bytes-per-call",
+            limits.max_log_bytes_per_call as u64,
+        ),
+        (
             "memo_hog",
             "memo-hog",
             "--max-memo-bytes",
@@ -154,6 +160,7 @@ async fn guest_data_is_bounded_before_it_is_kept() {
         longest <= 16 << 10,
         "a log line of {longest} bytes was kept"
     );
+
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(stage.client.clone(), "default");
     let patched = configmaps.get("big-patch-0").await.expect("the object");

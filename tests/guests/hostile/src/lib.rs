@@ -11,6 +11,7 @@
 //!
 //! Host memory, one call handing over more than the limits allow:
 //! - `log-line`: logs a 1 MiB line; `log-flood`: 4 MiB of 100-byte debug lines;
+//!   `empty-lines`: 1.2 million empty debug lines;
 //! - `memo-hog`: leaves a 4 MiB memo; `index-hog`: returns 4 MiB of index entries (16
 //!   times the limits, well within the 64 MiB cap the guest needs to build them);
 //! - `event-hog`: posts Events with 4 MiB messages; `big-result` (on create): returns a
@@ -130,6 +131,13 @@ fn log_flood(_cause: &Cause) {
     let line = "d".repeat(100);
     for _ in 0..(4 << 20) / 100 {
         kapsel::debug!("{line}");
+    }
+}
+
+#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "empty-lines"))]
+fn empty_lines(_cause: &Cause) {
+    for _ in 0..1_200_000 {
+        kapsel::debug!("");
     }
 }
 
