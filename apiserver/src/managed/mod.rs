@@ -28,11 +28,17 @@ pub(crate) struct Who {
 }
 
 impl Who {
-    /// kube's rule: the `fieldManager` parameter, else the User-Agent up to its first `/`.
+    /// kube's rule: the `fieldManager` parameter, else the User-Agent up to its first `/`,
+    /// else `unknown` (structured-merge-diff's name for a manager without one).
     pub(crate) fn from_request(field_manager: Option<&str>, user_agent: &str) -> String {
-        match field_manager.filter(|m| !m.is_empty()) {
-            Some(m) => m.to_string(),
-            None => user_agent.split('/').next().unwrap_or("").to_string(),
+        let manager = match field_manager.filter(|m| !m.is_empty()) {
+            Some(m) => m,
+            None => user_agent.split('/').next().unwrap_or(""),
+        };
+        if manager.is_empty() {
+            "unknown".to_string()
+        } else {
+            manager.to_string()
         }
     }
 }

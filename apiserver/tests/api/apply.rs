@@ -167,6 +167,18 @@ async fn a_configuration_without_a_name_applies_to_the_object_of_the_url() {
 }
 
 #[tokio::test]
+async fn a_write_without_field_manager_or_user_agent_is_by_unknown() {
+    let (server, _client) = start().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let r = post(&server, path, cm(json!({"a": "1"}))).await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    // The manager kube-apiserver records when the request names none.
+    let managers: Vec<String> = entries(&r.json()).into_iter().map(|e| e.0).collect();
+    assert_eq!(managers, ["unknown"]);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn updates_record_their_managers() {
     let (server, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
