@@ -91,7 +91,9 @@ fn set_server_metadata(
     };
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now));
-    meta.insert("generation".into(), json!(1));
+    if super::keeps_generation(&scope.rt) {
+        meta.insert("generation".into(), json!(1));
+    }
     Ok(name)
 }
 

@@ -78,6 +78,65 @@ fn is_csr(rt: &ResourceType) -> bool {
     (rt.group.as_str(), rt.plural.as_str()) == ("certificates.k8s.io", "certificatesigningrequests")
 }
 
+/// The built-in types whose strategy keeps `metadata.generation` (kube's
+/// `pkg/registry/*/strategy.go` that set it to 1 on create), by (group, plural). Custom
+/// resources and CRDs keep it too; other types (ConfigMaps, Secrets, Namespaces, ...) have
+/// none.
+const GENERATION_KEPT: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "replicationcontrollers"),
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingadmissionpolicybindings",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    ),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("apps", "daemonsets"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    ("discovery.k8s.io", "endpointslices"),
+    ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    ),
+    ("networking.k8s.io", "ingressclasses"),
+    ("networking.k8s.io", "ingresses"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("policy", "poddisruptionbudgets"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "devicetaintrules"),
+    ("resource.k8s.io", "resourceslices"),
+    ("scheduling.k8s.io", "priorityclasses"),
+];
+
+/// Whether objects of the type have a `metadata.generation` the server keeps: 1 when
+/// created, one more at each change of what is not metadata or status.
+fn keeps_generation(rt: &ResourceType) -> bool {
+    rt.custom || GENERATION_KEPT.contains(&(rt.group.as_str(), rt.plural.as_str()))
+}
+
 /// What kube does to every written object: built-in defaults, and for a custom resource
 /// its structural schema's defaults and pruning.
 pub(crate) fn apply_defaults(scope: &Scope, obj: &mut Value) {

@@ -161,7 +161,7 @@ fn main_update(scope: &Scope, name: &str, new: Value, old: &Value) -> Result<Val
             crate::crd::mark_terminating(&mut result, &now());
         }
     }
-    if differs_outside(&result, old, &NOT_SPEC) {
+    if super::keeps_generation(&scope.rt) && differs_outside(&result, old, &NOT_SPEC) {
         let g = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
