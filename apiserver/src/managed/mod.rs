@@ -246,7 +246,27 @@ impl<'a> Ctx<'a> {
 /// changes) and the fields it removes.
 fn update_change(ctx: &Ctx<'_>, old: &Value, new: &Value, who: &Who) -> Result<(Set, Set), String> {
     let (old, new) = (ctx.fields(old, who)?, ctx.fields(new, who)?);
-    Ok((changed(&old, &new), old.0.difference(&new.0)))
+    let mut set = changed(&old, &new);
+    let mut removed = old.0.difference(&new.0);
+    appeared(&new.0, Some(&old.0), &mut Vec::new(), &mut set);
+    appeared(&old.0, Some(&new.0), &mut Vec::new(), &mut removed);
+    Ok((set, removed))
+}
+
+/// Adds to `out` each node of `new` (a map, a struct, a list, below the root) that `old`
+/// does not have: structured-merge-diff's comparison counts a node that a write brings as
+/// added itself, besides its members (FieldsV1's `.`), and one it takes away as removed.
+/// `metadata` itself is never a field of its own (kube strips it).
+fn appeared(new: &Set, old: Option<&Set>, path: &mut Vec<String>, out: &mut Set) {
+    for (name, child) in &new.children {
+        let before = old.and_then(|o| o.children.get(name));
+        path.push(name.clone());
+        if before.is_none() && path.as_slice() != ["f:metadata"] {
+            out.insert(path);
+        }
+        appeared(child, before, path, out);
+        path.pop();
+    }
 }
 
 /// The paths whose value `new` adds or changes relative to `old`.

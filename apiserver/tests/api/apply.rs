@@ -179,6 +179,32 @@ async fn a_write_without_field_manager_or_user_agent_is_by_unknown() {
 }
 
 #[tokio::test]
+async fn a_map_a_write_removes_leaves_every_manager() {
+    let (server, _client) = start().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let r = post(
+        &server,
+        &format!("{path}?fieldManager=creator"),
+        cm(json!({"a": "1"})),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    // kube-apiserver: the write that removes `data` removes the map itself (`.`) from its
+    // owner too; no manager owns anything then, and managedFields is gone.
+    let r = raw(
+        &server,
+        "PATCH",
+        &format!("{path}/owned?fieldManager=remover"),
+        Some("application/merge-patch+json"),
+        br#"{"data":null}"#,
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(entries(&r.json()), vec![], "{}", r.body);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn updates_record_their_managers() {
     let (server, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
@@ -190,12 +216,14 @@ async fn updates_record_their_managers() {
         ..Default::default()
     };
     let created = api.create(&pp, &obj).await.unwrap();
+    // The write brought `data`: its manager owns the map itself too (`.`), as
+    // kube-apiserver records it.
     assert_eq!(
         entries(&created),
         vec![(
             "creator".into(),
             "Update".into(),
-            json!({"f:data": {"f:a": {}}})
+            json!({"f:data": {".": {}, "f:a": {}}})
         )]
     );
     // A merge patch by an applier-less editor takes the field it changes.
@@ -214,11 +242,14 @@ async fn updates_record_their_managers() {
     let owners = entries(&patched);
     assert_eq!(
         owners,
-        vec![(
-            "editor".into(),
-            "Update".into(),
-            json!({"f:data": {"f:a": {}, "f:b": {}}})
-        )]
+        vec![
+            ("creator".into(), "Update".into(), json!({"f:data": {}})),
+            (
+                "editor".into(),
+                "Update".into(),
+                json!({"f:data": {"f:a": {}, "f:b": {}}})
+            )
+        ]
     );
     // Without fieldManager, the manager is the User-Agent's product name.
     let r = raw_with(
@@ -232,7 +263,7 @@ async fn updates_record_their_managers() {
     .await;
     assert_eq!(r.code, 200, "{}", r.body);
     let managers: Vec<String> = entries(&r.json()).into_iter().map(|e| e.0).collect();
-    assert_eq!(managers, ["editor", "my-controller"]);
+    assert_eq!(managers, ["creator", "editor", "my-controller"]);
     // Apply against a field an Update manager set conflicts, worded as kube does.
     let err = apply_as(&api, "owned", "alpha", false, cm(json!({"c": "5"})))
         .await
@@ -250,8 +281,8 @@ async fn updates_record_their_managers() {
     // client-side apply ownership to its server-side manager so); the write's own
     // changes are then recorded on top.
     let mut renamed = r.json()["metadata"]["managedFields"].clone();
-    renamed[0]["manager"] = json!("kubectl");
-    renamed[0]["operation"] = json!("Apply");
+    renamed[1]["manager"] = json!("kubectl");
+    renamed[1]["operation"] = json!("Apply");
     let patch = json!([{"op": "replace", "path": "/metadata/managedFields", "value": renamed}]);
     let moved = api
         .patch(
@@ -266,6 +297,7 @@ async fn updates_record_their_managers() {
         owners,
         [
             ("kubectl".into(), "Apply".into()),
+            ("creator".into(), "Update".into()),
             ("my-controller".into(), "Update".into())
         ]
     );
