@@ -30,6 +30,22 @@ pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     }
 }
 
+/// Drops the metadata members that kube writes out only when they have something
+/// (`omitempty` in ObjectMeta): empty labels, annotations, finalizers, ownerReferences.
+pub(crate) fn drop_empty_members(meta: &mut Map<String, Value>) {
+    for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
+        let empty = match meta.get(k) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            meta.remove(k);
+        }
+    }
+}
+
 /// The current time as kube writes timestamps (RFC 3339, seconds, `Z`).
 pub(crate) fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()

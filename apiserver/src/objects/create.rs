@@ -85,6 +85,7 @@ fn set_server_metadata(
         meta.remove(k);
     }
     meta.insert("name".into(), json!(name));
+    crate::meta::drop_empty_members(meta);
     match &scope.ns {
         Some(ns) => meta.insert("namespace".into(), json!(ns)),
         None => meta.remove("namespace"),

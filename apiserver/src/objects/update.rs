@@ -180,6 +180,7 @@ fn keep_server_metadata(old: &Value, result: &mut Value) {
         .unwrap_or(&no_meta);
     let meta = meta_mut(result);
     meta.remove("selfLink");
+    crate::meta::drop_empty_members(meta);
     for k in SERVER_METADATA {
         match old_meta.get(k) {
             Some(v) => meta.insert(k.into(), v.clone()),

@@ -477,3 +477,48 @@ async fn type_members_come_first_in_kubes_order() {
     }
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn empty_labels_annotations_and_finalizers_are_not_kept() {
+    let (server, _client) = start().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "bare", "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": []}});
+    let r = post(&server, path, body).await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    // kube-apiserver writes ObjectMeta's maps and lists only when they hold something;
+    // nor does a manager own them then.
+    let meta = &r.json()["metadata"];
+    for member in ["labels", "annotations", "finalizers", "ownerReferences"] {
+        assert!(meta.get(member).is_none(), "{member}: {meta}");
+    }
+    assert!(meta["managedFields"].as_array().is_none(), "{meta}");
+    // An update that empties them leaves none either.
+    let labelled = raw(
+        &server,
+        "PATCH",
+        &format!("{path}/bare"),
+        Some("application/merge-patch+json"),
+        br#"{"metadata":{"labels":{"a":"1"},"annotations":{"b":"2"}}}"#,
+    )
+    .await;
+    assert_eq!(labelled.code, 200, "{}", labelled.body);
+    let mut emptied = labelled.json();
+    emptied["metadata"]["labels"] = json!({});
+    emptied["metadata"]["annotations"] = json!({});
+    let r = raw(
+        &server,
+        "PUT",
+        &format!("{path}/bare"),
+        Some("application/json"),
+        emptied.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let meta = &r.json()["metadata"];
+    assert!(
+        meta.get("labels").is_none() && meta.get("annotations").is_none(),
+        "{meta}"
+    );
+    server.shutdown().await.unwrap();
+}
