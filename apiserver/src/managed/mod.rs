@@ -452,11 +452,9 @@ fn print_manager(e: &Entry) -> String {
     if !e.subresource.is_empty() {
         s.push_str(&format!(" with subresource {:?}", e.subresource));
     }
+    // kube names a manager by its identifier, which has no time: never "at <time>".
     if e.operation == "Update" {
         s.push_str(&format!(" using {}", e.api_version));
-        if !e.time.is_empty() {
-            s.push_str(&format!(" at {}", e.time));
-        }
     }
     s
 }
