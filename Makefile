@@ -9,7 +9,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # (from inside `cargo test`) without waiting on the outer cargo's lock.
 GUEST_DIR := $(abspath $(TARGET_DIR))/guests/$(WASM_TARGET)/release
 
-.PHONY: all setup guests build test fmt clippy doc unit cases deny demo bench deploy-manifests image clean kopf-venv
+.PHONY: all setup guests build test test-real fmt clippy doc unit cases deny demo bench deploy-manifests image clean kopf-venv
 
 all: build guests
 
@@ -103,6 +103,18 @@ bench: setup guests
 	kapsel=$(TARGET_DIR)/release/kapsel; \
 	if [ "$(PGO)" != no ]; then kapsel=$$(scripts/pgo-build) || exit 1; fi; \
 	$(TARGET_DIR)/release/kapsel-bench --kapsel "$$kapsel" $(BENCH_ARGS)
+
+# The dev cluster measured against a real kube-apiserver (apiserver/tests/differential):
+# scripts/real-apiserver builds kube-apiserver v1.37.2 and etcd from the Go module proxy
+# once, into ~/.cache/kapsel/real-apiserver (README says what that costs), and starts them
+# afresh in the target dir for the run, stopping them after it whatever the outcome. Not
+# part of `make test`; .ci/run runs it when the binaries are cached.
+REAL_DIR := $(abspath $(TARGET_DIR))/real-apiserver
+test-real:
+	scripts/real-apiserver build
+	$(CARGO) test -p kapsel-apiserver --test differential --no-run --quiet
+	scripts/real-apiserver with $(REAL_DIR) \
+	    $(CARGO) test -p kapsel-apiserver --test differential -- --ignored --nocapture
 
 clean:
 	$(CARGO) clean
