@@ -139,7 +139,7 @@ fn judge(check: &str, differences: &[Difference], known: &known::Known, tally: &
         println!("same   {check}");
     }
     for difference in differences {
-        if listed.contains_key(&difference.at) {
+        if listed.contains(&difference.at) {
             tally.known += 1;
             println!("known  {check} | {}", difference.at);
         } else {
@@ -153,7 +153,7 @@ fn judge(check: &str, differences: &[Difference], known: &known::Known, tally: &
             tally.new.push(line);
         }
     }
-    for at in listed.keys().filter(|at| !found.contains(at.as_str())) {
+    for at in listed.iter().filter(|at| !found.contains(at.as_str())) {
         let line = format!("{check} | {at}: listed, but both servers answer the same now");
         println!("STALE  {line}");
         tally.stale.push(line);

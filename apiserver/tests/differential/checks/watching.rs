@@ -77,6 +77,13 @@ pub(crate) fn too_old(r: &mut Run) -> BoxFuture<'_, ()> {
             1,
         )
         .await;
+        make_configmaps(r, &[("late", json!({}))]).await;
+        r.watch(
+            "from resourceVersion 1 with an object",
+            &format!("{list}?watch=1&resourceVersion=1"),
+            1,
+        )
+        .await;
         r.watch(
             "from a resourceVersion that is not one",
             &format!("{list}?watch=1&resourceVersion=abc"),
