@@ -1,6 +1,6 @@
 //! What may differ between two correct servers, replaced by placeholders before bodies are
 //! compared: uids, timestamps, resourceVersions, continue tokens, generated names' random
-//! part and the server's own address.
+//! part, the server's own address, and the order of a Status's causes.
 
 use serde_json::Value;
 
@@ -14,6 +14,11 @@ pub(crate) fn normalise(value: &mut Value) {
             {
                 let generated = format!("{prefix}<random>");
                 map.insert("name".into(), Value::String(generated));
+            }
+            // kube-apiserver's causes of one refusal come in no fixed order (a schema's
+            // violations, say): compared as a set.
+            if let Some(Value::Array(causes)) = map.get_mut("causes") {
+                causes.sort_by_cached_key(Value::to_string);
             }
             for (key, member) in map.iter_mut() {
                 if let Some(placeholder) = placeholder(key, member) {
