@@ -327,14 +327,23 @@ fn preconditions_hold(
     pre: &Value,
     current: &Value,
 ) -> Result<(), ApiError> {
-    for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+    // kube's BeforeDelete: the conflict is about the Kind (its details' kind too).
+    let kind = crate::status::Target {
+        group: &scope.rt.group,
+        plural: &scope.rt.kind,
+        name,
+    };
+    for (field, what, why) in [
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
+    ] {
         if let Some(want) = pre.get(field).and_then(Value::as_str)
             && want != crate::store::meta_str(current, field)
         {
-            let mut e = ApiError::conflict(scope.target(name));
+            let mut e = ApiError::conflict(kind);
+            let on = e.message.split(": ").next().unwrap_or_default().to_string();
             e.message = format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
-                scope.rt.plural,
+                "{on}: the {what} in the precondition ({want}) does not match the {what} in record ({}). The object might have been {why}",
                 crate::store::meta_str(current, field)
             );
             return Err(e);
@@ -370,8 +379,8 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     else {
         return Err(ApiError::not_found(scope.target(name)));
     };
-    if gone && !scope.rt.custom && scope.rt.plural != "pods" {
-        // Most built-ins answer a Success Status; pods and custom resources the object.
+    if gone && scope.rt.plural != "pods" {
+        // A Success Status (custom resources too); pods answer the object.
         let mut details = json!({"name": name, "kind": scope.rt.plural, "uid": crate::store::meta_str(&obj, "uid")});
         if !scope.rt.group.is_empty() {
             details["group"] = json!(scope.rt.group);

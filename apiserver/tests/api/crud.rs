@@ -255,6 +255,34 @@ async fn create_checks() {
     )
     .await;
     assert_status(&r, 409, "Conflict");
+    // Worded as kube-apiserver's BeforeDelete, about the Kind.
+    let uid = get(&server, &format!("{p}/a")).await.json()["metadata"]["uid"].clone();
+    assert_eq!(
+        r.json()["message"],
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (not-it) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            uid.as_str().unwrap()
+        )
+    );
+    assert_eq!(
+        r.json()["details"],
+        json!({"name": "a", "kind": "ConfigMap"})
+    );
+    let r = raw(
+        &server,
+        "DELETE",
+        &format!("{p}/a"),
+        Some("application/json"),
+        br#"{"preconditions": {"resourceVersion": "1"}}"#,
+    )
+    .await;
+    assert_status(&r, 409, "Conflict");
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("Operation cannot be fulfilled on ConfigMap \"a\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (")
+            && message.ends_with("). The object might have been modified"),
+        "{message}"
+    );
 }
 
 /// kube-apiserver's limit on a ConfigMap: 1 MiB of keys and values, `data` and

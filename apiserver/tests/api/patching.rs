@@ -503,3 +503,19 @@ async fn scale_subresource() {
         "NotFound",
     );
 }
+
+#[tokio::test]
+async fn deleting_a_custom_object_answers_a_success_status() {
+    let (server, _client) = start().await;
+    let p = crd_with_object(&server).await;
+    let uid = get(&server, &p).await.json()["metadata"]["uid"].clone();
+    let r = raw(&server, "DELETE", &p, None, b"").await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    // As kube-apiserver answers an object gone at once (not the object, as for pods).
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+               "details": {"name": "ex", "group": "kopf.dev", "kind": "kopfexamples", "uid": uid}})
+    );
+    server.shutdown().await.unwrap();
+}

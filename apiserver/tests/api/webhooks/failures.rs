@@ -279,7 +279,7 @@ async fn a_delete_whose_preconditions_fail_reaches_no_validating_webhook() {
     assert!(
         status
             .message
-            .contains("Precondition failed: UID in precondition: not-its-uid"),
+            .contains("the UID in the precondition (not-its-uid) does not match"),
         "{status:?}"
     );
     assert_eq!(mutating.reviews().len(), 1, "the mutating webhook first");
