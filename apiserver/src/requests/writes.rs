@@ -372,6 +372,17 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
         .ok_or_else(|| ApiError::not_found(scope.target(name)))?;
     preconditions_hold(scope, name, &pre, &current)?;
     if dry || body_dry {
+        // Answered as the delete would be: a Success Status for an object that would go
+        // at once (no finalizers, nor one this delete adds), else the object.
+        let held = !crate::store::meta_str(&current, "deletionTimestamp").is_empty()
+            || current
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty())
+            || propagation != crate::gc::Propagation::Background;
+        if !held && scope.rt.plural != "pods" {
+            return Ok(json_response(200, &deleted_status(scope, name, &current)));
+        }
         return Ok(json_response(200, &present(&scope.rt, &current)));
     }
     let grace = super::pods::grace_period(call.query, call.body)?;
@@ -381,16 +392,19 @@ fn delete_admitted(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
     };
     if gone && scope.rt.plural != "pods" {
         // A Success Status (custom resources too); pods answer the object.
-        let mut details = json!({"name": name, "kind": scope.rt.plural, "uid": crate::store::meta_str(&obj, "uid")});
-        if !scope.rt.group.is_empty() {
-            details["group"] = json!(scope.rt.group);
-        }
-        return Ok(json_response(
-            200,
-            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-        ));
+        return Ok(json_response(200, &deleted_status(scope, name, &obj)));
     }
     Ok(json_response(200, &present(&scope.rt, &obj)))
+}
+
+/// kube-apiserver's answer to the delete of an object gone at once.
+fn deleted_status(scope: &crate::objects::Scope, name: &str, obj: &Value) -> Value {
+    let mut details =
+        json!({"name": name, "kind": scope.rt.plural, "uid": crate::store::meta_str(obj, "uid")});
+    if !scope.rt.group.is_empty() {
+        details["group"] = json!(scope.rt.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// DELETE of a collection: the objects its selectors match.

@@ -189,6 +189,9 @@ async fn create_checks() {
     assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
     let r = raw(&server, "DELETE", &format!("{p}/a?dryRun=All"), None, b"").await;
     assert_eq!(r.code, 200);
+    // Answered as the delete would be: the Success Status of an object gone at once.
+    assert_eq!(r.json()["kind"], "Status", "{}", r.body);
+    assert_eq!(r.json()["details"]["name"], "a", "{}", r.body);
     assert_eq!(get(&server, &format!("{p}/a")).await.code, 200);
     // Cluster-scoped objects drop a namespace; namespaced ones need one.
     let r = post(
