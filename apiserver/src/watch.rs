@@ -86,12 +86,19 @@ fn translate(scope: &Scope, p: &WatchParams, ev: &Event) -> Option<Bytes> {
     let now = sel.matches(&ev.object);
     let ty = match ev.ty {
         EventType::Modified => {
-            let before = ev.old.as_ref().is_some_and(|o| sel.matches(o));
+            let before = ev.old.as_ref().filter(|o| sel.matches(o));
             match (before, now) {
-                (true, true) => "MODIFIED",
-                (false, true) => "ADDED",
-                (true, false) => "DELETED",
-                (false, false) => return None,
+                (Some(_), true) => "MODIFIED",
+                (None, true) => "ADDED",
+                (Some(old), false) => {
+                    // kube's cacher: the object as the watcher last saw it (it matched
+                    // then), at the change's resourceVersion.
+                    let mut left = Value::clone(old);
+                    crate::meta::meta_mut(&mut left)
+                        .insert("resourceVersion".into(), json!(ev.rv.to_string()));
+                    return Some(event_line(scope, p, "DELETED", &left));
+                }
+                (None, false) => return None,
             }
         }
         other if now => other.as_str(),

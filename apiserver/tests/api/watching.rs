@@ -200,14 +200,15 @@ async fn selector_watch_sees_objects_leave() {
         br#"{"metadata": {"labels": {"app": "x"}}}"#,
     )
     .await;
-    raw(
+    let moved_out = raw(
         &server,
         "PATCH",
         &format!("{CMS}/a"),
         m,
         br#"{"metadata": {"labels": {"app": "y"}}}"#,
     )
-    .await;
+    .await
+    .json();
     raw(
         &server,
         "PATCH",
@@ -228,6 +229,14 @@ async fn selector_watch_sees_objects_leave() {
         })
         .collect();
     assert_eq!(seen, ["ADDED a", "ADDED b", "DELETED a"]);
+    // As kube-apiserver's watch cache sends it: the object as it was while it matched,
+    // at the resourceVersion of the change that moved it out.
+    let left = &evs[2]["object"]["metadata"];
+    assert_eq!(left["labels"], json!({"app": "x"}), "{left}");
+    assert_eq!(
+        left["resourceVersion"],
+        moved_out["metadata"]["resourceVersion"]
+    );
 }
 
 #[tokio::test]
