@@ -44,6 +44,25 @@ impl Target<'_> {
     }
 }
 
+/// A field error's cause type, as kube's `field.Error` gives it: its message starts with
+/// the type's words ("Required value", "Forbidden: ...").
+fn cause_type(message: &str) -> &'static str {
+    const TYPES: [(&str, &str); 8] = [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+        ("Internal error", "InternalError"),
+    ];
+    TYPES
+        .iter()
+        .find(|(words, _)| message.starts_with(words))
+        .map_or("FieldValueInvalid", |(_, ty)| ty)
+}
+
 impl ApiError {
     pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
@@ -116,7 +135,7 @@ impl ApiError {
         d["kind"] = json!(kind);
         d["causes"] = causes
             .iter()
-            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .map(|(f, m)| json!({"reason": cause_type(m), "message": m, "field": f}))
             .collect();
         e.details = Some(Box::new(d));
         e

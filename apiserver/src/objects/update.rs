@@ -200,13 +200,22 @@ fn check_no_new_finalizers(
         return Ok(());
     }
     let old_f = finalizers(old);
-    if finalizers(result).iter().any(|f| !old_f.contains(f)) {
+    let new: Vec<String> = finalizers(result)
+        .iter()
+        .filter(|f| !old_f.contains(f))
+        .map(Value::to_string)
+        .collect();
+    if !new.is_empty() {
+        // Go's %#v of the new ones: []string{"a", "b"}.
         return Err(ApiError::invalid(
             scope.target(name),
             &scope.rt.kind,
             &[(
                 "metadata.finalizers".into(),
-                "Forbidden: no new finalizers can be added if the object is being deleted".into(),
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    new.join(", ")
+                ),
             )],
         ));
     }

@@ -32,6 +32,12 @@ async fn finalizers_hold_deletion() {
     // No new finalizers while deleting.
     let r = raw(&server, "PATCH", p, Some("application/merge-patch+json"), br#"{"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker", "other.example.com/x", "new.example.com/y"]}}"#).await;
     assert_status(&r, 422, "Invalid");
+    // Worded as kube-apiserver: a Forbidden cause naming them (Go's %#v).
+    let message = "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"new.example.com/y\"}";
+    assert_eq!(
+        r.json()["details"]["causes"],
+        json!([{"reason": "FieldValueForbidden", "message": message, "field": "metadata.finalizers"}])
+    );
     // Removing one keeps it; removing the last deletes it.
     let rv = v["metadata"]["resourceVersion"].as_str().unwrap();
     let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, {"op": "remove", "path": "/metadata/finalizers/0"}]);
