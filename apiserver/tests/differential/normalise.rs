@@ -43,6 +43,7 @@ fn in_text(text: &str) -> String {
         "ResourceVersion in object meta: ",
         "too old resource version: ",
         "current resource version ",
+        "the ResourceVersion in record (",
     ] {
         out = mask_number_after(&out, phrase);
     }
