@@ -141,6 +141,21 @@ impl ApiError {
         e
     }
 
+    /// 422 Invalid of a request's options (`ListOptions`, `PatchOptions`, ... of
+    /// meta.k8s.io): one cause, its type from its message.
+    pub(crate) fn invalid_options(kind: &str, field: &str, message: &str) -> Self {
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        );
+        let cause = json!({"reason": cause_type(message), "message": message, "field": field});
+        e.details = Some(Box::new(
+            json!({"group": "meta.k8s.io", "kind": kind, "causes": [cause]}),
+        ));
+        e
+    }
+
     pub(crate) fn method_not_allowed(what: &str) -> Self {
         Self::new(405, "MethodNotAllowed", format!("{what} is not supported"))
     }

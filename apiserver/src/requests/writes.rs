@@ -72,19 +72,6 @@ pub(super) async fn update(call: &Call<'_>, name: &str) -> Result<Response, ApiE
     }
 }
 
-/// kube's PatchOptions validation error (422, kind PatchOptions of meta.k8s.io).
-pub(super) fn invalid_patch_options(field: &str, reason: &str, message: &str) -> ApiError {
-    let mut e = ApiError::new(
-        422,
-        "Invalid",
-        format!("PatchOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
-    );
-    e.details = Some(Box::new(
-        json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": reason, "message": message, "field": field}]}),
-    ));
-    e
-}
-
 /// PATCH of an object (or of its status), of any patch type; server-side apply creates
 /// what does not exist yet.
 pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiError> {
@@ -94,16 +81,16 @@ pub(super) async fn patch(call: &Call<'_>, name: &str) -> Result<Response, ApiEr
     let field_manager = q.get("fieldManager").filter(|m| !m.is_empty()).is_some();
     let ty = PatchType::from_content_type(call.content_type)?;
     if ty == PatchType::Apply && !field_manager {
-        return Err(invalid_patch_options(
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
             "fieldManager",
-            "FieldValueRequired",
             "Required value: is required for apply patch",
         ));
     }
     if ty != PatchType::Apply && force.is_some() {
-        return Err(invalid_patch_options(
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
             "force",
-            "FieldValueForbidden",
             "Forbidden: may not be specified for non-apply patch",
         ));
     }
