@@ -113,13 +113,18 @@ pub(crate) fn start(
     scope: Scope,
     p: WatchParams,
 ) -> Result<Response, ApiError> {
-    if p.send_initial_events == Some(true)
-        && (p.rv_match.as_deref() != Some("NotOlderThan") || !p.bookmarks)
-    {
-        return Err(ApiError::invalid(
-            scope.target(""),
+    if p.send_initial_events.is_some() && p.rv_match.as_deref() != Some("NotOlderThan") {
+        return Err(ApiError::invalid_options(
             "ListOptions",
-            &[("sendInitialEvents".into(), "Forbidden: sendInitialEvents is only supported with resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true".into())],
+            "resourceVersionMatch",
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if p.send_initial_events == Some(true) && !p.bookmarks {
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is only supported with resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true",
         ));
     }
     let rv = p.resource_version.as_deref().filter(|r| !r.is_empty());

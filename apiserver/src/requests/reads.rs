@@ -67,7 +67,17 @@ pub(super) fn watch_one(call: Call<'_>, name: &str) -> Result<Response, ApiError
 /// GET of a collection: its objects (a page of them, with `limit`).
 pub(super) fn list(call: &Call<'_>) -> Result<Response, ApiError> {
     let q = call.query;
-    let limit = match q.get("limit").filter(|s| !s.is_empty()) {
+    let rv = q.get("resourceVersion").map_or("", String::as_str);
+    if q.get("resourceVersionMatch").is_some_and(|m| !m.is_empty()) && rv.is_empty() {
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
+    // kube-apiserver serves resourceVersion 0 from its watch cache, whole: no pages.
+    let paged = rv != "0";
+    let limit = match q.get("limit").filter(|s| !s.is_empty() && paged) {
         Some(l) => Some(
             l.parse::<i64>()
                 .map_err(|_| ApiError::bad_request("limit must be an integer"))?

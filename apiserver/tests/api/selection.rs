@@ -125,3 +125,40 @@ async fn selectors_and_pages() {
         .json();
     assert_eq!(l["items"].as_array().unwrap().len(), 0);
 }
+
+#[tokio::test]
+async fn resource_version_zero_lists_whole_and_a_match_needs_a_version() {
+    let (server, _client) = start().await;
+    let p = "/api/v1/namespaces/default/configmaps";
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            post(&server, p, json!({"metadata": {"name": name}}))
+                .await
+                .code,
+            201
+        );
+    }
+    // As kube-apiserver serves it from its watch cache: every item, no continue.
+    let whole = get(&server, &format!("{p}?limit=1&resourceVersion=0"))
+        .await
+        .json();
+    assert_eq!(whole["items"].as_array().map(Vec::len), Some(3), "{whole}");
+    assert!(whole["metadata"].get("continue").is_none(), "{whole}");
+    // A paged list at no particular version still pages.
+    let page = get(&server, &format!("{p}?limit=1")).await.json();
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+    // kube's ListOptions validation.
+    let r = get(&server, &format!("{p}?resourceVersionMatch=Exact")).await;
+    assert_status(&r, 422, "Invalid");
+    let message = "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided";
+    assert_eq!(
+        r.json()["message"],
+        format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: {message}")
+    );
+    assert_eq!(
+        r.json()["details"],
+        json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+            {"reason": "FieldValueForbidden", "message": message, "field": "resourceVersionMatch"}]})
+    );
+    server.shutdown().await.unwrap();
+}

@@ -137,10 +137,16 @@ async fn bookmarks_initial_events_and_gone() {
         evs[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
-    assert_status(
-        &get(&server, &format!("{CMS}?watch=true&sendInitialEvents=true")).await,
-        422,
-        "Invalid",
+    let r = get(&server, &format!("{CMS}?watch=true&sendInitialEvents=true")).await;
+    assert_status(&r, 422, "Invalid");
+    // kube's ListOptions validation names resourceVersionMatch.
+    assert_eq!(
+        r.json()["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    assert_eq!(
+        r.json()["details"]["causes"][0]["reason"],
+        "FieldValueForbidden"
     );
     // 410 Gone once the history is expired.
     server.faults().expire_history();
