@@ -164,13 +164,26 @@ fn json_body<'a>(ct: &str, body: &'a [u8]) -> Option<&'a [u8]> {
     (!ct.contains("yaml") && !ct.contains("protobuf") && !ct.contains("cbor")).then_some(body)
 }
 
-fn dry_run(q: &HashMap<String, String>) -> Result<bool, ApiError> {
+/// `dryRun`, refused as kube validates the options of the write (`CreateOptions` of a
+/// POST, ...): 422 naming the values (Go's %q of the list).
+fn dry_run(method: &Method, q: &HashMap<String, String>) -> Result<bool, ApiError> {
     match q.get("dryRun").map(String::as_str) {
         None | Some("") => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-        ))),
+        Some(other) => {
+            let options = match *method {
+                Method::POST => "CreateOptions",
+                Method::PUT => "UpdateOptions",
+                Method::PATCH => "PatchOptions",
+                Method::DELETE => "DeleteOptions",
+                _ => "ListOptions",
+            };
+            Err(ApiError::invalid_options(
+                options,
+                "dryRun",
+                &format!("Unsupported value: [{other:?}]: supported values: \"All\""),
+            ))
+        }
     }
 }
 
@@ -279,7 +292,7 @@ impl<'a> Call<'a> {
         subresource: Subresource,
     ) -> Result<Self, ApiError> {
         let query = request.query;
-        let dry = dry_run(query)?;
+        let dry = dry_run(request.method, query)?;
         let who = Who {
             manager: Who::from_request(
                 query.get("fieldManager").map(String::as_str),

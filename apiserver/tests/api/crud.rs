@@ -187,6 +187,24 @@ async fn create_checks() {
     .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
+    // Any other value: 422 of the write's options, as kube-apiserver validates them.
+    let r = post(
+        &server,
+        &format!("{p}?dryRun=Bogus"),
+        json!({"metadata": {"name": "dry"}}),
+    )
+    .await;
+    assert_status(&r, 422, "Invalid");
+    let message = "Unsupported value: [\"Bogus\"]: supported values: \"All\"";
+    assert_eq!(
+        r.json()["message"],
+        format!("CreateOptions.meta.k8s.io \"\" is invalid: dryRun: {message}")
+    );
+    assert_eq!(
+        r.json()["details"],
+        json!({"group": "meta.k8s.io", "kind": "CreateOptions", "causes": [
+            {"reason": "FieldValueNotSupported", "message": message, "field": "dryRun"}]})
+    );
     let r = raw(&server, "DELETE", &format!("{p}/a?dryRun=All"), None, b"").await;
     assert_eq!(r.code, 200);
     // Answered as the delete would be: the Success Status of an object gone at once.
