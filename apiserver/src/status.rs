@@ -35,8 +35,13 @@ impl Target<'_> {
         }
     }
 
+    /// kube's `details`: an empty name left out (omitempty), as of a create without one.
     fn details(&self) -> Value {
-        let mut d = json!({"name": self.name, "kind": self.plural});
+        let mut d = if self.name.is_empty() {
+            json!({"kind": self.plural})
+        } else {
+            json!({"name": self.name, "kind": self.plural})
+        };
         if !self.group.is_empty() {
             d["group"] = json!(self.group);
         }

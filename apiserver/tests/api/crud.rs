@@ -187,6 +187,15 @@ async fn create_checks() {
     .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
+    // Neither name nor generateName: kube-apiserver's Status, a Required cause and no
+    // name in its details.
+    let r = post(&server, p, json!({"metadata": {}})).await;
+    assert_status(&r, 422, "Invalid");
+    assert_eq!(
+        r.json()["details"],
+        json!({"kind": "ConfigMap", "causes": [{"reason": "FieldValueRequired",
+            "message": "Required value: name or generateName is required", "field": "metadata.name"}]})
+    );
     // Any other value: 422 of the write's options, as kube-apiserver validates them.
     let r = post(
         &server,
