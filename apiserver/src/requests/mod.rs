@@ -128,21 +128,22 @@ fn selectors(call: &Call<'_>) -> Result<Selectors, ApiError> {
     })
 }
 
-/// Parses a create/update body: JSON, or YAML when the client says so.
+/// Parses a create/update body by its media type, as kube-apiserver's negotiation: JSON
+/// (also when none is given), YAML, protobuf; any other is 415.
 fn parse_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
-    if ct.contains("protobuf") {
+    let media = ct.split(';').next().unwrap_or_default().trim();
+    let yaml = media.eq_ignore_ascii_case("application/yaml");
+    if media.eq_ignore_ascii_case("application/vnd.kubernetes.protobuf") {
         return crate::protobuf::decode(body);
     }
-    if ct.contains("cbor") {
+    if !media.is_empty() && !yaml && !media.eq_ignore_ascii_case("application/json") {
         return Err(ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {ct:?})"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
         ));
     }
-    let v: Value = if ct.contains("yaml") {
+    let v: Value = if yaml {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {

@@ -187,6 +187,18 @@ async fn create_checks() {
     .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
+    // A body's media type is JSON (also when none is given), YAML or protobuf; any other
+    // is 415, as kube-apiserver's negotiation answers.
+    let plain = br#"{"metadata": {"name": "typed"}}"#;
+    for ct in ["text/plain", "application/merge-patch+json", "text/yaml"] {
+        let r = raw(&server, "POST", p, Some(ct), plain).await;
+        assert_status(&r, 415, "UnsupportedMediaType");
+        assert_eq!(
+            r.json()["message"],
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        );
+    }
+    assert_eq!(raw(&server, "POST", p, None, plain).await.code, 201);
     // Neither name nor generateName: kube-apiserver's Status, a Required cause and no
     // name in its details.
     let r = post(&server, p, json!({"metadata": {}})).await;
