@@ -102,22 +102,118 @@ fn configmap_size_problem(obj: &Value) -> Option<(String, String)> {
     })
 }
 
+/// Whether the type's names are path segments (RBAC's `system:discovery`, Events' and
+/// Nodes' names), not DNS subdomains.
+fn name_is_path_segment(scope: &Scope) -> bool {
+    scope.rt.group.is_empty() && matches!(scope.rt.plural.as_str(), "events" | "nodes")
+        || scope.rt.group == "rbac.authorization.k8s.io"
+}
+
+/// kube's `RegexError`: a rule's message, its examples and the regex.
+fn regex_error(message: &str, regex: &str, examples: &[&str]) -> String {
+    let shown: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{message} (e.g. {}regex used for validation is '{regex}')",
+        shown.join(" or ")
+    )
+}
+
+/// What kube's `IsDNS1123Label` says of a name that is not one.
+fn label_problems(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if name.len() > 63 {
+        out.push("must be no more than 63 characters".into());
+    }
+    if crate::validate::dns_subdomain(name) {
+        out.push("must not contain dots".into());
+    } else {
+        out.push(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "123-abc"],
+        ));
+    }
+    out
+}
+
+/// What kube's `IsDNS1123Subdomain` says of a name that is not one.
+fn subdomain_problems(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if name.len() > 253 {
+        out.push("must be no more than 253 characters".into());
+    }
+    out.push(regex_error(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+        &["example.com"],
+    ));
+    out
+}
+
+/// kube's `IsConfigMapKey` over the keys of a ConfigMap's or Secret's `field`: each
+/// problem a cause at `field[key]`.
+fn config_key_problems(obj: &Value, field: &str) -> Vec<(String, String)> {
+    let keys = obj
+        .get(field)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten();
+    let mut out = Vec::new();
+    for key in keys.map(|(k, _)| k) {
+        let mut messages = Vec::new();
+        if key.len() > 253 {
+            messages.push("must be no more than 253 characters".to_string());
+        }
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+        if key.is_empty() || !key.chars().all(allowed) {
+            messages.push(regex_error(
+                "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                "[-._a-zA-Z0-9]+",
+                &["key.name", "KEY_NAME", "key-name"],
+            ));
+        }
+        match key.as_str() {
+            "." => messages.push("must not be '.'".into()),
+            ".." => messages.push("must not be '..'".into()),
+            k if k.starts_with("..") => messages.push("must not start with '..'".into()),
+            _ => {}
+        }
+        out.extend(messages.into_iter().map(|m| {
+            (
+                format!("{field}[{key}]"),
+                format!("Invalid value: {key:?}: {m}"),
+            )
+        }));
+    }
+    out
+}
+
 /// 422 checks of a complete object about to be stored.
 pub(super) fn check_object(scope: &Scope, obj: &Value) -> Result<(), ApiError> {
     let name = meta_str(obj, "name");
     let mut causes = Vec::new();
     let name_ok = if scope.rt.plural == "namespaces" {
         crate::validate::dns_label(name)
-    } else if scope.rt.group.is_empty() && matches!(scope.rt.plural.as_str(), "events" | "nodes")
-        || scope.rt.group == "rbac.authorization.k8s.io"
-    {
+    } else if name_is_path_segment(scope) {
         // Path segment names (RBAC's `system:discovery`); kube also refuses `%` in them.
         !name.is_empty() && !name.contains(['/', '%']) && name != "." && name != ".."
     } else {
         crate::validate::dns_subdomain(name)
     };
     if !name_ok {
-        causes.push(("metadata.name".to_string(), format!("Invalid value: {name:?}: a lowercase RFC 1123 name must consist of lower case alphanumeric characters, '-' or '.'")));
+        let messages = match scope.rt.plural.as_str() {
+            "namespaces" => label_problems(name),
+            _ if name_is_path_segment(scope) => vec![
+                "a lowercase RFC 1123 name must consist of lower case alphanumeric characters, '-' or '.'".into(),
+            ],
+            _ => subdomain_problems(name),
+        };
+        causes.extend(messages.into_iter().map(|m| {
+            (
+                "metadata.name".to_string(),
+                format!("Invalid value: {name:?}: {m}"),
+            )
+        }));
     }
     causes.extend(crate::validate::metadata(
         obj.get("metadata").unwrap_or(&Value::Null),
@@ -129,7 +225,12 @@ pub(super) fn check_object(scope: &Scope, obj: &Value) -> Result<(), ApiError> {
         causes.extend(pod_problems(obj));
     }
     if scope.rt.group.is_empty() && scope.rt.plural == "configmaps" {
+        causes.extend(config_key_problems(obj, "data"));
+        causes.extend(config_key_problems(obj, "binaryData"));
         causes.extend(configmap_size_problem(obj));
+    }
+    if scope.rt.group.is_empty() && scope.rt.plural == "secrets" {
+        causes.extend(config_key_problems(obj, "data"));
     }
     if let Some(schema) = scope.rt.schema.as_ref().filter(|_| scope.rt.custom) {
         causes.extend(crate::schema::validate(obj, schema));

@@ -187,6 +187,44 @@ async fn create_checks() {
     .await;
     assert_eq!(r.code, 201, "{}", r.body);
     assert_status(&get(&server, &format!("{p}/dry")).await, 404, "NotFound");
+    // Names and ConfigMap keys are refused with kube-apiserver's words (its RegexError).
+    let r = post(
+        &server,
+        p,
+        json!({"metadata": {"name": "Not_A_Name"}, "data": {"no/slash": "v", "..x": "v"}}),
+    )
+    .await;
+    assert_status(&r, 422, "Invalid");
+    let causes: Vec<(String, String)> = r.json()["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["field"].as_str().unwrap().to_string(),
+                c["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let key_rule = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    assert_eq!(
+        causes,
+        [
+            ("metadata.name".to_string(), "Invalid value: \"Not_A_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string()),
+            ("data[no/slash]".to_string(), format!("Invalid value: \"no/slash\": {key_rule}")),
+            ("data[..x]".to_string(), "Invalid value: \"..x\": must not start with '..'".to_string()),
+        ]
+    );
+    let r = post(
+        &server,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "has.dots"}}),
+    )
+    .await;
+    assert_eq!(
+        r.json()["details"]["causes"][0]["message"],
+        "Invalid value: \"has.dots\": must not contain dots"
+    );
     // A body's media type is JSON (also when none is given), YAML or protobuf; any other
     // is 415, as kube-apiserver's negotiation answers.
     let plain = br#"{"metadata": {"name": "typed"}}"#;
