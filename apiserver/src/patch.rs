@@ -54,10 +54,15 @@ pub(crate) fn apply(ty: PatchType, doc: Value, body: &[u8]) -> Result<Value, Api
             let p: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding json patch: {e}")))?;
             // kube answers a failed operation (a failed `test` included) with 422 built by
-            // NewGenericServerResponse: reason Invalid, the generic message, the detail in causes.
-            json_patch::patch(&mut out, &p).map_err(|e| {
-                let mut err = ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request");
-                err.details = Some(Box::new(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": e.to_string()}]})));
+            // NewGenericServerResponse: reason Invalid, the generic message, empty details
+            // (the operation's error is not sent).
+            json_patch::patch(&mut out, &p).map_err(|_| {
+                let mut err = ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                );
+                err.details = Some(Box::new(json!({})));
                 err
             })?;
         }

@@ -34,6 +34,12 @@ async fn merge_json_and_unsupported_patches() {
     assert_eq!(r.json()["data"]["z"], "3");
     let r = patch(&server, p, "application/json-patch+json", ops).await;
     assert_status(&r, 422, "Invalid");
+    // kube-apiserver's generic 422: its message, empty details, no cause.
+    assert_eq!(
+        r.json()["message"],
+        "the server rejected our request due to an error in our request"
+    );
+    assert_eq!(r.json()["details"], json!({}));
     assert_status(
         &patch(
             &server,
