@@ -46,25 +46,46 @@ pub(crate) fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
     Ok(v)
 }
 
+/// kube's generic 422 of a JSON patch that does not apply (NewGenericServerResponse):
+/// its message, empty details.
+fn json_patch_failed() -> ApiError {
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    );
+    err.details = Some(Box::new(json!({})));
+    err
+}
+
+/// A JSON patch's operations. As kube-apiserver: a body that is not a list is 400 with Go's
+/// decoding error; a list with an operation that is not one fails only when applied (422).
+fn json_patch_of(body: &[u8]) -> Result<json_patch::Patch, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding json patch: {e}")))?;
+    let go_type = match &value {
+        Value::Array(_) => return serde_json::from_value(value).map_err(|_| json_patch_failed()),
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => return Ok(json_patch::Patch(Vec::new())),
+    };
+    Err(ApiError::bad_request(format!(
+        "error decoding patch: json: cannot unmarshal {go_type} into Go value of type []handlers.jsonPatchOp"
+    )))
+}
+
 /// Applies a patch of `ty` to `doc` (the object as currently served).
 pub(crate) fn apply(ty: PatchType, doc: Value, body: &[u8]) -> Result<Value, ApiError> {
     let mut out = doc;
     match ty {
         PatchType::Json => {
-            let p: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding json patch: {e}")))?;
+            let p = json_patch_of(body)?;
             // kube answers a failed operation (a failed `test` included) with 422 built by
             // NewGenericServerResponse: reason Invalid, the generic message, empty details
             // (the operation's error is not sent).
-            json_patch::patch(&mut out, &p).map_err(|_| {
-                let mut err = ApiError::new(
-                    422,
-                    "Invalid",
-                    "the server rejected our request due to an error in our request",
-                );
-                err.details = Some(Box::new(json!({})));
-                err
-            })?;
+            json_patch::patch(&mut out, &p).map_err(|_| json_patch_failed())?;
         }
         PatchType::Merge => {
             let p = parse_json(body)?;
