@@ -86,6 +86,10 @@ pub(crate) fn list(store: &Store, scope: &Scope, params: &ListParams) -> Result<
     if let (Some(n), Some((ns, name))) = (remaining.filter(|n| *n > 0), &last_key) {
         metadata["continue"] = json!(encode_token(rv, ns, name));
         metadata["remainingItemCount"] = json!(n);
+    } else if scope.rt.custom {
+        // A custom resource's list is unstructured in kube-apiserver: it writes an empty
+        // continue where a built-in's list leaves it out.
+        metadata["continue"] = json!("");
     }
     if let Some(shard) = &params.selectors.shard {
         // kube echoes the shard, so a client knows the list is one shard of the whole.

@@ -519,3 +519,19 @@ async fn deleting_a_custom_object_answers_a_success_status() {
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_custom_resource_list_says_continue_even_when_empty() {
+    let (server, _client) = start().await;
+    let p = crd_with_object(&server).await;
+    let list = p.trim_end_matches("/ex");
+    // kube-apiserver's unstructured list of a custom resource has continue "", where a
+    // built-in's list leaves it out.
+    let custom = get(&server, list).await.json();
+    assert_eq!(custom["metadata"]["continue"], "", "{custom}");
+    let builtin = get(&server, "/api/v1/namespaces/default/configmaps")
+        .await
+        .json();
+    assert!(builtin["metadata"].get("continue").is_none(), "{builtin}");
+    server.shutdown().await.unwrap();
+}
