@@ -43,6 +43,21 @@ pub(crate) fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
     if !v.is_object() {
         return Err(ApiError::bad_request("apply patch must be an object"));
     }
+    // kube-apiserver types the configuration by its apiVersion and kind: without a kind it
+    // has no type (GroupVersionKind's text: `group/version, Kind=`).
+    if v.get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        let api_version = v
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind="
+        )));
+    }
     Ok(v)
 }
 

@@ -179,6 +179,25 @@ async fn a_write_without_field_manager_or_user_agent_is_by_unknown() {
 }
 
 #[tokio::test]
+async fn a_configuration_without_kind_has_no_type() {
+    let (server, _client) = start().await;
+    let r = raw(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/typeless?fieldManager=a",
+        Some("application/apply-patch+yaml"),
+        br#"{"apiVersion": "v1", "metadata": {"name": "typeless"}, "data": {"a": "1"}}"#,
+    )
+    .await;
+    // As kube-apiserver answers it, and nothing is made.
+    assert_status(&r, 400, "BadRequest");
+    assert_eq!(r.json()["message"], "invalid object type: /v1, Kind=");
+    let path = "/api/v1/namespaces/default/configmaps/typeless";
+    assert_status(&get(&server, path).await, 404, "NotFound");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_map_a_write_removes_leaves_every_manager() {
     let (server, _client) = start().await;
     let path = "/api/v1/namespaces/default/configmaps";
