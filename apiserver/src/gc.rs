@@ -87,6 +87,9 @@ pub(crate) fn delete(
         let mut obj = Value::clone(&stored);
         mark_deleting(&mut obj, &now);
         if is_ns {
+            // A namespace's deletion has no grace period (its storage sets only the
+            // timestamp and the phase).
+            meta_mut(&mut obj).remove("deletionGracePeriodSeconds");
             obj["status"] = json!({"phase": "Terminating"});
         }
         if is_crd {

@@ -72,12 +72,22 @@ fn gvk_json(group: &str, version: &str, kind: &str) -> Value {
     json!({"group": group, "version": version, "kind": kind})
 }
 
-/// One resource's `APIResourceDiscovery`.
+/// One resource's `APIResourceDiscovery`. A response kind names its group and version
+/// only where they are not the resource's own (kube-apiserver leaves them empty).
 fn resource_discovery(s: &Served<'_>) -> Value {
     let t = s.rt;
+    let own =
+        |group: &str, version: &str| (group, version) == (t.group.as_str(), t.version.as_str());
+    let kind_json = |group: &str, version: &str, kind: &str| {
+        if own(group, version) {
+            gvk_json("", "", kind)
+        } else {
+            gvk_json(group, version, kind)
+        }
+    };
     let mut r = json!({
         "resource": t.plural,
-        "responseKind": gvk_json(&t.group, &t.version, &t.kind),
+        "responseKind": kind_json(&t.group, &t.version, &t.kind),
         "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": t.singular,
         "verbs": t.verbs,
@@ -95,7 +105,7 @@ fn resource_discovery(s: &Served<'_>) -> Value {
             .map(|sub| {
                 json!({
                     "subresource": sub.name,
-                    "responseKind": gvk_json(&sub.kind.group, &sub.kind.version, &sub.kind.kind),
+                    "responseKind": kind_json(&sub.kind.group, &sub.kind.version, &sub.kind.kind),
                     "verbs": sub.verbs,
                 })
             })

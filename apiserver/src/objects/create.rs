@@ -238,12 +238,22 @@ fn check_namespace(store: &Store, scope: &Scope, name: &str) -> Result<(), ApiEr
             plural: "namespaces",
             name: ns,
         })),
-        Some(n) if !meta_str(n, "deletionTimestamp").is_empty() => Err(ApiError::forbidden(
-            scope.target(name),
-            &format!(
-                "unable to create new content in namespace {ns} because it is being terminated"
-            ),
-        )),
+        Some(n) if !meta_str(n, "deletionTimestamp").is_empty() => {
+            let mut refused = ApiError::forbidden(
+                scope.target(name),
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            );
+            if let Some(details) = refused.details.as_deref_mut() {
+                details["causes"] = serde_json::json!([{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {ns} is being terminated"),
+                    "field": "metadata.namespace",
+                }]);
+            }
+            Err(refused)
+        }
         Some(_) => Ok(()),
     }
 }

@@ -75,6 +75,16 @@ async fn aggregated_discovery_agrees_with_the_legacy_documents() {
         .map(|s| s.subresource.as_deref().unwrap())
         .collect();
     assert_eq!(subs, ["scale", "status"]);
+    // A response kind in the resource's own group-version names neither (as kube's).
+    let own = deployments.response_kind.as_ref().unwrap();
+    assert_eq!(
+        (
+            own.group.as_deref(),
+            own.version.as_deref(),
+            own.kind.as_deref()
+        ),
+        (Some(""), Some(""), Some("Deployment"))
+    );
     let scale = &deployments.subresources[0].response_kind.as_ref().unwrap();
     assert_eq!(
         (

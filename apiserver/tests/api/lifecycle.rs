@@ -395,15 +395,17 @@ async fn a_terminating_namespace_keeps_its_content_for_kubes_delay() {
     )
     .await;
     assert_eq!(r.code, 200, "{}", r.body);
-    assert_status(
-        &post(
-            &server,
-            "/api/v1/namespaces/doomed/configmaps",
-            json!({"metadata": {"name": "c"}}),
-        )
-        .await,
-        403,
-        "Forbidden",
+    let refused = post(
+        &server,
+        "/api/v1/namespaces/doomed/configmaps",
+        json!({"metadata": {"name": "c"}}),
+    )
+    .await;
+    assert_status(&refused, 403, "Forbidden");
+    assert_eq!(
+        refused.json()["details"]["causes"],
+        json!([{"reason": "NamespaceTerminating", "message": "namespace doomed is being terminated",
+                "field": "metadata.namespace"}])
     );
 }
 
