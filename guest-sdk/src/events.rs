@@ -34,10 +34,12 @@ fn reference(object: &Value) -> Option<String> {
 /// # Guarantees
 /// The host posts asynchronously, with retries, and logs what it could not post
 /// (an Event about an object the guest neither handles nor may read, or in a
-/// namespace the operator does not serve, is refused with a warning). The call
-/// fails only when it goes past the host's limits: too many Events in one call,
-/// one too large, or more than the guest's API pace allows before its deadline
-/// (see the host's SECURITY.md).
+/// namespace the operator does not serve, is refused with a warning). The call never
+/// waits for the Event: past the guest's Event pace, Events wait for their turn in the
+/// background, identical ones waiting go out as one with a count, and past the host's
+/// queue of waiting Events they are dropped (counted in its `/metrics`). The call
+/// fails only when it goes past the host's limits: too many Events in one call, or
+/// one too large (see the host's SECURITY.md).
 pub fn post(object: &Value, event_type: &str, reason: &str, message: &str) {
     host::post_event(reference(object).as_deref(), event_type, reason, message);
 }

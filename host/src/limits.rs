@@ -155,8 +155,9 @@ pub struct Limits {
     /// (`--guest-event-burst`).
     pub guest_event_burst: u32,
     /// How many of a guest's Events may wait for its pace: Events are posted in the
-    /// background, so a call never waits for them; past this many waiting, posting
-    /// one fails the call (`--max-queued-events`).
+    /// background, so a call never waits for them; identical ones waiting are folded
+    /// into one with a count, and past this many waiting, others are dropped (counted
+    /// in `kapsel_events_dropped_total`) (`--max-queued-events`).
     pub max_queued_events: u32,
     /// The shortest interval a timer may run at; shorter ones run at this
     /// (`--min-timer-interval-ms`).

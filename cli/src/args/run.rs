@@ -348,7 +348,8 @@ pub(crate) struct LimitArgs {
     /// How many Events a guest may post at once before their pace applies.
     #[arg(long, default_value_t = Limits::default().guest_event_burst)]
     pub(crate) guest_event_burst: u32,
-    /// How many of a guest's Events may wait for its pace before posting one fails the call.
+    /// How many of a guest's Events may wait for its pace; past it, new ones are dropped
+    /// (identical ones waiting are folded into one).
     #[arg(long, default_value_t = Limits::default().max_queued_events)]
     pub(crate) max_queued_events: u32,
     /// The shortest interval (and idle time) of a timer, in milliseconds.

@@ -103,9 +103,9 @@ impl HostServices for GuestServices {
             && let (Some(poster), Some(kube)) = (&self.poster, &self.kube)
             && poster.admits_log(posting_level(level))
             && let Some(event) = from_log(&self.object, level, message)
-            && let Some(turn) = kube.admit_logged_event(caller, &event.involved)
+            && let Some(pace) = kube.admit_logged_event(caller, &event.involved)
         {
-            poster.post_after(event, turn);
+            poster.post_paced(event, pace);
         }
     }
 
@@ -134,10 +134,11 @@ impl HostServices for GuestServices {
             let own = event.object.is_none();
             let event = from_guest(&self.object, event)
                 .map_err(|error| KubeError::local("Invalid", error.to_string()))?;
-            let turn = kube
+            // Never waits for the guest's pace: the poster does, in the background.
+            let pace = kube
                 .admit_event(&self.guest, caller, &event.involved, own)
                 .await?;
-            poster.post_after(event, turn);
+            poster.post_paced(event, pace);
             Ok(())
         })
     }

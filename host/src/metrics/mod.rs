@@ -12,6 +12,8 @@
 //! | `kapsel_call_slots`, `_busy`, `_waiting` (slots of a pool, held, calls waiting) | gauge | pool |
 //! | `kapsel_guest_api_requests_total` (Kubernetes requests and Events of guests) | counter | guest, verb |
 //! | `kapsel_guest_api_throttled_total` (of those, delayed or refused by the guest's rate) | counter | guest |
+//! | `kapsel_events_aggregated_total` (guests' Events folded into an identical one waiting for the guest's pace) | counter | guest |
+//! | `kapsel_events_dropped_total` (guests' Events not posted; `queue_full`: past `--max-queued-events` waiting) | counter | guest, reason |
 //! | `kapsel_self_trigger_backoffs_total` (objects backed off for re-triggering themselves) | counter | resource |
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
@@ -94,6 +96,10 @@ struct State {
     guest_requests: BTreeMap<(String, String), u64>,
     /// Of those, the ones the guest's rate delayed or refused, by guest.
     guest_throttled: BTreeMap<String, u64>,
+    /// Guests' Events folded into an identical waiting one, by guest.
+    events_folded: BTreeMap<String, u64>,
+    /// Guests' Events dropped, by guest and reason.
+    events_dropped: BTreeMap<(String, String), u64>,
     /// Objects backed off for re-triggering their handlers with their own patches.
     self_triggers: BTreeMap<String, u64>,
 }
@@ -209,6 +215,24 @@ impl Metrics {
         if throttled {
             *state.guest_throttled.entry(guest.to_owned()).or_default() += 1;
         }
+    }
+
+    /// An Event of `guest` was folded into an identical one waiting for its pace.
+    pub(crate) fn event_folded(&self, guest: &str) {
+        *self
+            .state()
+            .events_folded
+            .entry(guest.to_owned())
+            .or_default() += 1;
+    }
+
+    /// An Event of `guest` was dropped, for `reason`.
+    pub(crate) fn event_dropped(&self, guest: &str, reason: &str) {
+        *self
+            .state()
+            .events_dropped
+            .entry((guest.to_owned(), reason.to_owned()))
+            .or_default() += 1;
     }
 
     /// An object of `resource` was backed off: its handlers re-trigger themselves.
@@ -433,6 +457,7 @@ fn render_containment(state: &State, out: &mut Exposition) {
             *count,
         );
     }
+    render_guest_events(state, out);
     out.family(
         "kapsel_self_trigger_backoffs_total",
         "Objects backed off because their handlers re-trigger themselves with their own patches.",
@@ -442,6 +467,34 @@ fn render_containment(state: &State, out: &mut Exposition) {
         out.sample(
             "kapsel_self_trigger_backoffs_total",
             &[("resource", resource.clone())],
+            *count,
+        );
+    }
+}
+
+/// What became of the guests' Events past their pace.
+fn render_guest_events(state: &State, out: &mut Exposition) {
+    out.family(
+        "kapsel_events_aggregated_total",
+        "Guest Events folded into an identical one waiting for the guest's Event pace.",
+        "counter",
+    );
+    for (guest, count) in &state.events_folded {
+        out.sample(
+            "kapsel_events_aggregated_total",
+            &[("guest", guest.clone())],
+            *count,
+        );
+    }
+    out.family(
+        "kapsel_events_dropped_total",
+        "Guest Events not posted (queue_full: past --max-queued-events waiting for the pace).",
+        "counter",
+    );
+    for ((guest, reason), count) in &state.events_dropped {
+        out.sample(
+            "kapsel_events_dropped_total",
+            &[("guest", guest.clone()), ("reason", reason.clone())],
             *count,
         );
     }
@@ -554,6 +607,8 @@ mod tests {
             "kapsel_call_slots_waiting gauge",
             "kapsel_guest_api_requests_total counter",
             "kapsel_guest_api_throttled_total counter",
+            "kapsel_events_aggregated_total counter",
+            "kapsel_events_dropped_total counter",
             "kapsel_self_trigger_backoffs_total counter",
             "kapsel_paused gauge",
         ] {

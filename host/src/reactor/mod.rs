@@ -332,10 +332,14 @@ pub(crate) async fn run(
     shared: Shared,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    // Events go out until the streams have stopped, then get a short grace.
+    // Events go out until the streams have stopped, then get the exit timeout.
     let posting = CancellationToken::new();
-    let (poster, poster_task) =
-        Poster::start(client.clone(), settings.retries.clone(), posting.clone());
+    let (poster, poster_task) = Poster::start(
+        client.clone(),
+        settings.retries.clone(),
+        settings.exit_grace,
+        posting.clone(),
+    );
     let poster = poster.with_posting(settings.posting.clone());
     // An early return (a failed discovery) stops the poster too.
     let _stop_posting = posting.clone().drop_guard();

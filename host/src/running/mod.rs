@@ -577,8 +577,11 @@ impl Operator {
                 &self.settings.peering,
                 &self.settings.scope,
             );
-            reporting.events = involved
-                .map(|involved| (Poster::start(client.clone(), retries, events).0, involved));
+            reporting.events = involved.map(|involved| {
+                let grace = self.settings.exit_grace;
+                let poster = Poster::start(client.clone(), retries, grace, events).0;
+                (poster, involved)
+            });
             let reloader = Reloader {
                 runtime,
                 library,

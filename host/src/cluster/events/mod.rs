@@ -6,8 +6,11 @@
 //! about one object go out in the order they were posted while objects do not
 //! wait for each other (`poster`). A worker retires after a second without events.
 //! Failures are retried as Kopf retries API requests; other failures and exhausted
-//! retries are logged as warnings and the event is dropped. On shutdown, queued events
-//! get a short grace to go out.
+//! retries are logged as warnings and the event is dropped. A guest's Events wait for
+//! its pace in a bounded queue of their own, where identical ones are folded into one
+//! with a count and what finds the queue full is dropped and counted (`pacing`);
+//! nothing waits for them either. On shutdown, queued events get the exit timeout to go
+//! out.
 //!
 //! The Event body is Kopf's, with Kapsel's names where Kopf names itself by default:
 //! `reportingComponent` and `source.component` are `kapsel`, and so is
@@ -19,6 +22,7 @@
 //! `posting.reporting_component`, `reporting_instance` and `event_name_prefix` change
 //! them, as in Kopf (to Kopf's own, say, for tools that look for them).
 
+mod pacing;
 mod poster;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -28,6 +32,7 @@ use serde_json::Value;
 use crate::runtime::{GuestEvent, Level};
 use crate::settings::{Posting, PostingLevel};
 
+pub(crate) use pacing::EventPace;
 pub(crate) use poster::Poster;
 
 /// Messages longer than this many characters are cut in the middle (Kopf's
@@ -46,7 +51,7 @@ const CUT_INFIX: &str = "...";
 const EVENT_TYPES: [&str; 3] = ["Normal", "Warning", "Error"];
 
 /// The object an Event is about (an Event's `involvedObject`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ObjectRef {
     pub(crate) api_version: String,
     pub(crate) kind: String,
@@ -99,8 +104,10 @@ impl ObjectRef {
     }
 }
 
-/// One Event to post.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One Event to post. Two Events equal in all of this are "the same" Event, which a
+/// guest's queue folds into one (client-go's EventCorrelator's key: object, type,
+/// reason, message).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PostedEvent {
     pub(crate) involved: ObjectRef,
     /// `Normal`, `Warning` or `Error`.
@@ -223,19 +230,51 @@ pub(super) fn event_namespace(involved: &ObjectRef) -> &str {
     involved.namespace.as_deref().unwrap_or("default")
 }
 
-/// The core/v1 Event body for `event` at `now` (KOPF.md §6.5), with the names of
-/// `posting`, written out member by member: building it as a `Value` first cost every
-/// Event a copy (docs/performance.md).
+/// How often one Event happened, and when first and last: once for most; a guest's
+/// Events that wait for its pace fold identical ones into one (`pacing`), which goes out
+/// with their count, as client-go's EventCorrelator counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) count: u32,
+    pub(crate) first: DateTime<Utc>,
+    pub(crate) last: DateTime<Utc>,
+}
+
+impl Seen {
+    /// Once, at `at`.
+    pub(crate) fn once(at: DateTime<Utc>) -> Seen {
+        Seen {
+            count: 1,
+            first: at,
+            last: at,
+        }
+    }
+
+    /// Once more, at `at`.
+    pub(crate) fn again(&mut self, at: DateTime<Utc>) {
+        self.count = self.count.saturating_add(1);
+        self.last = self.last.max(at);
+    }
+}
+
+/// The core/v1 Event body for `event`, `seen` as it was (KOPF.md §6.5), with the names
+/// of `posting`, written out member by member: building it as a `Value` first cost every
+/// Event a copy (docs/performance.md). An Event seen more than once has core/v1's
+/// `count`, `firstTimestamp` and `lastTimestamp` of its first and last time, and its
+/// `series` (the count and the last time, to the microsecond), as client-go's
+/// correlator and events.k8s.io/v1 keep them; one seen once is Kopf's, without them.
 pub(super) fn event_body<'a>(
     event: &'a PostedEvent,
     posting: &'a Posting,
-    now: DateTime<Utc>,
+    seen: Seen,
 ) -> EventBody<'a> {
     let r = &event.involved;
     let namespace = event_namespace(r);
     // `firstTimestamp`/`lastTimestamp` are metav1.Time (whole seconds); `eventTime`
-    // is metav1.MicroTime. All three are the same instant.
-    let seconds = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    // and `lastObservedTime` are metav1.MicroTime.
+    let seconds = |at: DateTime<Utc>| at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let micros = |at: DateTime<Utc>| at.to_rfc3339_opts(SecondsFormat::Micros, true);
+    let repeated = seen.count > 1;
     EventBody {
         api_version: "v1",
         kind: "Event",
@@ -259,13 +298,19 @@ pub(super) fn event_body<'a>(
             namespace,
             uid: r.uid.as_deref(),
         },
-        first_timestamp: seconds.clone(),
-        last_timestamp: seconds,
-        event_time: now.to_rfc3339_opts(SecondsFormat::Micros, true),
+        first_timestamp: seconds(seen.first),
+        last_timestamp: seconds(seen.last),
+        event_time: micros(seen.first),
+        count: repeated.then_some(seen.count),
+        series: repeated.then(|| Series {
+            count: seen.count,
+            last_observed_time: micros(seen.last),
+        }),
     }
 }
 
-/// An Event as it is sent: Kopf's members, in Kopf's order.
+/// An Event as it is sent: Kopf's members, in Kopf's order, then the count of one seen
+/// more than once.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct EventBody<'a> {
@@ -284,6 +329,18 @@ pub(super) struct EventBody<'a> {
     first_timestamp: String,
     last_timestamp: String,
     event_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series: Option<Series>,
+}
+
+/// core/v1's `EventSeries`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Series {
+    count: u32,
+    last_observed_time: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -342,7 +399,7 @@ pub(super) mod tests {
             .with_timezone(&Utc);
         let posting = Posting::default();
         let posted = event(pod_ref(), "Created", "all good");
-        let body = event_body(&posted, &posting, now);
+        let body = event_body(&posted, &posting, Seen::once(now));
         let body = serde_json::to_value(body).unwrap();
         assert_eq!(
             body,
@@ -366,6 +423,32 @@ pub(super) mod tests {
         );
     }
 
+    /// An Event seen more than once carries its count, its first and last times and a
+    /// series, as client-go's correlator leaves them on core/v1 Events.
+    #[test]
+    fn a_repeated_event_has_its_count_and_series() {
+        let at = |text: &str| {
+            DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc)
+        };
+        let mut seen = Seen::once(at("2026-11-30T07:30:00.250Z"));
+        seen.again(at("2026-11-30T07:30:09.500001Z"));
+        seen.again(at("2026-11-30T07:30:05Z"));
+        assert_eq!(seen.count, 3);
+        let posting = Posting::default();
+        let posted = event(pod_ref(), "Burst", "same");
+        let body = serde_json::to_value(event_body(&posted, &posting, seen)).unwrap();
+        assert_eq!(body["count"], 3);
+        assert_eq!(body["firstTimestamp"], "2026-11-30T07:30:00Z");
+        assert_eq!(body["lastTimestamp"], "2026-11-30T07:30:09Z");
+        assert_eq!(body["eventTime"], "2026-11-30T07:30:00.250000Z");
+        assert_eq!(
+            body["series"],
+            json!({"count": 3, "lastObservedTime": "2026-11-30T07:30:09.500001Z"})
+        );
+    }
+
     /// `posting.reporting_component`, `reporting_instance` and `event_name_prefix`:
     /// Kopf's own names, say.
     #[test]
@@ -377,7 +460,7 @@ pub(super) mod tests {
             ..Posting::default()
         };
         let posted = event(pod_ref(), "Created", "");
-        let body = event_body(&posted, &posting, Utc::now());
+        let body = event_body(&posted, &posting, Seen::once(Utc::now()));
         let body = serde_json::to_value(body).unwrap();
         assert_eq!(body["metadata"]["generateName"], "kopf-event-");
         assert_eq!(body["reportingComponent"], "kopf");
@@ -396,7 +479,7 @@ pub(super) mod tests {
         };
         let posting = Posting::default();
         let posted = event(node, "Seen", "");
-        let body = event_body(&posted, &posting, Utc::now());
+        let body = event_body(&posted, &posting, Seen::once(Utc::now()));
         let body = serde_json::to_value(body).unwrap();
         assert_eq!(body["metadata"]["namespace"], "default");
         assert_eq!(

@@ -1,7 +1,8 @@
 //! [`Poster`]: Events posted in the background, one worker per involved object, so that
 //! Events about one object go out in order while objects do not wait for each other.
-//! An Event may come with its turn (a guest's Events are paced): its worker holds it
-//! until then, and the shutdown's grace sends what is left at once.
+//! A guest's Events first wait for its pace in its lane (`pacing`), each guest's let out
+//! by a task of its own while any wait; the shutdown sends what waits at once, and gives
+//! every queued Event the exit timeout to go out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,8 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{PostedEvent, event_body, event_namespace};
+use super::pacing::{EventPace, Lane, Offered, Waiting};
+use super::{PostedEvent, Seen, event_body, event_namespace};
 use crate::cluster::requests::{Retries, retried};
 use crate::cluster::wire::Body;
 use crate::settings::{Posting, PostingLevel};
@@ -24,20 +26,16 @@ use crate::settings::{Posting, PostingLevel};
 /// (Kopf's `posting.idle_timeout`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// How long queued events may take to go out once the operator stops (Kopf's
-/// `queueing.exit_timeout`, which also bounds its poster).
-const EXIT_GRACE: Duration = Duration::from_secs(2);
-
 /// One object's queue, as `post` sees it.
 struct Worker {
     queue: mpsc::UnboundedSender<Queued>,
     task: AbortHandle,
 }
 
-/// An Event, the time it may go out, and the names it goes out with.
+/// An Event, how often and when it was posted, and the names it goes out with.
 struct Queued {
     event: PostedEvent,
-    due: tokio::time::Instant,
+    seen: Seen,
     posting: Arc<Posting>,
 }
 
@@ -52,6 +50,11 @@ struct Shared {
     workers: Mutex<Workers>,
     /// Signalled whenever a worker retires (the shutdown waits for none to be left).
     retired: Notify,
+    /// The guests' Events waiting for their paces, by guest.
+    lanes: Mutex<Lanes>,
+    /// How long queued Events may take to go out once the operator stops
+    /// (`queueing.exit_timeout`).
+    grace: Duration,
     /// Events posted but not yet sent or given up on, for the shutdown's warning.
     pending: AtomicUsize,
     /// Cancelled when the operator stops: workers stop idling.
@@ -65,10 +68,22 @@ struct Workers {
     closed: bool,
 }
 
+#[derive(Default)]
+struct Lanes {
+    by_guest: HashMap<Arc<str>, Lane>,
+    /// Set once the operator stops: what is posted then goes out at once.
+    closed: bool,
+}
+
 impl Shared {
     fn workers(&self) -> MutexGuard<'_, Workers> {
         // Every change under this lock is a single insert/remove: a panic cannot leave it torn.
         self.workers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        // A lane's methods keep it whole between their steps, none of which panics.
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -89,14 +104,15 @@ impl std::fmt::Debug for Poster {
 
 impl Poster {
     /// Starts posting with `client` until `shutdown` is cancelled, each Event retried as
-    /// `retries` says. The task returned ends once the queued events went out or
-    /// [`EXIT_GRACE`] passed.
+    /// `retries` says. The task returned ends once the queued events went out or `grace`
+    /// (the exit timeout) passed.
     ///
     /// # Panics
     /// Outside a tokio runtime.
     pub(crate) fn start(
         client: Client,
         retries: Retries,
+        grace: Duration,
         shutdown: CancellationToken,
     ) -> (Poster, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared {
@@ -105,6 +121,8 @@ impl Poster {
             runtime: tokio::runtime::Handle::current(),
             workers: Mutex::default(),
             retired: Notify::new(),
+            lanes: Mutex::default(),
+            grace,
             pending: AtomicUsize::new(0),
             shutdown,
         });
@@ -143,18 +161,60 @@ impl Poster {
 
     /// Queues an Event to go out; returns at once. Events about Events are skipped.
     pub(crate) fn post(&self, event: PostedEvent) {
-        self.post_after(event, Duration::ZERO);
+        if event.involved.is_event() {
+            return;
+        }
+        let seen = Seen::once(Utc::now());
+        self.shared.queue(event, seen, Arc::clone(&self.posting));
     }
 
-    /// Queues an Event to go out `turn` from now at the earliest (its turn at a
-    /// guest's pace); returns at once. Events about Events are skipped.
-    pub(crate) fn post_after(&self, event: PostedEvent, turn: Duration) {
+    /// Queues an Event of a guest to go out at the guest's pace (`pace`): at once while its
+    /// budget lasts, else when its turn comes; folded into an identical one waiting, or
+    /// dropped when too many wait (`pacing`). Returns at once. Events about Events are
+    /// skipped.
+    pub(crate) fn post_paced(&self, event: PostedEvent, pace: EventPace) {
         if event.involved.is_event() {
             return;
         }
         let shared = &self.shared;
+        let now = Utc::now();
+        let mut lanes = shared.lanes();
+        if lanes.closed {
+            drop(lanes);
+            return shared.queue(event, Seen::once(now), Arc::clone(&self.posting));
+        }
+        let guest = Arc::clone(&pace.guest);
+        let lane = lanes
+            .by_guest
+            .entry(Arc::clone(&guest))
+            .or_insert_with(|| Lane::new(pace.clone()));
+        match lane.offer(pace, event, &self.posting, now) {
+            Offered::Now(waiting) => {
+                drop(lanes);
+                shared.queue_waiting(*waiting);
+            }
+            Offered::QueuedFirst => {
+                shared.runtime.spawn(let_out(shared.clone(), guest));
+            }
+            Offered::Queued | Offered::Folded | Offered::Dropped => {}
+        }
+    }
+}
+
+impl Shared {
+    fn queue_waiting(self: &Arc<Self>, waiting: Waiting) {
+        let Waiting {
+            event,
+            seen,
+            posting,
+        } = waiting;
+        self.queue(event, seen, posting);
+    }
+
+    /// Hands an Event to the worker of its object (started if there is none).
+    fn queue(self: &Arc<Self>, event: PostedEvent, seen: Seen, posting: Arc<Posting>) {
         let key = event.involved.queue_key();
-        let mut workers = shared.workers();
+        let mut workers = self.workers();
         if workers.closed {
             tracing::warn!(
                 "Event {:?} about {}/{} not posted: the operator has stopped.",
@@ -164,11 +224,11 @@ impl Poster {
             );
             return;
         }
-        shared.pending.fetch_add(1, Ordering::Relaxed);
+        self.pending.fetch_add(1, Ordering::Relaxed);
         let event = Queued {
             event,
-            due: tokio::time::Instant::now() + turn,
-            posting: Arc::clone(&self.posting),
+            seen,
+            posting,
         };
         // A worker's queue is closed only once it was aborted; then start afresh.
         let event = match workers.by_key.get(&key) {
@@ -182,11 +242,36 @@ impl Poster {
         // The receiver is alive until the worker below ends, which it cannot do
         // before it takes this lock.
         let _ = queue.send(event);
-        let task = shared
+        let task = self
             .runtime
-            .spawn(work(shared.clone(), key.clone(), rx))
+            .spawn(work(self.clone(), key.clone(), rx))
             .abort_handle();
         workers.by_key.insert(key, Worker { queue, task });
+    }
+}
+
+/// A guest's lane while Events wait in it: lets each out when the guest's pace gives it
+/// its turn; ends once none waits, or once the operator stops (whose drain takes them).
+async fn let_out(shared: Arc<Shared>, guest: Arc<str>) {
+    loop {
+        let turn = match shared.lanes().by_guest.get_mut(&guest) {
+            Some(lane) => lane.next_turn(),
+            None => None,
+        };
+        let Some(limiter) = turn else { return };
+        tokio::select! {
+            _ = limiter.take(None) => {}
+            () = shared.shutdown.cancelled() => return,
+        }
+        let mut lanes = shared.lanes();
+        if lanes.closed {
+            return;
+        }
+        let next = lanes.by_guest.get_mut(&guest).and_then(Lane::pop);
+        drop(lanes);
+        if let Some(waiting) = next {
+            shared.queue_waiting(waiting);
+        }
     }
 }
 
@@ -205,17 +290,8 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
             }
         };
         match next {
-            Some(Queued {
-                event,
-                due,
-                posting,
-            }) => {
-                // Its turn; once the operator stops, the grace is all there is left.
-                tokio::select! {
-                    () = tokio::time::sleep_until(due) => {}
-                    () = shared.shutdown.cancelled() => {}
-                }
-                deliver(&shared.client, &shared.retries, &event, &posting).await;
+            Some(queued) => {
+                deliver(&shared.client, &shared.retries, &queued).await;
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
             }
             None => {
@@ -234,9 +310,10 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
 
 /// Posts one Event, retrying what may succeed later (Kopf's request retries); logs what
 /// cannot be posted.
-async fn deliver(client: &Client, retries: &Retries, event: &PostedEvent, posting: &Posting) {
+async fn deliver(client: &Client, retries: &Retries, queued: &Queued) {
+    let event = &queued.event;
     // Sent as written, the answer only checked to be JSON: nothing of it is read.
-    let object = Body::of(&event_body(event, posting, Utc::now()));
+    let object = Body::of(&event_body(event, &queued.posting, queued.seen));
     let resource = ApiResource {
         group: String::new(),
         version: "v1".into(),
@@ -262,11 +339,20 @@ fn describe(event: &PostedEvent) -> String {
     }
 }
 
-/// Waits for the shutdown, gives the queued events [`EXIT_GRACE`] to go out,
-/// then stops the workers that are still busy.
+/// Waits for the shutdown, sends what waits for the guests' paces at once, gives the
+/// queued events the grace (the exit timeout) to go out, then stops the workers that are
+/// still busy: what they had not posted is lost, and its number logged.
 async fn drain_on_shutdown(shared: Arc<Shared>) {
     shared.shutdown.cancelled().await;
-    let drained = tokio::time::timeout(EXIT_GRACE, async {
+    let waiting: Vec<Waiting> = {
+        let mut lanes = shared.lanes();
+        lanes.closed = true;
+        lanes.by_guest.values_mut().flat_map(Lane::drain).collect()
+    };
+    for waiting in waiting {
+        shared.queue_waiting(waiting);
+    }
+    let drained = tokio::time::timeout(shared.grace, async {
         loop {
             let retired = shared.retired.notified();
             if shared.workers().by_key.is_empty() {
@@ -301,6 +387,10 @@ mod tests {
     use super::*;
     use crate::cluster::events::ObjectRef;
     use crate::cluster::events::tests::{event, pod_ref};
+    use crate::metrics::Metrics;
+
+    /// Kopf's default exit timeout.
+    const GRACE: Duration = Duration::from_secs(2);
 
     /// An API server and a client of it.
     async fn cluster() -> (ApiServer, Client) {
@@ -341,7 +431,8 @@ mod tests {
     #[tokio::test]
     async fn log_lines_are_posted_only_when_loggers_are_on() {
         let (_server, client) = cluster().await;
-        let (poster, _task) = Poster::start(client, Retries::default(), CancellationToken::new());
+        let (poster, _task) =
+            Poster::start(client, Retries::default(), GRACE, CancellationToken::new());
         let with = |enabled: bool, loggers: bool, level: PostingLevel| {
             poster.clone().with_posting(Posting {
                 enabled,
@@ -378,7 +469,8 @@ mod tests {
             .create(&PostParams::default(), &team)
             .await
             .unwrap();
-        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
+        let (poster, task) =
+            Poster::start(client.clone(), Retries::default(), GRACE, shutdown.clone());
 
         // The first attempt fails with a 500; the retry (after 1 s) succeeds.
         server.faults().fail_next(
@@ -460,47 +552,79 @@ mod tests {
         assert_eq!(events_in(&client, "team").await.len(), 4);
     }
 
-    /// A paced Event waits for its turn without holding up other objects' Events; once
-    /// the operator stops, the grace sends what still waits.
+    /// A guest's pace: `burst` at once, then one every `every`.
+    fn pace(metrics: &Metrics, every: Duration, burst: u32, max_queued: usize) -> EventPace {
+        EventPace {
+            guest: Arc::from("g"),
+            limiter: Arc::new(crate::rate::RateLimiter::new(
+                1.0 / every.as_secs_f64(),
+                burst,
+            )),
+            max_queued,
+            metrics: metrics.clone(),
+        }
+    }
+
+    /// A paced Event waits for its turn without holding up the poster or other Events;
+    /// identical ones waiting go out as one with their count; once the operator stops,
+    /// what still waits goes out at once.
     #[tokio::test]
-    async fn events_go_out_at_their_turn_or_at_the_shutdown() {
+    async fn paced_events_go_out_at_their_turn_folded_or_at_the_shutdown() {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
-        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
+        let grace = Duration::from_secs(2);
+        let (poster, task) =
+            Poster::start(client.clone(), Retries::default(), grace, shutdown.clone());
+        let metrics = Metrics::default();
         let mut pod = pod_ref();
         pod.namespace = Some("default".into());
         let posted = tokio::time::Instant::now();
-        // A second: the other object's Event goes out first even on a loaded machine.
-        poster.post_after(
-            event(pod.clone(), "Paced", "at its turn"),
-            Duration::from_secs(1),
-        );
-        let mut other = pod_ref();
-        other.namespace = Some("default".into());
+        // A second a turn, one at once: the first goes, the next three wait as two.
+        let pace = pace(&metrics, Duration::from_secs(1), 1, 8);
+        for reason in ["First", "Paced", "Paced", "Paced"] {
+            poster.post_paced(event(pod.clone(), reason, "at its turn"), pace.clone());
+        }
+        let mut other = pod.clone();
         other.uid = Some("u-2".into());
-        poster.post(event(other, "Now", "at once"));
-        let first = wait_for_events(&client, "default", 1).await;
-        assert_eq!(first[0].reason.as_deref(), Some("Now"));
-        let both = wait_for_events(&client, "default", 2).await;
-        assert_eq!(both[1].reason.as_deref(), Some("Paced"));
-        assert!(posted.elapsed() >= Duration::from_secs(1));
-
-        poster.post_after(
-            event(pod, "Stopping", "in the grace"),
-            Duration::from_secs(3600),
+        poster.post(event(other, "Unpaced", "at once"));
+        let two = wait_for_events(&client, "default", 2).await;
+        let reasons: Vec<_> = two.iter().filter_map(|e| e.reason.as_deref()).collect();
+        assert!(
+            reasons.contains(&"First") && reasons.contains(&"Unpaced"),
+            "{reasons:?}"
         );
+        let three = wait_for_events(&client, "default", 3).await;
+        let paced = &three[2];
+        assert_eq!(paced.reason.as_deref(), Some("Paced"));
+        assert_eq!(paced.count, Some(3));
+        assert_eq!(paced.series.as_ref().and_then(|s| s.count), Some(3));
+        assert!(posted.elapsed() >= Duration::from_millis(900));
+
+        // An hour a turn: only the shutdown sends it.
+        let slow = EventPace {
+            guest: Arc::from("slow"),
+            ..self::pace(&metrics, Duration::from_secs(3600), 1, 8)
+        };
+        poster.post_paced(event(pod.clone(), "Burst", "at once"), slow.clone());
+        poster.post_paced(event(pod, "Stopping", "in the grace"), slow);
+        wait_for_events(&client, "default", 4).await;
         shutdown.cancel();
-        task.await.unwrap();
+        tokio::time::timeout(grace + Duration::from_secs(1), task)
+            .await
+            .expect("within the grace")
+            .expect("the drain ends");
         let all = events_in(&client, "default").await;
-        assert_eq!(all.len(), 3);
-        assert_eq!(all[2].reason.as_deref(), Some("Stopping"));
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[4].reason.as_deref(), Some("Stopping"));
+        assert_eq!(all[4].count, None, "seen once");
     }
 
     #[tokio::test]
     async fn final_failures_are_not_retried() {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
-        let (poster, task) = Poster::start(client.clone(), Retries::default(), shutdown.clone());
+        let (poster, task) =
+            Poster::start(client.clone(), Retries::default(), GRACE, shutdown.clone());
         // A namespace that does not exist: 404, final. The next event still goes out.
         let mut missing = pod_ref();
         missing.namespace = Some("nowhere".into());
@@ -512,7 +636,7 @@ mod tests {
         assert_eq!(default.len(), 1);
         assert_eq!(default[0].reason.as_deref(), Some("Found"));
         shutdown.cancel();
-        tokio::time::timeout(EXIT_GRACE + Duration::from_secs(1), task)
+        tokio::time::timeout(GRACE + Duration::from_secs(1), task)
             .await
             .unwrap()
             .unwrap();

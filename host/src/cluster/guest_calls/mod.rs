@@ -1,7 +1,8 @@
 //! The Kubernetes calls a guest makes while it handles an object (the WIT `get`, `list`,
 //! `create`, `patch` and `delete` imports), and the Events it posts: checked (`checks`:
 //! the resource, the guest's declared permissions, the namespaces the operator serves),
-//! paced (`traffic`: a rate per guest), then sent.
+//! paced (`traffic`: a rate per guest), then sent (an Event by the poster, at the
+//! guest's Event pace, in the background).
 //!
 //! Every answer goes back to the guest as a value; nothing here fails the handler call,
 //! retries a request or panics on what a guest sends.
@@ -10,14 +11,13 @@ mod checks;
 mod traffic;
 
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value};
 
 use crate::cluster::discovery::Resource;
-use crate::cluster::events::{ObjectRef, event_namespace};
+use crate::cluster::events::{EventPace, ObjectRef, event_namespace};
 use crate::cluster::scope::Scope;
 use crate::object_log::object_log;
 use crate::runtime::{Caller, Guest, KubeError, KubeRequest};
@@ -133,15 +133,15 @@ impl KubeAccess {
 impl KubeAccess {
     /// Lets an Event of `guest` about `involved` go: in a namespace the operator serves,
     /// about an object the guest handles or may read (`own`: the object of the call,
-    /// which it handles), at the guest's Event pace: how long until it may be posted.
-    /// A refusal says why.
+    /// which it handles); answers the guest's Event budget, which it goes out at. A
+    /// refusal says why.
     pub(crate) async fn admit_event(
         &self,
         guest: &Guest,
         caller: &Caller,
         involved: &ObjectRef,
         own: bool,
-    ) -> Result<Duration, KubeError> {
+    ) -> Result<EventPace, KubeError> {
         checks::valid_reference(involved)?;
         let namespace = event_namespace(involved);
         if !self.scope.includes(namespace) {
@@ -151,23 +151,20 @@ impl KubeAccess {
             let known = self.known.current(&self.client).await;
             checks::may_mention(guest, &known, involved)?;
         }
-        self.traffic
-            .admit_event(&caller.guest, caller.deadline.get())
-            .await
+        Ok(self.traffic.event_pace(&caller.guest))
     }
 
     /// Lets an Event made of a log line of `caller` about the object it handles
-    /// (`involved`) go, if its namespace is served and the guest's pace has room: how
-    /// long until it may be posted; `None`: it is not posted.
+    /// (`involved`) go, if its namespace is served: the guest's Event budget, which it
+    /// goes out at; `None`: it is not posted.
     pub(crate) fn admit_logged_event(
         &self,
         caller: &Caller,
         involved: &ObjectRef,
-    ) -> Option<Duration> {
+    ) -> Option<EventPace> {
         self.scope
             .includes(event_namespace(involved))
-            .then(|| self.traffic.admit_logged_event(&caller.guest))
-            .flatten()
+            .then(|| self.traffic.event_pace(&caller.guest))
     }
 }
 

@@ -4,19 +4,20 @@
 //! (watches, patches, peering) never go through it, so a guest flooding the API server
 //! cannot hold them up.
 //!
-//! A request waits for its turn inside the call. An Event does not: it is given its
-//! turn and posted in the background when the turn comes (as Kopf posts Events without
-//! holding the handler), so a handler posting an Event about each of a thousand objects
-//! is not slowed to the pace. Only when [`Limits::max_queued_events`] of the guest's
-//! Events are already waiting does posting one wait, and fail the call at its deadline.
+//! A request waits for its turn inside the call. An Event never does: the guest's
+//! [`EventPace`] goes with it to the poster, which posts it in the background when its
+//! turn comes (as Kopf posts Events without holding the handler), folds identical ones
+//! waiting, and drops what finds [`Limits::max_queued_events`] waiting; so a handler
+//! posting an Event about each of a thousand objects is not slowed to the pace.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::cluster::events::EventPace;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::rate::{RateLimiter, TooLate};
+use crate::rate::RateLimiter;
 use crate::runtime::KubeError;
 
 /// The guests' request rates and counts; shared by every call (cheap to clone: all
@@ -133,53 +134,18 @@ impl GuestTraffic {
         }
     }
 
-    /// Gives one Event of `guest` its turn at the guest's Event pace: how long until it
-    /// may be posted. Waits only while the guest's queue of waiting Events is full, and
-    /// answers 429 when it would still be full at `until` (the end of the call's budget).
-    pub(crate) async fn admit_event(
-        &self,
-        guest: &str,
-        until: Instant,
-    ) -> Result<Duration, KubeError> {
-        let (limiter, rate, burst) = self.limiter(guest, Lane::Events);
-        let queued = self.paces().max_queued_events;
-        // The queue is full when the next turn is more than this far ahead.
-        let horizon = Duration::from_secs_f64(f64::from(queued) / rate);
-        loop {
-            match limiter.reserve_within(Some(horizon)) {
-                Ok(wait) => {
-                    self.metrics.guest_request(guest, "event", !wait.is_zero());
-                    return Ok(wait);
-                }
-                Err(TooLate(wait)) => {
-                    let room_in = wait.saturating_sub(horizon);
-                    if Instant::now() + room_in > until {
-                        self.metrics.guest_request(guest, "event", true);
-                        return Err(too_many_requests(format!(
-                            "guest '{guest}' has {queued} Events waiting for its pace \
-                                 ({rate} per second, {burst} at once) and no room for \
-                                 another before the call's deadline (--max-queued-events, \
-                                 --guest-event-rate, --guest-event-burst)",
-                        )));
-                    }
-                    tokio::time::sleep(room_in).await;
-                }
-            }
+    /// The Event budget of `guest`, which its Events take their turns from (a guest's
+    /// Events and log lines posted as Events alike): its Event pace, how many may wait,
+    /// and where they are counted.
+    pub(crate) fn event_pace(&self, guest: &str) -> EventPace {
+        let (limiter, _, _) = self.limiter(guest, Lane::Events);
+        let max_queued = self.paces().max_queued_events;
+        EventPace {
+            guest: Arc::from(guest),
+            limiter,
+            max_queued: usize::try_from(max_queued).unwrap_or(usize::MAX),
+            metrics: self.metrics.clone(),
         }
-    }
-
-    /// Gives an Event made of one of `guest`'s log lines (`posting.loggers`) its turn at
-    /// the guest's Event pace, without waiting: `None` when the guest's queue of waiting
-    /// Events is full, and the line is then not posted (a log line never holds up the
-    /// call, and Kopf drops what it fails to post of them too).
-    pub(crate) fn admit_logged_event(&self, guest: &str) -> Option<Duration> {
-        let (limiter, rate, _) = self.limiter(guest, Lane::Events);
-        let queued = self.paces().max_queued_events;
-        let horizon = Duration::from_secs_f64(f64::from(queued) / rate);
-        let turn = limiter.reserve_within(Some(horizon)).ok();
-        let waits = turn.is_none_or(|wait| !wait.is_zero());
-        self.metrics.guest_request(guest, "event", waits);
-        turn
     }
 }
 
@@ -228,87 +194,33 @@ mod tests {
         assert!(text.contains("kapsel_guest_api_requests_total{guest=\"b\",verb=\"event\"} 1\n"));
     }
 
-    /// Events made of log lines (`posting.loggers`) take turns at the guest's Event pace,
-    /// and are dropped, at once, when its queue is full.
+    /// A guest's Events have a budget of their own, shared by all its calls: the
+    /// requests' pace spent leaves the Events' whole, and each guest has its own.
     #[tokio::test]
-    async fn logged_events_take_turns_or_are_dropped() {
-        let limits = Limits {
-            guest_event_rate: 2.0,
-            guest_event_burst: 2,
-            max_queued_events: 3,
-            ..Limits::default()
-        };
-        let metrics = Metrics::default();
-        let traffic = GuestTraffic::new(&limits, metrics.clone());
-        for _ in 0..2 {
-            assert_eq!(traffic.admit_logged_event("a"), Some(Duration::ZERO));
-        }
-        for _ in 0..3 {
-            assert!(
-                traffic
-                    .admit_logged_event("a")
-                    .is_some_and(|t| t > Duration::ZERO)
-            );
-        }
-        assert_eq!(traffic.admit_logged_event("a"), None, "the queue is full");
-        assert_eq!(traffic.admit_logged_event("b"), Some(Duration::ZERO));
-        let text = metrics.render();
-        assert!(text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"event\"} 6\n"));
-        assert!(text.contains("kapsel_guest_api_throttled_total{guest=\"a\"} 4\n"));
-    }
-
-    /// Events have a pace of their own, are given turns ahead instead of waiting, and
-    /// wait only for room in a full queue, failing at the deadline.
-    #[tokio::test]
-    async fn events_take_turns_ahead_until_the_queue_is_full() {
+    async fn events_have_a_budget_of_their_own() {
         let limits = Limits {
             guest_api_rate: 1.0,
             guest_api_burst: 2,
-            guest_event_rate: 2.0,
+            guest_event_rate: 0.001,
             guest_event_burst: 2,
             max_queued_events: 3,
             ..Limits::default()
         };
-        let metrics = Metrics::default();
-        let traffic = GuestTraffic::new(&limits, metrics.clone());
+        let traffic = GuestTraffic::new(&limits, Metrics::default());
         let soon = Instant::now() + Duration::from_millis(20);
         for _ in 0..2 {
             traffic.admit("a", "get", soon).await.expect("the burst");
         }
         traffic.admit("a", "get", soon).await.expect_err("paced");
-        // The requests' pace is spent; the Events' is not.
+        let pace = traffic.event_pace("a");
+        assert_eq!((&*pace.guest, pace.max_queued), ("a", 3));
+        let zero = Some(Duration::ZERO);
         for _ in 0..2 {
-            let turn = traffic.admit_event("a", soon).await.expect("the burst");
-            assert_eq!(turn, Duration::ZERO);
+            assert_eq!(pace.limiter.reserve_within(zero), Ok(Duration::ZERO));
         }
-        let asked = Instant::now();
-        let mut last = Duration::ZERO;
-        for _ in 0..3 {
-            // Given ahead (a turn to come), not waited for (which would leave none).
-            let turn = traffic.admit_event("a", soon).await.expect("queued");
-            assert!(turn > last, "later turns for later Events: {turn:?}");
-            last = turn;
-        }
-        assert!(last <= Duration::from_millis(1500), "{last:?}");
-        // Full: room comes as the first queued one's turn comes.
-        let refused = traffic.admit_event("a", soon).await.expect_err("full");
-        assert_eq!(refused.code, 429);
-        assert!(
-            refused.message.contains("--max-queued-events"),
-            "{}",
-            refused.message
-        );
-        let later = Instant::now() + Duration::from_secs(2);
-        let turn = traffic.admit_event("a", later).await.expect("room made");
-        assert!(
-            asked.elapsed() >= Duration::from_millis(250),
-            "waited for room"
-        );
-        assert!(turn <= Duration::from_millis(1500), "{turn:?}");
-        let text = metrics.render();
-        assert!(
-            text.contains("kapsel_guest_api_requests_total{guest=\"a\",verb=\"event\"} 7\n"),
-            "{text}"
-        );
+        let again = traffic.event_pace("a");
+        assert!(again.limiter.reserve_within(zero).is_err(), "one bucket");
+        let other = traffic.event_pace("b");
+        assert!(other.limiter.reserve_within(zero).is_ok(), "a bucket each");
     }
 }
