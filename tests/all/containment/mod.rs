@@ -13,6 +13,7 @@
 //! `containment-figure` (see [`Figure`]): run with `--nocapture` and grep for it.
 
 mod cpu;
+mod events;
 mod memory;
 mod permissions;
 mod traffic;

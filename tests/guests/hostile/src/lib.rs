@@ -25,7 +25,9 @@
 //!   through (`{"gets": n, "refused": code}`);
 //! - `create-flood`: creates 100 KB ConfigMaps until refused (`{"created": n, ...}`);
 //! - `event-flood`: posts 10,000 small Events; `made-up-events`: Events about a made-up
-//!   kind, a kube-system Pod and a Node;
+//!   kind, a kube-system Pod and a Node; `event-burst`: posts 1,000 Events about its
+//!   object, 500 the same (reason `Burst`, message `same`), then 500 each different
+//!   (`burst <i>`);
 //! - `fast-timer`: a timer asking for an interval of 1 ms;
 //! - `no-delay`: on create, fails with a temporary error asking to be retried at once;
 //! - `self-patch`: patches a counter annotation of its object on every event;
@@ -262,6 +264,16 @@ fn create_flood(cause: &Cause) -> Value {
 fn event_flood(cause: &Cause) {
     for i in 0..10_000 {
         kapsel::events::info(cause.body(), "Flood", &format!("event {i}"));
+    }
+}
+
+#[kapsel::on::event("v1", "configmaps", labels("kapsel.test/hostile" = "event-burst"))]
+fn event_burst(cause: &Cause) {
+    for _ in 0..500 {
+        kapsel::events::info(cause.body(), "Burst", "same");
+    }
+    for i in 0..500 {
+        kapsel::events::info(cause.body(), "Burst", &format!("burst {i}"));
     }
 }
 
