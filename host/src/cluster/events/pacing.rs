@@ -68,6 +68,39 @@ pub(super) enum Offered {
     Dropped,
 }
 
+/// Dropped Events not logged yet, and when drops were last logged: a warning at most
+/// once per [`DROPS_LOGGED_EVERY`], saying how many.
+#[derive(Debug, Default)]
+pub(super) struct Drops {
+    unlogged: u64,
+    logged_at: Option<Instant>,
+}
+
+impl Drops {
+    /// One more dropped: how many to log now, if a warning is due.
+    pub(super) fn one(&mut self) -> Option<u64> {
+        self.unlogged += 1;
+        self.due()
+    }
+
+    /// How many to log now, if some were not logged and the interval has passed.
+    pub(super) fn due(&mut self) -> Option<u64> {
+        let recent = self
+            .logged_at
+            .is_some_and(|logged| logged.elapsed() < DROPS_LOGGED_EVERY);
+        if recent { None } else { self.all() }
+    }
+
+    /// How many to log now, if some were not logged, whenever they were.
+    pub(super) fn all(&mut self) -> Option<u64> {
+        if self.unlogged == 0 {
+            return None;
+        }
+        self.logged_at = Some(Instant::now());
+        Some(std::mem::take(&mut self.unlogged))
+    }
+}
+
 /// One guest's Events waiting for its pace.
 pub(super) struct Lane {
     pace: EventPace,
@@ -78,9 +111,7 @@ pub(super) struct Lane {
     left: u64,
     /// Whether a task lets its Events out (the task ends once the queue is empty).
     paced: bool,
-    /// Drops not logged yet, and when drops were last logged.
-    unlogged: u64,
-    logged_at: Option<Instant>,
+    drops: Drops,
 }
 
 impl Lane {
@@ -91,8 +122,7 @@ impl Lane {
             positions: HashMap::new(),
             left: 0,
             paced: false,
-            unlogged: 0,
-            logged_at: None,
+            drops: Drops::default(),
         }
     }
 
@@ -113,13 +143,8 @@ impl Lane {
             Offered::Folded => metrics.event_folded(&self.pace.guest),
             Offered::Dropped => {
                 metrics.event_dropped(&self.pace.guest, QUEUE_FULL);
-                self.unlogged += 1;
-                if self
-                    .logged_at
-                    .is_none_or(|logged| logged.elapsed() >= DROPS_LOGGED_EVERY)
-                {
-                    self.log_drops();
-                }
+                let due = self.drops.one();
+                self.log_drops(due);
             }
             _ => {}
         }
@@ -168,9 +193,8 @@ impl Lane {
     pub(super) fn next_turn(&mut self) -> Option<Arc<RateLimiter>> {
         if self.queue.is_empty() {
             self.paced = false;
-            if self.unlogged > 0 {
-                self.log_drops();
-            }
+            let due = self.drops.all();
+            self.log_drops(due);
             return None;
         }
         Some(Arc::clone(&self.pace.limiter))
@@ -181,13 +205,8 @@ impl Lane {
         let waiting = self.queue.pop_front()?;
         self.positions.remove(&waiting.event);
         self.left += 1;
-        if self.unlogged > 0
-            && self
-                .logged_at
-                .is_none_or(|logged| logged.elapsed() >= DROPS_LOGGED_EVERY)
-        {
-            self.log_drops();
-        }
+        let due = self.drops.due();
+        self.log_drops(due);
         Some(waiting)
     }
 
@@ -195,14 +214,15 @@ impl Lane {
     pub(super) fn drain(&mut self) -> Vec<Waiting> {
         self.positions.clear();
         self.left += self.queue.len() as u64;
-        if self.unlogged > 0 {
-            self.log_drops();
-        }
+        let due = self.drops.all();
+        self.log_drops(due);
         self.queue.drain(..).collect()
     }
 
-    fn log_drops(&mut self) {
-        let (guest, dropped) = (&self.pace.guest, self.unlogged);
+    /// Logs `dropped` Events, if any.
+    fn log_drops(&self, dropped: Option<u64>) {
+        let Some(dropped) = dropped else { return };
+        let guest = &self.pace.guest;
         tracing::warn!(
             guest = %guest,
             "Guest '{guest}' posts Events faster than its Event pace: {dropped} Event(s) \
@@ -210,8 +230,6 @@ impl Lane {
              (--guest-event-rate, --guest-event-burst, --max-queued-events).",
             queued = self.queue.len(),
         );
-        self.unlogged = 0;
-        self.logged_at = Some(Instant::now());
     }
 }
 
@@ -227,6 +245,21 @@ mod tests {
             max_queued,
             metrics: metrics.clone(),
         }
+    }
+
+    /// Drops are logged at once, then at most once per interval, then all that is left.
+    #[test]
+    fn drops_are_logged_once_per_interval() {
+        let mut drops = Drops::default();
+        assert_eq!(drops.due(), None, "none dropped");
+        assert_eq!(drops.one(), Some(1), "the first at once");
+        assert_eq!(drops.one(), None);
+        assert_eq!(drops.one(), None);
+        assert_eq!(drops.due(), None, "within the interval");
+        assert_eq!(drops.all(), Some(2), "what is left, when asked");
+        assert_eq!(drops.all(), None);
+        drops.logged_at = Instant::now().checked_sub(DROPS_LOGGED_EVERY);
+        assert_eq!(drops.one(), Some(1), "the interval has passed");
     }
 
     fn kind(offered: &Offered) -> &'static str {
