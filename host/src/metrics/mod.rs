@@ -13,7 +13,7 @@
 //! | `kapsel_guest_api_requests_total` (Kubernetes requests and Events of guests) | counter | guest, verb |
 //! | `kapsel_guest_api_throttled_total` (of those, delayed or refused by the guest's rate) | counter | guest |
 //! | `kapsel_events_aggregated_total` (guests' Events folded into an identical one waiting for the guest's pace) | counter | guest |
-//! | `kapsel_events_dropped_total` (guests' Events not posted; `queue_full`: past `--max-queued-events` waiting) | counter | guest, reason |
+//! | `kapsel_events_dropped_total` (Events not posted, a guest's or the operator's own (`guest=""`); `queue_full`: past `--max-queued-events` waiting for the guest's pace, or 10,000 waiting to be sent; `failed`: refused, or out of retries) | counter | guest, reason |
 //! | `kapsel_self_trigger_backoffs_total` (objects backed off for re-triggering themselves) | counter | resource |
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
@@ -488,7 +488,7 @@ fn render_guest_events(state: &State, out: &mut Exposition) {
     }
     out.family(
         "kapsel_events_dropped_total",
-        "Guest Events not posted (queue_full: past --max-queued-events waiting for the pace).",
+        "Events not posted (queue_full: too many waiting; failed: refused or out of retries).",
         "counter",
     );
     for ((guest, reason), count) in &state.events_dropped {

@@ -336,8 +336,8 @@ pub(crate) async fn run(
     let posting = CancellationToken::new();
     let (poster, poster_task) = Poster::start(
         client.clone(),
-        settings.retries.clone(),
-        settings.exit_grace,
+        (settings.retries.clone(), settings.exit_grace),
+        shared.metrics.clone(),
         posting.clone(),
     );
     let poster = poster.with_posting(settings.posting.clone());

@@ -579,7 +579,8 @@ impl Operator {
             );
             reporting.events = involved.map(|involved| {
                 let grace = self.settings.exit_grace;
-                let poster = Poster::start(client.clone(), retries, grace, events).0;
+                let metrics = self.shared.metrics.clone();
+                let poster = Poster::start(client.clone(), (retries, grace), metrics, events).0;
                 (poster, involved)
             });
             let reloader = Reloader {

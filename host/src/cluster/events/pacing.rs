@@ -22,9 +22,9 @@ use crate::settings::Posting;
 /// At most one warning about a guest's dropped Events per this long.
 const DROPS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
-/// Why a guest's Event was dropped: its queue was full (the `reason` of
-/// `kapsel_events_dropped_total`).
-const QUEUE_FULL: &str = "queue_full";
+/// Why an Event was dropped (the `reason` of `kapsel_events_dropped_total`): its queue
+/// was full.
+pub(super) const QUEUE_FULL: &str = "queue_full";
 
 /// A guest's Event budget, handed out with each of its Events by its traffic: the token
 /// bucket of its Event pace, how many distinct Events may wait for it, and where its
@@ -47,8 +47,10 @@ impl std::fmt::Debug for EventPace {
     }
 }
 
-/// An Event in a lane: what it is, how often it was posted, the names it goes out with.
+/// An Event in a lane: what it is, how often it was posted, the names it goes out with,
+/// whose it is.
 pub(super) struct Waiting {
+    pub(super) guest: Arc<str>,
     pub(super) event: PostedEvent,
     pub(super) seen: Seen,
     pub(super) posting: Arc<Posting>,
@@ -161,6 +163,7 @@ impl Lane {
             }
         }
         let waiting = Waiting {
+            guest: Arc::clone(&self.pace.guest),
             event,
             seen: Seen::once(at),
             posting: Arc::clone(posting),

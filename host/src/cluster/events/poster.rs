@@ -2,7 +2,8 @@
 //! Events about one object go out in order while objects do not wait for each other.
 //! A guest's Events first wait for its pace in its lane (`pacing`), each guest's let out
 //! by a task of its own while any wait; the shutdown sends what waits at once, and gives
-//! every queued Event the exit timeout to go out.
+//! every queued Event the exit timeout to go out. At most [`MAX_SENDING`] Events wait to
+//! be sent; past it, and when posting one fails for good, an Event is dropped and counted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,15 +17,24 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::pacing::{EventPace, Lane, Offered, Waiting};
+use super::pacing::{Drops, EventPace, Lane, Offered, QUEUE_FULL, Waiting};
 use super::{PostedEvent, Seen, event_body, event_namespace};
 use crate::cluster::requests::{Retries, retried};
 use crate::cluster::wire::Body;
+use crate::metrics::Metrics;
 use crate::settings::{Posting, PostingLevel};
 
 /// How long a worker waits for more events about its object before it retires
 /// (Kopf's `posting.idle_timeout`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The most Events queued to be sent at once, the operator's own and those the guests'
+/// paces let out together: past it (an API server too slow to take them), Events are
+/// dropped, counted and logged, rather than kept without bound.
+const MAX_SENDING: usize = 10_000;
+
+/// Why an Event was dropped: the API server refused it, or its retries ran out.
+const FAILED: &str = "failed";
 
 /// One object's queue, as `post` sees it.
 struct Worker {
@@ -32,8 +42,10 @@ struct Worker {
     task: AbortHandle,
 }
 
-/// An Event, how often and when it was posted, and the names it goes out with.
+/// An Event, how often and when it was posted, the names it goes out with, and whose it
+/// is (`None`: the operator's own).
 struct Queued {
+    guest: Option<Arc<str>>,
     event: PostedEvent,
     seen: Seen,
     posting: Arc<Posting>,
@@ -55,8 +67,12 @@ struct Shared {
     /// How long queued Events may take to go out once the operator stops
     /// (`queueing.exit_timeout`).
     grace: Duration,
-    /// Events posted but not yet sent or given up on, for the shutdown's warning.
+    /// Events posted but not yet sent or given up on: at most [`MAX_SENDING`].
     pending: AtomicUsize,
+    /// Where dropped Events are counted.
+    metrics: Metrics,
+    /// Events dropped for [`MAX_SENDING`], for the warning.
+    drops: Mutex<Drops>,
     /// Cancelled when the operator stops: workers stop idling.
     shutdown: CancellationToken,
 }
@@ -79,6 +95,17 @@ impl Shared {
     fn workers(&self) -> MutexGuard<'_, Workers> {
         // Every change under this lock is a single insert/remove: a panic cannot leave it torn.
         self.workers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts an Event of `guest` (`None`: the operator's) dropped for `reason`.
+    fn dropped(&self, guest: Option<&str>, reason: &str) {
+        self.metrics
+            .event_dropped(guest.unwrap_or_default(), reason);
+    }
+
+    fn drops(&self) -> MutexGuard<'_, Drops> {
+        // Two numbers, each changed at once.
+        self.drops.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lanes(&self) -> MutexGuard<'_, Lanes> {
@@ -111,8 +138,8 @@ impl Poster {
     /// Outside a tokio runtime.
     pub(crate) fn start(
         client: Client,
-        retries: Retries,
-        grace: Duration,
+        (retries, grace): (Retries, Duration),
+        metrics: Metrics,
         shutdown: CancellationToken,
     ) -> (Poster, tokio::task::JoinHandle<()>) {
         let shared = Arc::new(Shared {
@@ -124,6 +151,8 @@ impl Poster {
             lanes: Mutex::default(),
             grace,
             pending: AtomicUsize::new(0),
+            metrics,
+            drops: Mutex::default(),
             shutdown,
         });
         let task = tokio::spawn(drain_on_shutdown(shared.clone()));
@@ -165,7 +194,8 @@ impl Poster {
             return;
         }
         let seen = Seen::once(Utc::now());
-        self.shared.queue(event, seen, Arc::clone(&self.posting));
+        self.shared
+            .queue(None, event, seen, Arc::clone(&self.posting));
     }
 
     /// Queues an Event of a guest to go out at the guest's pace (`pace`): at once while its
@@ -181,7 +211,8 @@ impl Poster {
         let mut lanes = shared.lanes();
         if lanes.closed {
             drop(lanes);
-            return shared.queue(event, Seen::once(now), Arc::clone(&self.posting));
+            let posting = Arc::clone(&self.posting);
+            return shared.queue(Some(pace.guest), event, Seen::once(now), posting);
         }
         let guest = Arc::clone(&pace.guest);
         let lane = lanes
@@ -204,15 +235,23 @@ impl Poster {
 impl Shared {
     fn queue_waiting(self: &Arc<Self>, waiting: Waiting) {
         let Waiting {
+            guest,
             event,
             seen,
             posting,
         } = waiting;
-        self.queue(event, seen, posting);
+        self.queue(Some(guest), event, seen, posting);
     }
 
-    /// Hands an Event to the worker of its object (started if there is none).
-    fn queue(self: &Arc<Self>, event: PostedEvent, seen: Seen, posting: Arc<Posting>) {
+    /// Hands an Event of `guest` (`None`: the operator's) to the worker of its object
+    /// (started if there is none); drops it when [`MAX_SENDING`] wait to be sent.
+    fn queue(
+        self: &Arc<Self>,
+        guest: Option<Arc<str>>,
+        event: PostedEvent,
+        seen: Seen,
+        posting: Arc<Posting>,
+    ) {
         let key = event.involved.queue_key();
         let mut workers = self.workers();
         if workers.closed {
@@ -224,8 +263,15 @@ impl Shared {
             );
             return;
         }
+        if self.pending.load(Ordering::Relaxed) >= MAX_SENDING {
+            drop(workers);
+            self.dropped(guest.as_deref(), QUEUE_FULL);
+            warn_dropped(self.drops().one());
+            return;
+        }
         self.pending.fetch_add(1, Ordering::Relaxed);
         let event = Queued {
+            guest,
             event,
             seen,
             posting,
@@ -247,6 +293,16 @@ impl Shared {
             .spawn(work(self.clone(), key.clone(), rx))
             .abort_handle();
         workers.by_key.insert(key, Worker { queue, task });
+    }
+}
+
+/// Logs `dropped` Events (dropped for [`MAX_SENDING`]), if any.
+fn warn_dropped(dropped: Option<u64>) {
+    if let Some(dropped) = dropped {
+        tracing::warn!(
+            "{dropped} Event(s) not posted: {MAX_SENDING} others were waiting to be sent \
+             (the API server takes Events more slowly than they come)."
+        );
     }
 }
 
@@ -291,8 +347,12 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
         };
         match next {
             Some(queued) => {
-                deliver(&shared.client, &shared.retries, &queued).await;
+                if !deliver(&shared.client, &shared.retries, &queued).await {
+                    shared.dropped(queued.guest.as_deref(), FAILED);
+                }
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
+                // Drops of a run that has ended are logged too, an interval after the last.
+                warn_dropped(shared.drops().due());
             }
             None => {
                 let mut workers = shared.workers();
@@ -309,8 +369,8 @@ async fn work(shared: Arc<Shared>, key: String, mut queue: mpsc::UnboundedReceiv
 }
 
 /// Posts one Event, retrying what may succeed later (Kopf's request retries); logs what
-/// cannot be posted.
-async fn deliver(client: &Client, retries: &Retries, queued: &Queued) {
+/// cannot be posted, and answers whether it was.
+async fn deliver(client: &Client, retries: &Retries, queued: &Queued) -> bool {
     let event = &queued.event;
     // Sent as written, the answer only checked to be JSON: nothing of it is read.
     let object = Body::of(&event_body(event, &queued.posting, queued.seen));
@@ -325,9 +385,10 @@ async fn deliver(client: &Client, retries: &Retries, queued: &Queued) {
         Api::namespaced_with(client.clone(), event_namespace(&event.involved), &resource);
     let params = PostParams::default();
     let posted = retried("posting an Event", retries, || api.create(&params, &object)).await;
-    if let Err(error) = posted {
+    if let Err(error) = &posted {
         tracing::warn!("Failed to post an Event for {}: {error}", describe(event));
     }
+    posted.is_ok()
 }
 
 /// `Kind namespace/name: reason`, for log lines.
@@ -431,8 +492,12 @@ mod tests {
     #[tokio::test]
     async fn log_lines_are_posted_only_when_loggers_are_on() {
         let (_server, client) = cluster().await;
-        let (poster, _task) =
-            Poster::start(client, Retries::default(), GRACE, CancellationToken::new());
+        let (poster, _task) = Poster::start(
+            client,
+            (Retries::default(), GRACE),
+            Metrics::default(),
+            CancellationToken::new(),
+        );
         let with = |enabled: bool, loggers: bool, level: PostingLevel| {
             poster.clone().with_posting(Posting {
                 enabled,
@@ -469,8 +534,12 @@ mod tests {
             .create(&PostParams::default(), &team)
             .await
             .unwrap();
-        let (poster, task) =
-            Poster::start(client.clone(), Retries::default(), GRACE, shutdown.clone());
+        let (poster, task) = Poster::start(
+            client.clone(),
+            (Retries::default(), GRACE),
+            Metrics::default(),
+            shutdown.clone(),
+        );
 
         // The first attempt fails with a 500; the retry (after 1 s) succeeds.
         server.faults().fail_next(
@@ -573,9 +642,13 @@ mod tests {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
         let grace = Duration::from_secs(2);
-        let (poster, task) =
-            Poster::start(client.clone(), Retries::default(), grace, shutdown.clone());
         let metrics = Metrics::default();
+        let (poster, task) = Poster::start(
+            client.clone(),
+            (Retries::default(), grace),
+            metrics.clone(),
+            shutdown.clone(),
+        );
         let mut pod = pod_ref();
         pod.namespace = Some("default".into());
         let posted = tokio::time::Instant::now();
@@ -623,8 +696,13 @@ mod tests {
     async fn final_failures_are_not_retried() {
         let (_server, client) = cluster().await;
         let shutdown = CancellationToken::new();
-        let (poster, task) =
-            Poster::start(client.clone(), Retries::default(), GRACE, shutdown.clone());
+        let metrics = Metrics::default();
+        let (poster, task) = Poster::start(
+            client.clone(),
+            (Retries::default(), GRACE),
+            metrics.clone(),
+            shutdown.clone(),
+        );
         // A namespace that does not exist: 404, final. The next event still goes out.
         let mut missing = pod_ref();
         missing.namespace = Some("nowhere".into());
@@ -635,10 +713,43 @@ mod tests {
         let default = wait_for_events(&client, "default", 1).await;
         assert_eq!(default.len(), 1);
         assert_eq!(default[0].reason.as_deref(), Some("Found"));
+        // Counted as the operator's own (no guest), failed.
+        let failed = "kapsel_events_dropped_total{guest=\"\",reason=\"failed\"} 1\n";
+        assert!(metrics.render().contains(failed), "{}", metrics.render());
         shutdown.cancel();
         tokio::time::timeout(GRACE + Duration::from_secs(1), task)
             .await
             .unwrap()
             .unwrap();
+    }
+
+    /// Past [`MAX_SENDING`] Events waiting to be sent (an API server that does not take
+    /// them), more are dropped and counted, not kept.
+    #[tokio::test]
+    async fn past_the_bound_events_are_dropped_and_counted() {
+        let (server, client) = cluster().await;
+        // The first Event's request hangs: those behind it about the same object wait.
+        server.faults().fail_next(
+            1,
+            RequestMatcher::any().verb("create").plural("events"),
+            Fault::Slow(Duration::from_secs(3600)),
+        );
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::default();
+        let (poster, task) = Poster::start(
+            client,
+            (Retries::default(), Duration::ZERO),
+            metrics.clone(),
+            shutdown.clone(),
+        );
+        for i in 0..=MAX_SENDING {
+            poster.post(event(pod_ref(), "Many", &format!("event {i}")));
+        }
+        let dropped = "kapsel_events_dropped_total{guest=\"\",reason=\"queue_full\"} 1\n";
+        assert!(metrics.render().contains(dropped), "{}", metrics.render());
+        assert_eq!(poster.shared.pending.load(Ordering::Relaxed), MAX_SENDING);
+        // No grace: what waits is given up at once.
+        shutdown.cancel();
+        task.await.expect("the drain ends");
     }
 }
