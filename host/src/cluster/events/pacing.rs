@@ -103,12 +103,20 @@ impl Drops {
     }
 }
 
+/// An Event as its lane holds it: shared with the lane's index of where it is, so that
+/// a waiting Event is kept once.
+struct Held {
+    event: Arc<PostedEvent>,
+    seen: Seen,
+    posting: Arc<Posting>,
+}
+
 /// One guest's Events waiting for its pace.
 pub(super) struct Lane {
     pace: EventPace,
-    queue: VecDeque<Waiting>,
+    queue: VecDeque<Held>,
     /// Where each waiting Event is, counted from the first ever queued.
-    positions: HashMap<PostedEvent, u64>,
+    positions: HashMap<Arc<PostedEvent>, u64>,
     /// How many have left the queue: the position of its front.
     left: u64,
     /// Whether a task lets its Events out (the task ends once the queue is empty).
@@ -162,12 +170,6 @@ impl Lane {
                 return Offered::Folded;
             }
         }
-        let waiting = Waiting {
-            guest: Arc::clone(&self.pace.guest),
-            event,
-            seen: Seen::once(at),
-            posting: Arc::clone(posting),
-        };
         if self.queue.is_empty()
             && self
                 .pace
@@ -175,14 +177,24 @@ impl Lane {
                 .reserve_within(Some(Duration::ZERO))
                 .is_ok()
         {
-            return Offered::Now(Box::new(waiting));
+            return Offered::Now(Box::new(Waiting {
+                guest: Arc::clone(&self.pace.guest),
+                event,
+                seen: Seen::once(at),
+                posting: Arc::clone(posting),
+            }));
         }
         if self.queue.len() >= self.pace.max_queued {
             return Offered::Dropped;
         }
         let position = self.left + self.queue.len() as u64;
-        self.positions.insert(waiting.event.clone(), position);
-        self.queue.push_back(waiting);
+        let event = Arc::new(event);
+        self.positions.insert(Arc::clone(&event), position);
+        self.queue.push_back(Held {
+            event,
+            seen: Seen::once(at),
+            posting: Arc::clone(posting),
+        });
         if self.paced {
             Offered::Queued
         } else {
@@ -205,12 +217,12 @@ impl Lane {
 
     /// The first waiting Event, whose turn came.
     pub(super) fn pop(&mut self) -> Option<Waiting> {
-        let waiting = self.queue.pop_front()?;
-        self.positions.remove(&waiting.event);
+        let held = self.queue.pop_front()?;
+        self.positions.remove(&*held.event);
         self.left += 1;
         let due = self.drops.due();
         self.log_drops(due);
-        Some(waiting)
+        Some(self.release(held))
     }
 
     /// Everything waiting, to go out at once (the operator stops).
@@ -219,7 +231,18 @@ impl Lane {
         self.left += self.queue.len() as u64;
         let due = self.drops.all();
         self.log_drops(due);
-        self.queue.drain(..).collect()
+        let held: Vec<Held> = self.queue.drain(..).collect();
+        held.into_iter().map(|held| self.release(held)).collect()
+    }
+
+    /// A held Event as it leaves, once its position is forgotten (its only holder then).
+    fn release(&self, held: Held) -> Waiting {
+        Waiting {
+            guest: Arc::clone(&self.pace.guest),
+            event: Arc::try_unwrap(held.event).unwrap_or_else(|shared| (*shared).clone()),
+            seen: held.seen,
+            posting: held.posting,
+        }
     }
 
     /// Logs `dropped` Events, if any.
