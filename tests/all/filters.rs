@@ -226,3 +226,43 @@ async fn old_and_new_filters_select_update_handlers_by_transition() {
     operator.stop().await.expect("stop");
     s.shutdown().await;
 }
+
+/// Each `when` filter call is counted in `/metrics`, by result.
+#[tokio::test]
+async fn when_filter_calls_are_counted() {
+    let s = Scene::start("filter-metrics").await;
+    let port = free_port();
+    let operator = s
+        .cluster
+        .start_operator(changes_operator().liveness(format!("http://127.0.0.1:{port}/healthz")));
+    for (name, special) in [("yes", true), ("no", false)] {
+        s.create(kopfexample(
+            name,
+            &["filters"],
+            json!({}),
+            json!({}),
+            json!({"special": special}),
+        ))
+        .await;
+    }
+    s.settled(&operator, &["yes", "no"]).await;
+    let metrics = http("GET", &format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("metrics")
+        .1;
+    let count = |result: &str| {
+        let series = format!(
+            "kapsel_filter_calls_total{{guest=\"changes\",handler=\"by_when\",result=\"{result}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(count("pass") >= 1.0, "{metrics}");
+    assert!(count("skip") >= 1.0, "{metrics}");
+    assert_eq!(count("error"), 0.0, "{metrics}");
+    operator.stop().await.expect("stop");
+    s.shutdown().await;
+}

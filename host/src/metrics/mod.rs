@@ -14,6 +14,7 @@
 //! | `kapsel_guest_api_throttled_total` (of those, delayed or refused by the guest's rate) | counter | guest |
 //! | `kapsel_events_aggregated_total` (guests' Events folded into an identical one waiting for the guest's pace) | counter | guest |
 //! | `kapsel_events_dropped_total` (Events not posted, a guest's or the operator's own (`guest=""`); `queue_full`: past `--max-queued-events` waiting for the guest's pace, or 10,000 waiting to be sent; `failed`: refused, or out of retries) | counter | guest, reason |
+//! | `kapsel_filter_calls_total` (`when` filters called in the guest: `pass`, `skip`, or `error`) | counter | guest, handler, result |
 //! | `kapsel_self_trigger_backoffs_total` (objects backed off for re-triggering themselves) | counter | resource |
 //! | `kapsel_watch_stream_restarts_total` | counter | resource |
 //! | `kapsel_queue_objects` (objects with events queued or in progress) | gauge | resource |
@@ -102,6 +103,8 @@ struct State {
     events_dropped: BTreeMap<(String, String), u64>,
     /// Objects backed off for re-triggering their handlers with their own patches.
     self_triggers: BTreeMap<String, u64>,
+    /// `when` filter calls, by guest, handler and result.
+    filters: BTreeMap<(String, String, &'static str), u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -215,6 +218,16 @@ impl Metrics {
         if throttled {
             *state.guest_throttled.entry(guest.to_owned()).or_default() += 1;
         }
+    }
+
+    /// A handler's `when` filter was called in its guest: it passed, skipped the handler,
+    /// or failed (`pass`, `skip`, `error`).
+    pub(crate) fn filter_called(&self, guest: &str, handler: &str, result: &'static str) {
+        *self
+            .state()
+            .filters
+            .entry((guest.to_owned(), handler.to_owned(), result))
+            .or_default() += 1;
     }
 
     /// An Event of `guest` was folded into an identical one waiting for its pace.
@@ -458,6 +471,19 @@ fn render_containment(state: &State, out: &mut Exposition) {
         );
     }
     render_guest_events(state, out);
+    out.family(
+        "kapsel_filter_calls_total",
+        "Handlers' `when` filters called in their guests, by result (pass, skip, error).",
+        "counter",
+    );
+    for ((guest, handler, result), count) in &state.filters {
+        let labels = [
+            ("guest", guest.clone()),
+            ("handler", handler.clone()),
+            ("result", (*result).to_owned()),
+        ];
+        out.sample("kapsel_filter_calls_total", &labels, *count);
+    }
     out.family(
         "kapsel_self_trigger_backoffs_total",
         "Objects backed off because their handlers re-trigger themselves with their own patches.",

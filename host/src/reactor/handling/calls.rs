@@ -19,6 +19,7 @@ use crate::handlers::{
     Subhandling,
 };
 use crate::journal::Journal;
+use crate::metrics::Metrics;
 use crate::object_log::object_log;
 use crate::reactor::changes::{self, Patch};
 use crate::reactor::objects::{EventType, ObjectMemory};
@@ -95,6 +96,8 @@ pub(crate) struct Calls {
     operator_memo: OperatorMemo,
     /// Kopf's settings, in force: object handlers read them.
     settings: SharedSettings,
+    /// Where the filter calls are counted.
+    metrics: Metrics,
 }
 
 impl Calls {
@@ -115,12 +118,19 @@ impl Calls {
             clock,
             operator_memo: OperatorMemo::default(),
             settings: SharedSettings::default(),
+            metrics: Metrics::default(),
         }
     }
 
     /// Objects' memos start as `memo` (the operator's, which startup handlers leave).
     pub(crate) fn with_operator_memo(mut self, memo: OperatorMemo) -> Calls {
         self.operator_memo = memo;
+        self
+    }
+
+    /// The filter calls are counted in these metrics (the operator's).
+    pub(crate) fn with_metrics(mut self, metrics: Metrics) -> Calls {
+        self.metrics = metrics;
         self
     }
 
@@ -330,7 +340,15 @@ impl Calls {
         let now = self.clock.now();
         let cause = cause(handler, ctx, details, None, (Standing::first(now), now));
         let context = self.context(handler, ctx, (None, None));
-        match handler.guest.when(cause, context).await {
+        let answer = handler.guest.when(cause, context).await;
+        let result = match &answer {
+            Ok(true) => "pass",
+            Ok(false) => "skip",
+            Err(_) => "error",
+        };
+        let (guest, id) = handler.identity();
+        self.metrics.filter_called(&guest, &id, result);
+        match answer {
             Ok(passes) => passes,
             Err(error) => {
                 object_log!(

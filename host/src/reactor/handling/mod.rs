@@ -207,7 +207,8 @@ impl Handling {
             shared.clock.clone(),
         )
         .with_operator_memo(shared.memo.clone())
-        .with_settings(shared.settings.clone());
+        .with_settings(shared.settings.clone())
+        .with_metrics(shared.metrics.clone());
         let patcher = Patcher {
             client,
             retries: settings.retries.clone(),
