@@ -115,10 +115,13 @@ fn resource_discovery(s: &Served<'_>) -> Value {
     r
 }
 
-/// The answer with `doc`: tagged, and 304 Not Modified when the client already has it
-/// (`If-None-Match`), as kube-apiserver answers.
+/// The answer with `doc`: tagged with a hash of its JSON (kube-apiserver's is SHA-512; a
+/// client only compares it, so the shard hash serves), and 304 Not Modified when the
+/// client already has it (`If-None-Match`), as kube-apiserver answers. The JSON is written
+/// once, for the tag and the body.
 pub(crate) fn response(doc: &Value, if_none_match: &str) -> Response {
-    let tag = format!("\"{}\"", etag(doc));
+    let text = doc.to_string();
+    let tag = format!("\"{:016X}\"", crate::shards::fnv1a64(text.as_bytes()));
     let headers = [
         (header::ETAG, tag.clone()),
         (header::VARY, "Accept".to_string()),
@@ -127,19 +130,10 @@ pub(crate) fn response(doc: &Value, if_none_match: &str) -> Response {
     if if_none_match == tag {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
-    let mut resp = (headers, doc.to_string()).into_response();
+    let mut resp = (headers, text).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static(MEDIA_TYPE),
     );
     resp
-}
-
-/// The document's `ETag`: a hash of its JSON, as kube-apiserver's (SHA-512 there; a
-/// client only compares it, so the shard hash serves).
-fn etag(doc: &Value) -> String {
-    format!(
-        "{:016X}",
-        crate::shards::fnv1a64(doc.to_string().as_bytes())
-    )
 }
