@@ -43,15 +43,14 @@ fn res() -> ResKey {
     (GROUP.to_string(), "apiservices".to_string())
 }
 
-/// The APIService of one served group-version: (name, object).
-fn desired(group: &str, version: &str, custom: bool) -> (String, Value) {
-    let name = format!("{version}.{group}");
+/// The APIService of one served group-version, named `name`.
+fn desired(name: &str, group: &str, version: &str, custom: bool) -> Value {
     let ((group_min, version_priority), managed) =
         match PRIORITIES.iter().find(|p| (p.0, p.1) == (group, version)) {
             Some(p) if !custom => ((p.2, p.3), "onstart"),
             _ => (CRD_PRIORITY, "true"),
         };
-    let obj = json!({
+    json!({
         "apiVersion": format!("{GROUP}/v1"),
         "kind": "APIService",
         "metadata": {
@@ -74,8 +73,7 @@ fn desired(group: &str, version: &str, custom: bool) -> (String, Value) {
             "reason": "Local",
             "message": "Local APIServices are always available",
         }]},
-    });
-    (name, obj)
+    })
 }
 
 /// Makes the APIServices of the served group-versions that have none, and removes the
@@ -85,13 +83,12 @@ pub(crate) fn reconcile(store: &mut Store) {
     if store.registry.find(GROUP, "v1", "apiservices").is_none() {
         return;
     }
-    let mut served: Vec<(String, String, bool)> = Vec::new();
+    // (name, group, version, custom), each served group-version once.
+    let mut served: Vec<(String, &str, &str, bool)> = Vec::new();
     for t in store.registry.all() {
-        if !served
-            .iter()
-            .any(|s| (&s.0, &s.1) == (&t.group, &t.version))
-        {
-            served.push((t.group.clone(), t.version.clone(), t.custom));
+        let name = format!("{}.{}", t.version, t.group);
+        if !served.iter().any(|s| s.0 == name) {
+            served.push((name, &t.group, &t.version, t.custom));
         }
     }
     let res = res();
@@ -107,17 +104,21 @@ pub(crate) fn reconcile(store: &mut Store) {
             (meta_str(o, "name").to_string(), managed)
         })
         .collect();
-    for (group, version, custom) in &served {
-        let (name, obj) = desired(group, version, *custom);
-        if !existing.iter().any(|(n, _)| *n == name) {
-            store.insert(&res, obj);
-        }
+    let missing: Vec<Value> = served
+        .iter()
+        .filter(|(name, ..)| !existing.iter().any(|(n, _)| n == name))
+        .map(|(name, group, version, custom)| desired(name, group, version, *custom))
+        .collect();
+    let unserved: Vec<String> = existing
+        .into_iter()
+        .filter(|(name, managed)| *managed && !served.iter().any(|s| &s.0 == name))
+        .map(|(name, _)| name)
+        .collect();
+    for obj in missing {
+        store.insert(&res, obj);
     }
-    for (name, managed) in existing {
-        let is_served = served.iter().any(|(g, v, _)| format!("{v}.{g}") == name);
-        if managed && !is_served {
-            store.remove(&res, &(String::new(), name));
-        }
+    for name in unserved {
+        store.remove(&res, &(String::new(), name));
     }
 }
 
