@@ -68,6 +68,7 @@ mod state;
 mod status;
 mod store;
 mod table;
+mod timers;
 mod tls;
 mod validate;
 mod watch;

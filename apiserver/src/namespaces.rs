@@ -51,13 +51,6 @@ async fn run(
     };
     queue_terminating(&shared.lock(), &mut due);
     loop {
-        let wake = due.first().map(|(at, _)| *at);
-        let sleep = async {
-            match wake {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             event = feed.recv() => match event {
                 Ok(event) if event.res == namespaces() => queue_terminating(&shared.lock(), &mut due),
@@ -65,7 +58,7 @@ async fn run(
                 Err(RecvError::Lagged(_)) => queue_terminating(&shared.lock(), &mut due),
                 Err(RecvError::Closed) => return,
             },
-            () = sleep => {
+            () = crate::timers::until(due.first().map(|(at, _)| *at)) => {
                 let Some((_, name)) = due.pop_first() else { continue };
                 clean(&mut shared.lock(), &name);
             }

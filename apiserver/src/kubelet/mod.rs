@@ -59,13 +59,6 @@ async fn run(
 ) {
     kubelet.sweep(&shared);
     loop {
-        let wake = kubelet.timers.first().map(|(at, _)| *at);
-        let sleep = async {
-            match wake {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             event = feed.recv() => match event {
                 Ok(event) if event.res.0.is_empty() && event.res.1 == "pods" => {
@@ -82,7 +75,7 @@ async fn run(
                 Err(RecvError::Lagged(_)) => kubelet.sweep(&shared),
                 Err(RecvError::Closed) => return,
             },
-            () = sleep => {
+            () = crate::timers::until(kubelet.timers.first().map(|(at, _)| *at)) => {
                 let now = Instant::now();
                 while let Some((at, key)) = kubelet.timers.first().cloned() {
                     if at > now {
