@@ -46,13 +46,7 @@ fn known(d: &Discovery) -> BTreeSet<String> {
 #[tokio::test]
 async fn aggregated_discovery_agrees_with_the_legacy_documents() {
     let (server, client) = start().await;
-    let r = post(
-        &server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        kopf_crd(),
-    )
-    .await;
-    assert_eq!(r.code, 201, "{}", r.body);
+    create_kopf_crd(&server).await;
 
     let apis = client.list_api_groups_aggregated().await.unwrap();
     let group = |name: &str| {
@@ -169,13 +163,7 @@ async fn only_a_client_naming_it_gets_the_aggregated_form_and_it_is_tagged() {
     assert_eq!(again.code, 304);
     assert!(again.body.is_empty());
     // A new group changes the document and its tag.
-    let r = post(
-        &server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        kopf_crd(),
-    )
-    .await;
-    assert_eq!(r.code, 201, "{}", r.body);
+    create_kopf_crd(&server).await;
     let changed = get_as(
         &server,
         "/apis",

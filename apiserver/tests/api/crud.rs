@@ -571,8 +571,7 @@ async fn type_members_come_first_in_kubes_order() {
         "{}",
         r.body
     );
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    assert_eq!(post(&server, crds, kopf_crd()).await.code, 201);
+    create_kopf_crd(&server).await;
     let kex = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
     let obj = json!({"kind": "KopfExample", "apiVersion": "kopf.dev/v1", "metadata": {"name": "k"}, "spec": {}});
     let created = post(&server, kex, obj).await;

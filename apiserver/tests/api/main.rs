@@ -204,6 +204,17 @@ pub(crate) fn kopf_crd() -> Value {
     serde_yaml::from_str(text).unwrap()
 }
 
+/// Creates the kopfexamples CRD ([`kopf_crd`]); it must be accepted.
+pub(crate) async fn create_kopf_crd(server: &ApiServer) {
+    let r = post(
+        server,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        kopf_crd(),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+}
+
 /// Asserts a Status error with this code and reason.
 /// The Status of an API error; panics on any other error.
 pub(crate) fn api_status(e: kube::Error) -> kube::core::Status {
