@@ -415,7 +415,24 @@ fn namespaces_default_to_the_handled_object_then_default() {
 fn namespaces_are_rfc_1123_labels_in_calls_and_event_references() {
     let known = known();
     let perms = [permit(sel(None, None, any("configmaps")), &["*"])];
-    let cm = || sel(None, None, any("configmaps"));
+    let call = |namespace: &str| {
+        let configmaps = sel(None, None, any("configmaps"));
+        prepare(
+            "g",
+            &perms,
+            &known,
+            &Scope::Cluster,
+            None,
+            get(configmaps, Some(namespace), "x"),
+        )
+    };
+    let reference = |name: &str, namespace: Option<&str>| ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: name.into(),
+        namespace: namespace.map(str::to_owned),
+        uid: None,
+    };
     let bad = [
         "default/../kube-system",
         "..",
@@ -427,65 +444,25 @@ fn namespaces_are_rfc_1123_labels_in_calls_and_event_references() {
         &"a".repeat(64),
     ];
     for namespace in bad {
-        let refused = prepare(
-            "g",
-            &perms,
-            &known,
-            &Scope::Cluster,
-            None,
-            get(cm(), Some(namespace), "x"),
-        )
-        .expect_err("bad namespace");
+        let refused = call(namespace).expect_err("bad namespace");
         assert_eq!(refused.code, 400, "{namespace:?}");
         assert!(refused.message.contains("RFC 1123"), "{}", refused.message);
-        let reference = ObjectRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "x".into(),
-            namespace: Some(namespace.to_owned()),
-            uid: None,
-        };
-        assert_eq!(
-            valid_reference(&reference).unwrap_err().code,
-            400,
-            "{namespace:?}"
-        );
+        let refused = valid_reference(&reference("x", Some(namespace)));
+        assert_eq!(refused.unwrap_err().code, 400, "{namespace:?}");
     }
     for namespace in ["default", "kube-system", "a", "1-2", &"a".repeat(63)] {
-        let reference = ObjectRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "x".into(),
-            namespace: Some(namespace.to_owned()),
-            uid: None,
-        };
-        assert!(valid_reference(&reference).is_ok(), "{namespace:?}");
         assert!(
-            prepare(
-                "g",
-                &perms,
-                &known,
-                &Scope::Cluster,
-                None,
-                get(cm(), Some(namespace), "x")
-            )
-            .is_ok(),
+            valid_reference(&reference("x", Some(namespace))).is_ok(),
             "{namespace:?}"
         );
+        assert!(call(namespace).is_ok(), "{namespace:?}");
     }
-    let named = |name: &str| ObjectRef {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        name: name.into(),
-        namespace: None,
-        uid: None,
-    };
     for name in ["", "..", "a/b", "x?watch=1"] {
         assert_eq!(
-            valid_reference(&named(name)).unwrap_err().code,
+            valid_reference(&reference(name, None)).unwrap_err().code,
             400,
             "{name:?}"
         );
     }
-    assert!(valid_reference(&named("system:node")).is_ok());
+    assert!(valid_reference(&reference("system:node", None)).is_ok());
 }
