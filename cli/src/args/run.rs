@@ -255,9 +255,10 @@ impl RunArgs {
                 ShardBy::Uid => ShardKey::Uid,
                 ShardBy::Namespace => ShardKey::Namespace,
             };
-            // `shard` made sure the index is below the count.
-            let range = ShardRange::of(index, count).into_iter().collect::<Vec<_>>();
-            settings.watching.shard_selectors = Some(shard_selector(key, &range).to_string());
+            let range = ShardRange::of(index, count).ok_or_else(|| {
+                format!("--shard {index}/{count}: the index must be below the count")
+            })?;
+            settings.watching.shard_selectors = Some(shard_selector(key, &[range]).to_string());
         }
         Ok(settings)
     }
